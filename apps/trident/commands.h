@@ -1,0 +1,13 @@
+// The trident command's subcommands. Each lives in its own file and adds
+// itself to the CLI11 app; main.cpp only wires them up and handles errors.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace trident::cli {
+
+// Each add_* registers a subcommand whose callback does the work; a subcommand
+// throws trident::Error on bad input and main() turns that into one clear line.
+void add_info_command(CLI::App& app);
+
+}  // namespace trident::cli

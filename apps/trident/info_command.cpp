@@ -1,0 +1,25 @@
+// trident info: what this build contains and what it will use on this machine.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "commands.h"
+#include "trident/core/backend.h"
+#include "trident/core/parallel.h"
+#include "trident/core/version.h"
+
+namespace trident::cli {
+
+void add_info_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Print version, build configuration and backends");
+  cmd->callback([] {
+    fmt::print("trident {}\n", kVersion);
+    fmt::print("build type:      {}\n", kBuildType);
+    fmt::print("compiler:        {}\n", kCompiler);
+    fmt::print("cpu threads:     {} (of {} hardware threads, {} rank(s) on this node)\n", num_threads(),
+               std::thread::hardware_concurrency(), local_rank_count());
+    fmt::print("cuda:            {}\n", backend_available(DeviceType::cuda) ? "built" : "not built");
+  });
+}
+
+}  // namespace trident::cli

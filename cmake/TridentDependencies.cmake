@@ -1,0 +1,42 @@
+# Every dependency comes from the system's packages (scripts/install_deps.sh).
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(tomlplusplus REQUIRED)
+find_package(dnnl REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+if(TRIDENT_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(TRIDENT_BENCH)
+  find_package(benchmark REQUIRED)
+endif()
+if(TRIDENT_CUDA)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+endif()
+
+# trident_module(NAME SOURCES... [DEPS targets...] [PRIVATE_DEPS targets...])
+# One CMake library per folder under src/trident (DESIGN.md §2). DEPS are the
+# trident modules (and third-party libraries) whose types appear in this
+# module's public headers; PRIVATE_DEPS are implementation details (oneDNN,
+# OpenBLAS, PCRE2...) that never leak to consumers. A module can only use what
+# it names here, which keeps the dependency graph one-way.
+function(trident_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(trident_${name} STATIC ${ARG_SOURCES})
+  add_library(trident::${name} ALIAS trident_${name})
+  target_include_directories(trident_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(trident_${name} PUBLIC ${ARG_DEPS} PRIVATE trident_options ${ARG_PRIVATE_DEPS})
+  set_target_properties(trident_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()

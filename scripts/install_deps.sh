@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs trident's system dependencies from Debian 12 packages.
+# Idempotent and quiet: packages already present are skipped, and apt output
+# goes to a log that is shown only when something fails.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libdnnl-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libpcre2-dev libxxhash-dev libzstd-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  bible-kjv python3 python3-venv
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A compiler with libFuzzer is optional: the fuzz targets build when clang is present.
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install_deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+
+log=$(mktemp /tmp/trident-apt.XXXXXX.log)
+echo "install_deps: installing ${missing[*]}"
+if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  echo "install_deps: apt-get failed; log follows" >&2
+  tail -n 40 "$log" >&2
+  exit 1
+fi
+rm -f "$log"
