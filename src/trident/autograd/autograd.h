@@ -1,0 +1,8 @@
+// Umbrella header of the autograd module: Variables, the engine, recomputation
+// and every differentiable function.
+#pragma once
+
+#include "trident/autograd/checkpoint.h"
+#include "trident/autograd/function.h"
+#include "trident/autograd/functions/elementwise.h"
+#include "trident/autograd/variable.h"

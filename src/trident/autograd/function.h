@@ -1,0 +1,78 @@
+// Defining differentiable functions, built in or user-defined.
+//
+// A function computes its outputs with ops:: on plain tensors, then calls
+// make_result(s) with a backward closure. The closure captures whatever it
+// needs (saved tensors) and returns one gradient per input (undefined when
+// that input needs none — check ctx.needs(i) to skip work). If grad mode is off
+// or no input requires a gradient, no node is recorded.
+//
+//   Variable my_square(const Variable& x) {
+//     Tensor y = ops::mul(x.data(), x.data());
+//     return make_result(y, {x}, "my_square", [xd = x.data()](const GradContext& ctx) {
+//       return std::vector<Tensor>{ops::scale(ops::mul(ctx.grad(0), xd), 2.0)};
+//     });
+//   }
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trident/autograd/variable.h"
+
+namespace trident::autograd {
+
+struct GradContext {
+  // Gradients of the outputs; the engine fills missing ones with zeros.
+  std::vector<Tensor> grad_outputs;
+  std::vector<bool> needs_input_grad;
+  const Tensor& grad(std::size_t i = 0) const { return grad_outputs.at(i); }
+  bool needs(std::size_t i) const { return needs_input_grad.at(i); }
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(const GradContext&)>;
+
+struct Edge {
+  std::shared_ptr<Node> node;  // null: input needs no gradient
+  int input_nr = 0;            // which output of `node` this edge feeds
+};
+
+// A recorded operation: its input edges and its backward closure.
+class Node {
+ public:
+  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<Tensor> output_templates);
+  virtual ~Node() = default;
+
+  const std::string& name() const noexcept { return name_; }
+  const std::vector<Edge>& next_edges() const noexcept { return next_edges_; }
+  std::size_t num_outputs() const noexcept { return output_shapes_.size(); }
+  // Computes input gradients from output gradients (missing ones zero-filled).
+  virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs);
+  // Drops the saved tensors (after a backward without retain_graph).
+  virtual void release();
+  bool released() const noexcept { return released_; }
+  // Recording order; backward runs later-recorded nodes first.
+  std::uint64_t sequence_nr() const noexcept { return sequence_nr_; }
+
+ protected:
+  std::string name_;
+  std::vector<Edge> next_edges_;
+  BackwardFn backward_;
+  std::vector<Shape> output_shapes_;
+  std::vector<DType> output_dtypes_;
+  std::vector<Device> output_devices_;
+  bool released_ = false;
+  std::uint64_t sequence_nr_ = 0;
+};
+
+// Records `outputs` as produced from `inputs` by a function with this backward.
+Variable make_result(Tensor output, const std::vector<Variable>& inputs, std::string_view name, BackwardFn backward);
+std::vector<Variable> make_results(std::vector<Tensor> outputs, const std::vector<Variable>& inputs,
+                                   std::string_view name, BackwardFn backward);
+
+// True when a function applied to `inputs` must record a node.
+bool any_requires_grad(const std::vector<Variable>& inputs);
+
+}  // namespace trident::autograd

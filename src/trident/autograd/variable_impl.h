@@ -1,0 +1,35 @@
+// Internal state shared by copies of a Variable (autograd-internal header).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/autograd/function.h"
+#include "trident/autograd/variable.h"
+
+namespace trident::autograd {
+
+struct VariableImpl {
+  Tensor data;
+  Tensor grad;
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  int output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: shared by every use in live graphs
+  std::vector<Variable::GradReadyHook> hooks;
+  std::string name;
+};
+
+// Adds a leaf's incoming gradient into its .grad and fires its hooks.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const std::shared_ptr<VariableImpl>& leaf);
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override;
+  void release() override {}
+
+ private:
+  std::weak_ptr<VariableImpl> leaf_;
+};
+
+}  // namespace trident::autograd

@@ -1,0 +1,67 @@
+// Added tokens (tokenizer.json `added_tokens`): strings such as
+// "<|endoftext|>" that are cut out of the text before pre-tokenization and
+// encoded as one id each, as Hugging Face's AddedVocabulary does.
+//
+// Matching is leftmost-longest. Tokens with normalized=false are extracted in
+// a first pass over the raw text, tokens with normalized=true in a second pass
+// over what remains (trident supports no normalizer, so both passes see the
+// same bytes; the order still decides which token wins an overlap). lstrip /
+// rstrip absorb adjacent Unicode whitespace into the match; single_word
+// rejects matches next to a word character.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trident::data {
+
+struct AddedToken {
+  std::int32_t id = -1;
+  std::string content;
+  bool single_word = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool normalized = false;
+  bool special = false;
+};
+
+// A piece of the input: plain text [begin, end), or an added token (id >= 0)
+// that covered [begin, end).
+struct Segment {
+  std::size_t begin;
+  std::size_t end;
+  std::int32_t token_id;
+};
+
+class AddedVocabulary {
+ public:
+  AddedVocabulary() = default;
+  explicit AddedVocabulary(std::vector<AddedToken> tokens);
+
+  const std::vector<AddedToken>& tokens() const noexcept { return tokens_; }
+  bool empty() const noexcept { return tokens_.empty(); }
+
+  // Replaces `out` with the segments of `text`, in order, covering all of it
+  // except whitespace absorbed by lstrip/rstrip.
+  void split(std::string_view text, std::vector<Segment>& out) const;
+
+ private:
+  struct Pass {
+    std::vector<std::vector<std::int32_t>> by_first_byte;  // token indices, longest first
+    bool any[256] = {};
+  };
+  void build_pass(Pass& pass, bool normalized) const;
+  void split_pass(const Pass& pass, std::string_view text, std::size_t begin, std::size_t end,
+                  std::vector<Segment>& out) const;
+
+  std::vector<AddedToken> tokens_;
+  Pass raw_;
+  Pass normalized_;
+};
+
+// Unicode White_Space (Rust's char::is_whitespace).
+bool is_unicode_whitespace(char32_t c) noexcept;
+
+}  // namespace trident::data

@@ -1,0 +1,71 @@
+// Pre-tokenization: cutting text into the pieces ("words") that BPE encodes
+// one at a time, as Hugging Face's pre-tokenizers do.
+//
+// Supported steps (tokenizer.json `pre_tokenizer`, alone or in a `Sequence`):
+//  - ByteLevel {add_prefix_space, use_regex}: with use_regex, splits by GPT-2's
+//    pattern; in any case marks the pieces for byte-level mapping.
+//  - Split {pattern: {Regex|String}, behavior: Isolated|Removed|Contiguous|
+//    MergedWithPrevious|MergedWithNext, invert}.
+// add_prefix_space is honoured only on a ByteLevel step that comes first (as in
+// every published byte-level tokenizer); the Tokenizer applies it to the text.
+//
+// Input need not be valid UTF-8: each maximal run of invalid bytes becomes a
+// piece of its own, untouched by the patterns, so valid text around it splits
+// exactly as Hugging Face splits it and every byte survives byte-level mapping.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trident/data/regex.h"
+
+namespace trident::data {
+
+// GPT-2's pre-tokenizer pattern (Hugging Face ByteLevel's, verbatim).
+inline constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+enum class SplitBehavior { isolated, removed, contiguous, merged_with_previous, merged_with_next };
+
+struct Piece {
+  std::size_t begin;
+  std::size_t end;
+};
+
+class PreTokenizer {
+ public:
+  PreTokenizer() = default;  // no splitting, no byte-level mapping
+  // GPT-2's: one ByteLevel step with the regex.
+  static PreTokenizer gpt2(bool add_prefix_space = false);
+
+  void add_byte_level(bool add_prefix_space, bool use_regex);
+  void add_split(std::string_view regex_pattern, SplitBehavior behavior, bool invert);
+
+  bool byte_level() const noexcept { return byte_level_; }
+  bool add_prefix_space() const noexcept { return add_prefix_space_; }
+
+  class Scratch {
+   public:
+    Regex::Scratch regex;
+    std::vector<Piece> a, b;
+    std::vector<Regex::Match> matches;
+  };
+  // Replaces `out` with the pieces of `text` (byte ranges into `text`, in
+  // order, non-empty). Thread-safe with one Scratch per thread.
+  void split(std::string_view text, std::vector<Piece>& out, Scratch& scratch) const;
+
+ private:
+  struct Step {
+    std::shared_ptr<const Regex> regex;  // null: the step does not split
+    SplitBehavior behavior = SplitBehavior::isolated;
+    bool invert = false;
+  };
+  std::vector<Step> steps_;
+  bool byte_level_ = false;
+  bool add_prefix_space_ = false;
+};
+
+}  // namespace trident::data
