@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, and runs every test.
+#   ./scripts/test.sh            full suite (unit, dist, interop), then the unit
+#                                tests again under ASan+UBSan
+#   TRIDENT_SKIP_SANITIZE=1      skip the sanitizer pass
+# Build output goes to build/ (Release, warnings as errors) and build-asan/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc 2>/dev/null || echo 2)
+log_dir=build/logs
+quiet() {  # quiet LOG CMD...: run CMD, show its output only if it fails
+  local log=$1; shift
+  if ! "$@" >"$log" 2>&1; then
+    echo "test.sh: '$*' failed; log follows" >&2
+    tail -n 60 "$log" >&2
+    exit 1
+  fi
+}
+
+echo "==> dependencies"
+./scripts/install_deps.sh
+if [[ -x scripts/python_env.sh ]]; then
+  # Interop tests use the peers' Python packages; they skip cleanly if this fails.
+  ./scripts/python_env.sh || echo "test.sh: Python environment unavailable; interop tests will skip"
+fi
+
+echo "==> build (Release)"
+mkdir -p "$log_dir"
+quiet "$log_dir/configure.log" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIDENT_WERROR=ON
+quiet "$log_dir/build.log" ninja -C build -j "$jobs"
+
+echo "==> tests"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+
+if [[ -z "${TRIDENT_SKIP_SANITIZE:-}" ]]; then
+  echo "==> unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  mkdir -p build-asan/logs
+  quiet build-asan/logs/configure.log cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DTRIDENT_SANITIZE=ON -DTRIDENT_BENCH=OFF -DTRIDENT_NATIVE=ON
+  quiet build-asan/logs/build.log ninja -C build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit --timeout 900
+fi
