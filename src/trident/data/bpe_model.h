@@ -76,7 +76,8 @@ class BpeModel {
   void initial_symbols(std::string_view raw, bool byte_level, std::vector<std::int32_t>& symbols) const;
 
   Vocab vocab_;
-  std::vector<const std::string*> id_to_token_;
+  std::vector<std::string> id_to_token_;  // empty string: no token has this id
+  std::vector<bool> has_id_;
   MergeMap merges_;
   std::size_t merge_count_ = 0;
   BpeOptions options_;

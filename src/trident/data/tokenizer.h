@@ -1,0 +1,126 @@
+// Tokenizer: byte-level BPE that encodes and decodes exactly as Hugging Face
+// `tokenizers` does for the same tokenizer.json.
+//
+// Loaded from a Hugging Face tokenizer.json (model BPE; pre-tokenizer
+// ByteLevel / Split / Sequence; added and special tokens; decoder ByteLevel;
+// post-processor ByteLevel / TemplateProcessing / Roberta / Bert / Sequence)
+// or from GPT-2's vocab.json + merges.txt. Anything else in the file that would
+// change the ids (a normalizer, BPE dropout, a Metaspace pre-tokenizer, ...)
+// is rejected with an error naming its JSON path, never silently ignored.
+// truncation and padding are ignored: trident never truncates or pads.
+//
+// Encoding pipeline (Hugging Face's): cut out added tokens -> per remaining
+// span, prefix a space if add_prefix_space -> pre-tokenize -> BPE per piece
+// -> post-processor template (when add_special_tokens).
+//
+// Input text may be any bytes: invalid UTF-8 is encoded byte-level (see
+// pre_tokenizer.h), and decode(encode(x)) == x for every byte string x when
+// the tokenizer is byte-level and adds no special tokens.
+//
+// A Tokenizer is an immutable, cheaply copyable handle; share it between
+// threads freely. Encoding goes through an Encoder, a per-thread session that
+// caches the ids of pieces it has seen (most words repeat).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trident/data/added_vocabulary.h"
+#include "trident/data/bpe_model.h"
+#include "trident/data/pre_tokenizer.h"
+
+namespace trident::data {
+
+enum class DecoderKind { none, byte_level };
+
+// Everything a tokenizer is made of; what the loaders produce.
+struct TokenizerParts {
+  BpeModel model;
+  AddedVocabulary added;
+  PreTokenizer pre_tokenizer;
+  DecoderKind decoder = DecoderKind::none;
+  // Post-processing of a single sequence: ids before and after it.
+  std::vector<std::int32_t> prefix_ids;
+  std::vector<std::int32_t> suffix_ids;
+};
+
+class Tokenizer {
+ public:
+  Tokenizer() = default;  // empty: every method but valid() throws
+  explicit Tokenizer(TokenizerParts parts);
+
+  // A tokenizer.json file; errors name the file and the JSON path.
+  static Tokenizer from_file(const std::filesystem::path& tokenizer_json);
+  // tokenizer.json content; `source` names it in errors.
+  static Tokenizer from_json(std::string_view json_text, std::string_view source = "tokenizer.json");
+  // GPT-2's files: "<|endoftext|>" (when in the vocabulary) becomes a special token.
+  static Tokenizer from_gpt2_files(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt);
+  // `path` is a tokenizer.json, a vocab.json with merges.txt beside it, or a
+  // directory holding either.
+  static Tokenizer load(const std::filesystem::path& path);
+
+  bool valid() const noexcept { return parts_ != nullptr; }
+
+  // Convenience: encodes with a fresh Encoder (no cache across calls).
+  std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The bytes the ids stand for (Hugging Face's decode before its lossy
+  // UTF-8 conversion); unknown ids throw. Special tokens decode to their text
+  // unless skip_special_tokens.
+  std::string decode(std::span<const std::int32_t> ids, bool skip_special_tokens = false) const;
+
+  // One past the largest id (model vocabulary and added tokens).
+  std::int32_t vocab_size() const;
+  std::optional<std::int32_t> token_to_id(std::string_view token) const;
+  std::optional<std::string> id_to_token(std::int32_t id) const;
+  bool is_special(std::int32_t id) const;
+  // The end-of-document token: the first of <|endoftext|>, <|end_of_text|>,
+  // </s>, <eos> that exists.
+  std::optional<std::int32_t> eod_id() const;
+
+  const TokenizerParts& parts() const;
+
+ private:
+  std::shared_ptr<const TokenizerParts> parts_;
+  // id -> index into parts_->added.tokens() (or -1), sized vocab_size().
+  std::shared_ptr<const std::vector<std::int32_t>> added_by_id_;
+  std::int32_t vocab_size_ = 0;
+};
+
+// A per-thread encoding session with a cache of piece -> ids. Not thread-safe;
+// create one per thread from the same Tokenizer.
+class Encoder {
+ public:
+  // `cache_entries`: how many distinct pieces to remember before starting over.
+  explicit Encoder(Tokenizer tokenizer, std::size_t cache_entries = 1 << 18);
+
+  // Appends the ids of `text` to `out`.
+  void encode(std::string_view text, std::vector<std::int32_t>& out, bool add_special_tokens = true);
+  std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens = true);
+
+  const Tokenizer& tokenizer() const noexcept { return tokenizer_; }
+
+ private:
+  void encode_span(std::string_view text, std::vector<std::int32_t>& out);
+
+  struct CacheEntry {
+    std::uint32_t offset;
+    std::uint32_t length;
+  };
+  Tokenizer tokenizer_;
+  const TokenizerParts* parts_;
+  std::size_t cache_entries_;
+  std::unordered_map<std::string, CacheEntry, StringHash, std::equal_to<>> cache_;
+  std::vector<std::int32_t> arena_;
+  std::vector<Segment> segments_;
+  std::vector<Piece> pieces_;
+  PreTokenizer::Scratch scratch_;
+  std::string prefixed_;
+};
+
+}  // namespace trident::data

@@ -1,0 +1,301 @@
+// Tokenizer::from_json: reads a Hugging Face tokenizer.json into TokenizerParts.
+// Every error names the source, the JSON path and what was expected.
+#include <nlohmann/json.hpp>
+
+#include "trident/core/error.h"
+#include "trident/data/tokenizer.h"
+
+namespace trident::data {
+namespace {
+
+using json = nlohmann::json;
+
+// A JSON value together with its path, for messages like
+// "tokenizer.json: $.model.merges[3]: expected a string, got number 7".
+class Node {
+ public:
+  Node(const json& v, std::string path, const std::string& source) : v_(&v), path_(std::move(path)), source_(&source) {}
+
+  const json& value() const { return *v_; }
+  const std::string& path() const { return path_; }
+  bool is_null() const { return v_->is_null(); }
+
+  [[noreturn]] void fail(std::string_view expected) const {
+    std::string got = v_->dump();
+    if (got.size() > 60) got = got.substr(0, 57) + "...";
+    TRIDENT_FAIL("{}: {}: expected {}, got {} {}", *source_, path_, expected, v_->type_name(), got);
+  }
+  [[noreturn]] void unsupported(std::string_view what) const {
+    TRIDENT_FAIL("{}: {}: {} is not supported by trident's tokenizer", *source_, path_, what);
+  }
+
+  Node at(std::string_view key) const {
+    if (!v_->is_object()) fail("an object");
+    auto it = v_->find(key);
+    if (it == v_->end()) {
+      TRIDENT_FAIL("{}: {}: missing required key \"{}\"", *source_, path_, key);
+    }
+    return Node(*it, path_ + "." + std::string(key), *source_);
+  }
+  // A key that may be absent (then null is returned).
+  Node opt(std::string_view key) const {
+    if (!v_->is_object()) fail("an object");
+    auto it = v_->find(key);
+    static const json null_value;
+    return Node(it == v_->end() ? null_value : *it, path_ + "." + std::string(key), *source_);
+  }
+  Node child(const json& v, std::string path) const { return Node(v, std::move(path), *source_); }
+  const std::string& source() const { return *source_; }
+  Node operator[](std::size_t i) const { return Node((*v_)[i], fmt::format("{}[{}]", path_, i), *source_); }
+  std::size_t size() const { return v_->size(); }
+
+  const json::array_t& array() const {
+    if (!v_->is_array()) fail("an array");
+    return v_->get_ref<const json::array_t&>();
+  }
+  std::string string() const {
+    if (!v_->is_string()) fail("a string");
+    return v_->get<std::string>();
+  }
+  bool boolean(bool default_value) const {
+    if (v_->is_null()) return default_value;
+    if (!v_->is_boolean()) fail("true or false");
+    return v_->get<bool>();
+  }
+  std::int32_t id() const {
+    if (!v_->is_number_integer() || v_->get<std::int64_t>() < 0 || v_->get<std::int64_t>() >= (1LL << 31)) {
+      fail("a token id (integer in [0, 2^31))");
+    }
+    return v_->get<std::int32_t>();
+  }
+  std::string type() const { return at("type").string(); }
+
+ private:
+  const json* v_;
+  std::string path_;
+  const std::string* source_;
+};
+
+// A literal string as a PCRE2 pattern.
+std::string escape_regex(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{{{:02x}}}", c);
+    }
+  }
+  return out;
+}
+
+BpeModel parse_model(const Node& m) {
+  if (!m.opt("type").is_null() && m.type() != "BPE") {
+    m.at("type").unsupported(fmt::format("model type \"{}\" (only BPE)", m.type()));
+  }
+  if (const Node d = m.opt("dropout"); !d.is_null()) {
+    if (!d.value().is_number()) d.fail("null or a number");
+    if (d.value().get<double>() != 0.0) d.unsupported("BPE dropout (it makes encoding random)");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const Node n = m.opt(key);
+    if (!n.is_null() && !n.string().empty()) n.unsupported(fmt::format("a non-empty {}", key));
+  }
+  BpeOptions options;
+  if (const Node u = m.opt("unk_token"); !u.is_null()) options.unk_token = u.string();
+  options.fuse_unk = m.opt("fuse_unk").boolean(false);
+  options.byte_fallback = m.opt("byte_fallback").boolean(false);
+  options.ignore_merges = m.opt("ignore_merges").boolean(false);
+
+  const Node vocab_node = m.at("vocab");
+  if (!vocab_node.value().is_object()) vocab_node.fail("an object of token -> id");
+  Vocab vocab;
+  vocab.reserve(vocab_node.size());
+  for (const auto& [token, id] : vocab_node.value().items()) {
+    vocab.emplace(token, vocab_node.child(id, fmt::format("{}[\"{}\"]", vocab_node.path(), token)).id());
+  }
+  const Node merges_node = m.at("merges");
+  const auto& arr = merges_node.array();
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(arr.size());
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const Node e = merges_node[i];
+    if (e.value().is_string()) {
+      // Legacy form "left right": exactly one space.
+      const std::string s = e.string();
+      const std::size_t sp = s.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos) {
+        e.fail("a merge \"LEFT RIGHT\" (two tokens separated by one space)");
+      }
+      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (e.value().is_array() && e.size() == 2 && e.value()[0].is_string() && e.value()[1].is_string()) {
+      merges.emplace_back(e.value()[0].get<std::string>(), e.value()[1].get<std::string>());
+    } else {
+      e.fail("a merge: \"LEFT RIGHT\" or [\"LEFT\", \"RIGHT\"]");
+    }
+  }
+  const std::string where = merges_node.source() + ": " + merges_node.path();
+  return BpeModel(std::move(vocab), merges, std::move(options),
+                  [&](std::size_t i) { return fmt::format("{}[{}]", where, i); });
+}
+
+std::vector<AddedToken> parse_added_tokens(const Node& n) {
+  std::vector<AddedToken> out;
+  if (n.is_null()) return out;
+  const auto& arr = n.array();
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const Node t = n[i];
+    AddedToken a;
+    a.id = t.at("id").id();
+    a.content = t.at("content").string();
+    a.single_word = t.opt("single_word").boolean(false);
+    a.lstrip = t.opt("lstrip").boolean(false);
+    a.rstrip = t.opt("rstrip").boolean(false);
+    a.special = t.opt("special").boolean(false);
+    a.normalized = t.opt("normalized").boolean(!a.special);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+void check_normalizer(const Node& n) {
+  if (n.is_null()) return;
+  const std::string type = n.type();
+  if (type == "Sequence") {
+    const Node list = n.at("normalizers");
+    for (std::size_t i = 0; i < list.array().size(); ++i) check_normalizer(list[i]);
+    return;
+  }
+  n.at("type").unsupported(fmt::format("normalizer \"{}\"", type));
+}
+
+SplitBehavior parse_behavior(const Node& n) {
+  const std::string b = n.string();
+  if (b == "Isolated") return SplitBehavior::isolated;
+  if (b == "Removed") return SplitBehavior::removed;
+  if (b == "Contiguous") return SplitBehavior::contiguous;
+  if (b == "MergedWithPrevious") return SplitBehavior::merged_with_previous;
+  if (b == "MergedWithNext") return SplitBehavior::merged_with_next;
+  n.fail("one of Isolated, Removed, Contiguous, MergedWithPrevious, MergedWithNext");
+}
+
+void parse_pre_tokenizer(const Node& n, PreTokenizer& pre) {
+  if (n.is_null()) return;
+  const std::string type = n.type();
+  if (type == "Sequence") {
+    const Node list = n.at("pretokenizers");
+    for (std::size_t i = 0; i < list.array().size(); ++i) parse_pre_tokenizer(list[i], pre);
+  } else if (type == "ByteLevel") {
+    try {
+      pre.add_byte_level(n.opt("add_prefix_space").boolean(true), n.opt("use_regex").boolean(true));
+    } catch (const Error&) {
+      n.at("add_prefix_space").unsupported("add_prefix_space=true on a ByteLevel step that is not the first");
+    }
+  } else if (type == "Split") {
+    const Node pattern = n.at("pattern");
+    std::string regex;
+    if (!pattern.opt("Regex").is_null()) {
+      regex = pattern.at("Regex").string();
+    } else if (!pattern.opt("String").is_null()) {
+      regex = escape_regex(pattern.at("String").string());
+    } else {
+      pattern.fail("{\"Regex\": ...} or {\"String\": ...}");
+    }
+    try {
+      pre.add_split(regex, parse_behavior(n.at("behavior")), n.opt("invert").boolean(false));
+    } catch (const Error& e) {
+      TRIDENT_FAIL("{}: {}", pattern.path(), e.message());
+    }
+  } else {
+    n.at("type").unsupported(fmt::format("pre-tokenizer \"{}\"", type));
+  }
+}
+
+DecoderKind parse_decoder(const Node& n) {
+  if (n.is_null()) return DecoderKind::none;
+  const std::string type = n.type();
+  if (type == "ByteLevel") return DecoderKind::byte_level;
+  if (type == "Sequence") {
+    const Node list = n.at("decoders");
+    if (list.array().size() == 1) return parse_decoder(list[0]);
+    if (list.array().empty()) return DecoderKind::none;
+  }
+  n.at("type").unsupported(fmt::format("decoder \"{}\"", type));
+}
+
+// The ids a post-processor puts around a single sequence.
+void parse_post_processor(const Node& n, TokenizerParts& parts) {
+  if (n.is_null()) return;
+  const std::string type = n.type();
+  if (type == "ByteLevel") return;  // only adjusts offsets
+  if (type == "Sequence") {
+    const Node list = n.at("processors");
+    for (std::size_t i = 0; i < list.array().size(); ++i) parse_post_processor(list[i], parts);
+    return;
+  }
+  if (type == "RobertaProcessing" || type == "BertProcessing") {
+    const Node cls = n.at("cls"), sep = n.at("sep");
+    if (!cls.value().is_array() || cls.size() != 2) cls.fail("[token, id]");
+    if (!sep.value().is_array() || sep.size() != 2) sep.fail("[token, id]");
+    parts.prefix_ids.push_back(cls[1].id());
+    parts.suffix_ids.push_back(sep[1].id());
+    return;
+  }
+  if (type == "TemplateProcessing") {
+    const Node single = n.at("single");
+    const Node specials = n.at("special_tokens");
+    bool seen_sequence = false;
+    for (std::size_t i = 0; i < single.array().size(); ++i) {
+      const Node item = single[i];
+      if (!item.opt("Sequence").is_null()) {
+        if (seen_sequence) item.fail("a single-sequence template with one Sequence");
+        seen_sequence = true;
+      } else if (!item.opt("SpecialToken").is_null()) {
+        const std::string name = item.at("SpecialToken").at("id").string();
+        const Node spec = specials.at(name);
+        const Node ids = spec.at("ids");
+        auto& target = seen_sequence ? parts.suffix_ids : parts.prefix_ids;
+        for (std::size_t k = 0; k < ids.array().size(); ++k) target.push_back(ids[k].id());
+      } else {
+        item.fail("{\"Sequence\": ...} or {\"SpecialToken\": ...}");
+      }
+    }
+    return;
+  }
+  n.at("type").unsupported(fmt::format("post-processor \"{}\"", type));
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view source_view) {
+  const std::string source(source_view);
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    TRIDENT_FAIL("{}: invalid JSON at byte {}: {}", source, e.byte, e.what());
+  }
+  const Node root(j, "$", source);
+  if (!j.is_object()) root.fail("a tokenizer.json object");
+  TokenizerParts parts;
+  parts.model = parse_model(root.at("model"));
+  parts.added = AddedVocabulary(parse_added_tokens(root.opt("added_tokens")));
+  check_normalizer(root.opt("normalizer"));
+  parse_pre_tokenizer(root.opt("pre_tokenizer"), parts.pre_tokenizer);
+  parts.decoder = parse_decoder(root.opt("decoder"));
+  parse_post_processor(root.opt("post_processor"), parts);
+  const std::int32_t bound = [&] {
+    std::int32_t b = parts.model.id_bound();
+    for (const auto& t : parts.added.tokens()) b = std::max(b, t.id + 1);
+    return b;
+  }();
+  for (std::int32_t id : parts.prefix_ids) {
+    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source, id, bound);
+  }
+  for (std::int32_t id : parts.suffix_ids) {
+    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source, id, bound);
+  }
+  return Tokenizer(std::move(parts));
+}
+
+}  // namespace trident::data
