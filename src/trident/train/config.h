@@ -1,0 +1,135 @@
+// The typed training configuration: TOML file + `--set section.key=value`.
+//
+// Section and key names follow Megatron's and LiBai's vocabulary. Every key in
+// a file or override must be one of the fields below with a value of the
+// right type; anything else is an error that names the key (and suggests the
+// nearest known key), the file, and what was expected. Cross-field rules
+// (batch sizes, parallel sizes against the world size) are checked by
+// validate() before any work starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trident::train {
+
+struct ModelConfig {
+  std::string arch = "gpt2";   // gpt2 | llama
+  std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes below)
+  std::int64_t n_layer = 0;
+  std::int64_t n_head = 0;
+  std::int64_t n_kv_head = 0;  // 0 = n_head (no grouped-query attention)
+  std::int64_t d_model = 0;
+  std::int64_t d_ff = 0;       // 0 = architecture default (4·d for GPT-2, LLaMA's rounded 8/3·d)
+  std::int64_t vocab_size = 0; // 0 = the tokenizer's vocabulary size
+  std::int64_t max_seq_len = 0;
+  double dropout = 0.0;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = true;  // GPT-2 ties; LLaMA presets untie
+  std::string from_pretrained; // Hugging Face directory to load weights from
+};
+
+struct DataConfig {
+  std::string tokenizer;             // tokenizer.json
+  std::vector<std::string> paths;    // dataset prefixes (PREFIX.bin / PREFIX.idx)
+  std::vector<double> weights;       // blending weights (default: proportional to size)
+  std::string split = "969,30,1";    // train, valid, test
+  std::string cache_dir;             // sample-index cache (default: beside the data)
+  std::int64_t prefetch = 4;         // batches prepared ahead by the loader thread
+};
+
+struct TrainConfig {
+  std::int64_t seq_len = 128;
+  std::int64_t micro_batch_size = 4;
+  std::int64_t global_batch_size = 0;  // 0 = micro_batch_size × data_parallel_size
+  std::int64_t steps = 100;
+  std::int64_t seed = 1234;
+  std::string precision = "fp32";      // fp32 | bf16 | fp16
+  std::int64_t log_interval = 10;
+  std::int64_t eval_interval = 100;
+  std::int64_t eval_steps = 10;
+  bool activation_checkpointing = false;
+  double peak_gflops = 0.0;            // for MFU; 0 = measure the matmul peak at start
+  std::string device = "cpu";          // cpu | cuda
+  std::int64_t threads = 0;            // CPU threads per rank; 0 = cores / ranks on the node
+};
+
+struct OptimConfig {
+  std::string name = "adamw";          // adamw | sgd
+  double lr = 3e-4;
+  std::vector<double> betas = {0.9, 0.95};
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double momentum = 0.9;               // sgd
+  double clip_grad = 1.0;              // global gradient-norm clip; 0 = off
+  double initial_loss_scale = 65536.0; // fp16
+};
+
+struct ScheduleConfig {
+  std::int64_t warmup_steps = 0;
+  std::string decay = "cosine";        // cosine | linear | constant | one_cycle
+  std::int64_t decay_steps = 0;        // 0 = train.steps
+  double min_lr = 0.0;
+};
+
+struct DistConfig {
+  std::int64_t data_parallel_size = 0;      // 0 = inferred: world / (tp × pp)
+  std::int64_t tensor_parallel_size = 1;
+  std::int64_t pipeline_parallel_size = 1;
+  std::vector<std::int64_t> pipeline_num_layers;  // explicit per-stage layer counts
+  std::int64_t virtual_pipeline_size = 1;
+  std::string pipeline_schedule = "1f1b";   // gpipe | 1f1b | interleaved
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;              // 0 | 1 | 2 | 3
+  double timeout_s = 300.0;                 // collective timeout
+};
+
+struct CheckpointConfig {
+  std::string dir;                     // default: RUN_DIR/checkpoints
+  std::int64_t interval = 0;           // steps between saves; 0 = only at the end
+  std::int64_t keep = 3;               // most recent checkpoints kept
+  std::string resume;                  // "" | "auto" | a checkpoint directory
+};
+
+struct LogConfig {
+  std::string progress = "auto";       // auto | on | off (live progress line on a terminal)
+  std::string metrics_file = "metrics.jsonl";
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  DistConfig dist;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+};
+
+// Field metadata, for documentation and `trident train --help-config`.
+struct ConfigKey {
+  std::string key;   // "train.micro_batch_size"
+  std::string type;  // "integer", "float", "boolean", "string", "list of floats", ...
+};
+std::vector<ConfigKey> config_keys();
+
+// Applies a TOML document (its text; `origin` names it in errors) on top of `config`.
+void apply_toml(Config& config, const std::string& toml_text, const std::string& origin);
+// Reads a TOML file on top of `config`.
+void apply_file(Config& config, const std::string& path);
+// Applies one "section.key=value" override; the value is TOML (a bare word is taken as a string).
+void apply_override(Config& config, const std::string& assignment);
+
+// Loads `path` (may be empty for defaults only), then the overrides in order.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// The configuration as TOML, every key present: printed at start and saved in the run directory.
+std::string to_toml(const Config& config);
+
+// The nearest known key to `key` by edit distance ("" if nothing is close).
+std::string nearest_key(const std::string& key);
+
+}  // namespace trident::train
