@@ -4,5 +4,8 @@
 
 #include "trident/autograd/checkpoint.h"
 #include "trident/autograd/function.h"
+#include "trident/autograd/functions/activation.h"
+#include "trident/autograd/functions/dropout.h"
 #include "trident/autograd/functions/elementwise.h"
+#include "trident/autograd/functions/norm.h"
 #include "trident/autograd/variable.h"

@@ -1,0 +1,235 @@
+// Activations: one contiguous loop per op, split over the rank's threads in
+// chunks of at least 16K elements. Each element is independent, so results do
+// not depend on the thread count.
+#include "trident/kernels/cpu/activation.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numbers>
+#include <type_traits>
+
+#include "trident/core/error.h"
+#include "trident/core/parallel.h"
+
+namespace trident::kernels::cpu {
+
+namespace {
+
+constexpr std::int64_t kGrain = 1 << 14;
+
+// Rounds to T; bf16 inline (nearest even, NaN kept quiet — the rule of core's
+// float_to_bf16_bits) so the store vectorises.
+template <typename T, typename A>
+inline T round_to(A v) noexcept {
+  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<A, float>) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
+    const auto rounded = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    const auto quiet_nan = static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+    return bf16::from_bits((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  } else {
+    return store<T>(v);
+  }
+}
+
+// e^x in f32 without a libm call. x = n ln2 + r with |r| <= ln2/2 (ln2 split in
+// two so n * kLn2Hi is exact), e^r by its Taylor series to degree 7 (truncation
+// below 1e-8 relative), 2^n built in the exponent bits. The clamp keeps
+// 2^n a normal float.
+inline float exp_f32(float x) noexcept {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;  // 355/512: few bits, n * kLn2Hi is exact
+  constexpr float kLn2Lo = -2.12194440054690583e-4f;
+  constexpr float kShifter = 0x1.8p23f;   // adding it rounds to an integer held in the low mantissa bits
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float shifted = x * kLog2e + kShifter;
+  const float n = shifted - kShifter;
+  const std::int32_t ni = std::bit_cast<std::int32_t>(shifted) - std::bit_cast<std::int32_t>(kShifter);
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * std::bit_cast<float>((ni + 127) << 23);
+}
+
+template <typename A>
+inline A exp_acc(A x) noexcept {
+  if constexpr (std::is_same_v<A, float>) {
+    return exp_f32(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+template <typename A>
+inline A sigmoid(A x) noexcept {
+  return A(1) / (A(1) + exp_acc(-x));
+}
+
+// GELU, tanh approximation (GPT-2's gelu_new): 0.5 x (1 + tanh(u)) = x * sigmoid(2u).
+struct GeluTanh {
+  template <typename A>
+  static constexpr A kSqrt2OverPi = static_cast<A>(0.79788456080286535588);
+  template <typename A>
+  static constexpr A kCubic = static_cast<A>(0.044715);
+
+  template <typename A>
+  static A forward(A x) noexcept {
+    const A u = kSqrt2OverPi<A> * (x + kCubic<A> * x * x * x);
+    return x * sigmoid(A(2) * u);
+  }
+  // d/dx [x s(2u)] = s + 2 x s (1 - s) u'(x), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+  template <typename A>
+  static A derivative(A x) noexcept {
+    const A x2 = x * x;
+    const A u = kSqrt2OverPi<A> * (x + kCubic<A> * x2 * x);
+    const A du = kSqrt2OverPi<A> * (A(1) + A(3) * kCubic<A> * x2);
+    const A s = sigmoid(A(2) * u);
+    return s + A(2) * x * s * (A(1) - s) * du;
+  }
+};
+
+// Exact GELU: x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2.
+struct Gelu {
+  template <typename A>
+  static A forward(A x) noexcept {
+    return A(0.5) * x * std::erfc(-x * static_cast<A>(std::numbers::sqrt2 / 2));
+  }
+  // Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
+  template <typename A>
+  static A derivative(A x) noexcept {
+    const A cdf = A(0.5) * std::erfc(-x * static_cast<A>(std::numbers::sqrt2 / 2));
+    const A pdf = static_cast<A>(0.39894228040143267794) * exp_acc(A(-0.5) * x * x);
+    return cdf + x * pdf;
+  }
+};
+
+// SiLU (swish): x sigmoid(x); derivative s (1 + x (1 - s)).
+struct Silu {
+  template <typename A>
+  static A forward(A x) noexcept {
+    return x * sigmoid(x);
+  }
+  template <typename A>
+  static A derivative(A x) noexcept {
+    const A s = sigmoid(x);
+    return s * (A(1) + x * (A(1) - s));
+  }
+};
+
+template <typename Act, typename T>
+void forward_loop(const T* x, T* y, std::int64_t n) {
+  parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) y[i] = round_to<T>(Act::forward(load(x[i])));
+  });
+}
+
+template <typename Act, typename T>
+void backward_loop(const T* dy, const T* x, T* dx, std::int64_t n) {
+  parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) dx[i] = round_to<T>(load(dy[i]) * Act::derivative(load(x[i])));
+  });
+}
+
+template <typename F>
+void with_activation(Activation act, F&& f) {
+  switch (act) {
+    case Activation::gelu_tanh: return f(GeluTanh{});
+    case Activation::gelu: return f(Gelu{});
+    case Activation::silu: return f(Silu{});
+  }
+}
+
+// Rows per parallel chunk for the [rows, cols] kernels.
+std::int64_t row_grain(std::int64_t cols) { return std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(cols, 1)); }
+
+}  // namespace
+
+void activation_forward(Activation act, DType dtype, const void* x, void* y, std::int64_t n) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "activation", [&] {
+    with_activation(act, [&](auto a) {
+      forward_loop<decltype(a)>(static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), n);
+    });
+  });
+}
+
+void activation_backward(Activation act, DType dtype, const void* dy, const void* x, void* dx, std::int64_t n) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "activation_backward", [&] {
+    with_activation(act, [&](auto a) {
+      backward_loop<decltype(a)>(static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x),
+                                 static_cast<scalar_t*>(dx), n);
+    });
+  });
+}
+
+void swiglu_forward(DType dtype, const void* gate, const void* up, void* out, std::int64_t n) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "swiglu", [&] {
+    const auto* g = static_cast<const scalar_t*>(gate);
+    const auto* u = static_cast<const scalar_t*>(up);
+    auto* o = static_cast<scalar_t*>(out);
+    parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) o[i] = round_to<scalar_t>(Silu::forward(load(g[i])) * load(u[i]));
+    });
+  });
+}
+
+void swiglu_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
+                     std::int64_t n) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "swiglu_backward", [&] {
+    using A = acc_t<scalar_t>;
+    const auto* d = static_cast<const scalar_t*>(dy);
+    const auto* g = static_cast<const scalar_t*>(gate);
+    const auto* u = static_cast<const scalar_t*>(up);
+    auto* dg = static_cast<scalar_t*>(dgate);
+    auto* du = static_cast<scalar_t*>(dup);
+    parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) {
+        const A gv = load(g[i]), dv = load(d[i]);
+        const A s = sigmoid(gv);
+        dg[i] = round_to<scalar_t>(dv * load(u[i]) * (s * (A(1) + gv * (A(1) - s))));
+        du[i] = round_to<scalar_t>(dv * gv * s);
+      }
+    });
+  });
+}
+
+void bias_gelu_tanh_forward(DType dtype, const void* x, const void* bias, void* y, std::int64_t rows,
+                            std::int64_t cols) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "bias_gelu_tanh", [&] {
+    const auto* px = static_cast<const scalar_t*>(x);
+    const auto* pb = static_cast<const scalar_t*>(bias);
+    auto* py = static_cast<scalar_t*>(y);
+    parallel_for(0, rows, row_grain(cols), [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t r = lo; r < hi; ++r) {
+        const scalar_t* xr = px + r * cols;
+        scalar_t* yr = py + r * cols;
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = round_to<scalar_t>(GeluTanh::forward(load(xr[c]) + load(pb[c])));
+      }
+    });
+  });
+}
+
+void bias_gelu_tanh_backward(DType dtype, const void* dy, const void* x, const void* bias, void* dx,
+                             std::int64_t rows, std::int64_t cols) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "bias_gelu_tanh_backward", [&] {
+    const auto* pd = static_cast<const scalar_t*>(dy);
+    const auto* px = static_cast<const scalar_t*>(x);
+    const auto* pb = static_cast<const scalar_t*>(bias);
+    auto* pdx = static_cast<scalar_t*>(dx);
+    parallel_for(0, rows, row_grain(cols), [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t r = lo; r < hi; ++r) {
+        const std::int64_t o = r * cols;
+        for (std::int64_t c = 0; c < cols; ++c) {
+          pdx[o + c] = round_to<scalar_t>(load(pd[o + c]) * GeluTanh::derivative(load(px[o + c]) + load(pb[c])));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,41 @@
+// CPU activation kernels: GELU (tanh approximation and exact), SiLU, SwiGLU,
+// and GELU-tanh with a fused bias. Arguments are already validated by ops::;
+// pointers are contiguous arrays of `n` elements (or [rows, cols] with a
+// [cols] bias) of `dtype`. Backward kernels write (do not accumulate) dx.
+//
+// Numerics: computed in acc_t (f32 for f32/bf16/f16, f64 for f64), rounded once
+// on store. In f32 the exponentials use an inline polynomial exp (about 1 ulp,
+// argument clamped to [-87, 88] so no denormals arise) so the loops vectorise;
+// f64 uses libm. GELU-tanh is evaluated as x * sigmoid(2u) with
+// u = sqrt(2/pi) * (x + 0.044715 x^3), which equals 0.5 x (1 + tanh(u)) exactly
+// and has no cancellation for negative x. Exact GELU uses libm's erfc
+// (Phi(x) = erfc(-x / sqrt 2) / 2, accurate in the negative tail as well).
+#pragma once
+
+#include <cstdint>
+
+#include "trident/core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+enum class Activation { gelu_tanh, gelu, silu };
+
+// y = act(x)
+void activation_forward(Activation act, DType dtype, const void* x, void* y, std::int64_t n);
+// dx = dy * act'(x)
+void activation_backward(Activation act, DType dtype, const void* dy, const void* x, void* dx, std::int64_t n);
+
+// out = silu(gate) * up
+void swiglu_forward(DType dtype, const void* gate, const void* up, void* out, std::int64_t n);
+// dgate = dy * up * silu'(gate), dup = dy * silu(gate)
+void swiglu_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
+                     std::int64_t n);
+
+// y[r, c] = gelu_tanh(x[r, c] + bias[c])
+void bias_gelu_tanh_forward(DType dtype, const void* x, const void* bias, void* y, std::int64_t rows,
+                            std::int64_t cols);
+// dx[r, c] = dy[r, c] * gelu_tanh'(x[r, c] + bias[c])   (the bias gradient is the column sum of dx)
+void bias_gelu_tanh_backward(DType dtype, const void* dy, const void* x, const void* bias, void* dx,
+                             std::int64_t rows, std::int64_t cols);
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,24 @@
+// CPU dropout kernel driven by the counter-based RNG (core/rng.h).
+//
+// The local tensor x has shape `local` (contiguous, `dtype`) and sits at
+// `slice` inside its logical tensor (an empty slice: x is the whole tensor).
+// The element at global row-major index g is dropped iff rng.uniform(g) < p;
+// kept elements are multiplied by 1 / (1 - p) (in acc_t, rounded once). The
+// mask is a pure function of (rng, g), so it is regenerated rather than stored,
+// and a shard draws exactly the mask of the same region of the whole tensor.
+// Arguments are validated by ops:: (0 <= p < 1, slice consistent with local).
+#pragma once
+
+#include <cstdint>
+
+#include "trident/core/dtype.h"
+#include "trident/core/rng.h"
+#include "trident/core/shape.h"
+
+namespace trident::kernels::cpu {
+
+// y may alias x.
+void dropout(DType dtype, const void* x, void* y, const Shape& local, double p, const CounterRng& rng,
+             const GlobalSlice& slice);
+
+}  // namespace trident::kernels::cpu

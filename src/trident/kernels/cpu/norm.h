@@ -1,0 +1,39 @@
+// CPU normalisation kernels: LayerNorm and RMSNorm over the last dimension.
+//
+// Shapes: x, y, dy, dx are [rows, cols] contiguous in `dtype`; weight, bias,
+// dweight, dbias are [cols] in `dtype`; mean and rstd are [rows] in the
+// accumulation type acc_t (f32 for f32/bf16/f16, f64 for f64). Arguments are
+// already validated by ops:: (cols >= 1, pointers non-null unless noted).
+//
+// Numerics: every row is reduced in acc_t with a fixed 16-lane summation
+// order (vectorisable, identical on every thread count); LayerNorm uses two
+// passes (mean, then the mean of squared deviations), so large offsets do not
+// cancel. Outputs are rounded to `dtype` once.
+//
+// Backward writes (does not accumulate into) dx, dweight and dbias. dweight
+// and dbias are sums over rows: rows are cut into fixed blocks that depend only
+// on `rows`, each block's partial sum is formed in acc_t, and the partials are
+// combined in block order in f64 — the result is bit-identical for any thread
+// count.
+#pragma once
+
+#include <cstdint>
+
+#include "trident/core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+// y = (x - mean) * rstd * weight + bias; bias may be null.
+void layer_norm_forward(DType dtype, const void* x, const void* weight, const void* bias, void* y, void* mean,
+                        void* rstd, std::int64_t rows, std::int64_t cols, double eps);
+// dbias may be null (then it is not computed).
+void layer_norm_backward(DType dtype, const void* dy, const void* x, const void* weight, const void* mean,
+                         const void* rstd, void* dx, void* dweight, void* dbias, std::int64_t rows, std::int64_t cols);
+
+// y = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps).
+void rms_norm_forward(DType dtype, const void* x, const void* weight, void* y, void* rstd, std::int64_t rows,
+                      std::int64_t cols, double eps);
+void rms_norm_backward(DType dtype, const void* dy, const void* x, const void* weight, const void* rstd, void* dx,
+                       void* dweight, std::int64_t rows, std::int64_t cols);
+
+}  // namespace trident::kernels::cpu
