@@ -7,5 +7,6 @@
 #include "trident/autograd/functions/activation.h"
 #include "trident/autograd/functions/dropout.h"
 #include "trident/autograd/functions/elementwise.h"
+#include "trident/autograd/functions/matmul.h"
 #include "trident/autograd/functions/norm.h"
 #include "trident/autograd/variable.h"

@@ -1,0 +1,297 @@
+// GEMM through oneDNN and OpenBLAS (see matmul.h for the contract).
+//
+// oneDNN: one matmul primitive per (shape, dtypes, transposes, alpha, beta),
+// cached here because building a primitive descriptor costs tens of
+// microseconds even when oneDNN's own cache hits, which dominates small GEMMs.
+// alpha is an output scale and beta a sum post-op, so C is rounded once.
+// OpenBLAS: cblas_{s,d}gemm per batch entry. A broadcast B with an untransposed
+// A is folded into one GEMM of batch·M rows for either backend.
+#include "trident/kernels/cpu/matmul.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "trident/core/error.h"
+#include "trident/core/parallel.h"
+
+namespace trident::kernels::cpu {
+
+namespace {
+
+// The f32 default, chosen from bench/matmul_bench at the LLM shapes on this
+// project's CPU (bench/RESULTS.md, "Matmul").
+constexpr MatmulBackend kDefaultF32Backend = MatmulBackend::onednn;
+
+// oneDNN reads OpenMP's thread count on the calling thread; trident's count is
+// set on the thread that first asked for it, so re-assert it here.
+void sync_omp_threads() {
+  const int n = num_threads();
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+
+void sync_openblas_threads() {
+  static std::atomic<int> current{0};
+  const int n = num_threads();
+  if (current.load(std::memory_order_relaxed) != n) {
+    openblas_set_num_threads(n);
+    current.store(n, std::memory_order_relaxed);
+  }
+}
+
+// ---------------------------------------------------------------- oneDNN --
+
+dnnl::memory::data_type dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    default: TRIDENT_FAIL("matmul: oneDNN backend has no {} GEMM", dtype_name(dtype));
+  }
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A row-major matrix (or batch of them) as oneDNN sees it: `rows`×`cols` of
+// the logical operand, stored transposed when `trans`.
+dnnl::memory::desc matrix_desc(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t cols, bool trans,
+                               bool batched) {
+  using dims = dnnl::memory::dims;
+  if (!batched) {
+    return {dims{rows, cols}, dnnl_type(dtype), trans ? dims{1, rows} : dims{cols, 1}};
+  }
+  return {dims{batch, rows, cols}, dnnl_type(dtype), trans ? dims{rows * cols, 1, rows} : dims{rows * cols, cols, 1}};
+}
+
+using PrimitiveKey = std::tuple<DType, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, bool,
+                                bool, bool, double, double>;
+
+constexpr std::size_t kMaxCachedPrimitives = 512;
+
+struct CachedMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+};
+
+CachedMatmul make_primitive(DType ab, DType cd, const GemmShape& s, double alpha, double beta) {
+  const bool batched = s.batch > 1 || s.broadcast_a || s.broadcast_b;
+  const std::int64_t ba = s.broadcast_a ? 1 : s.batch;
+  const std::int64_t bb = s.broadcast_b ? 1 : s.batch;
+  const auto a_md = matrix_desc(ab, ba, s.m, s.k, s.trans_a, batched);
+  const auto b_md = matrix_desc(ab, bb, s.k, s.n, s.trans_b, batched);
+  const auto c_md = matrix_desc(cd, s.batch, s.m, s.n, false, batched);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(alpha)});
+  if (beta != 0.0) {
+    dnnl::post_ops ops;
+    ops.append_sum(static_cast<float>(beta));
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::desc desc(a_md, b_md, c_md);
+  dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+  return {dnnl::matmul(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc()};
+}
+
+CachedMatmul cached_primitive(DType ab, DType cd, const GemmShape& s, double alpha, double beta) {
+  static std::mutex mutex;
+  static std::map<PrimitiveKey, CachedMatmul> cache;
+  const PrimitiveKey key{ab, cd, s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.broadcast_a, s.broadcast_b, alpha, beta};
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  // A simple bound: a training run uses a few dozen shapes, so clearing is rare.
+  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
+  return cache.emplace(key, make_primitive(ab, cd, s, alpha, beta)).first->second;
+}
+
+void onednn_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const void* a, const void* b, double beta,
+                 void* c) {
+  sync_omp_threads();
+  try {
+    // Copied out under the lock (handles are reference counted); primitives may run concurrently.
+    const CachedMatmul mm = cached_primitive(ab, cd, s, alpha, beta);
+    auto& engine = cpu_engine();
+    dnnl::memory am(mm.a, engine, const_cast<void*>(a));
+    dnnl::memory bm(mm.b, engine, const_cast<void*>(b));
+    dnnl::memory cm(mm.c, engine, c);
+    thread_local dnnl::stream stream(engine);
+    mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    TRIDENT_FAIL("matmul: oneDNN failed on {}x{}x{} (batch {}, {} -> {}): {} (status {})", s.m, s.k, s.n, s.batch,
+                 dtype_name(ab), dtype_name(cd), e.what(), static_cast<int>(e.status));
+  }
+}
+
+// -------------------------------------------------------------- OpenBLAS --
+
+template <typename T>
+void blas_call(const GemmShape& s, double alpha, const T* a, const T* b, double beta, T* c) {
+  const auto ta = s.trans_a ? CblasTrans : CblasNoTrans;
+  const auto tb = s.trans_b ? CblasTrans : CblasNoTrans;
+  const auto m = static_cast<blasint>(s.m), n = static_cast<blasint>(s.n), k = static_cast<blasint>(s.k);
+  const blasint lda = s.trans_a ? m : k, ldb = s.trans_b ? k : n;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, static_cast<float>(beta), c, n);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+  }
+}
+
+template <typename T>
+void openblas_gemm(const GemmShape& s, double alpha, const T* a, const T* b, double beta, T* c) {
+  sync_openblas_threads();
+  const std::int64_t sa = s.broadcast_a ? 0 : s.m * s.k;
+  const std::int64_t sb = s.broadcast_b ? 0 : s.k * s.n;
+  for (std::int64_t i = 0; i < s.batch; ++i) blas_call<T>(s, alpha, a + i * sa, b + i * sb, beta, c + i * s.m * s.n);
+}
+
+// C = beta · C, for K = 0 (neither library is asked about empty sums).
+void scale_c(DType cd, std::int64_t count, double beta, void* c) {
+  TRIDENT_DISPATCH_FLOAT(cd, "matmul", [&] {
+    auto* p = static_cast<scalar_t*>(c);
+    for (std::int64_t i = 0; i < count; ++i) {
+      p[i] = beta == 0.0 ? store<scalar_t>(acc_t<scalar_t>(0)) : store<scalar_t>(load(p[i]) * static_cast<acc_t<scalar_t>>(beta));
+    }
+  });
+}
+
+std::string_view isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown isa";
+  }
+}
+
+}  // namespace
+
+std::string_view matmul_backend_name(MatmulBackend backend) noexcept {
+  return backend == MatmulBackend::onednn ? "onednn" : "openblas";
+}
+
+MatmulBackend matmul_backend(DType ab_dtype) {
+  if (ab_dtype == DType::f64) return MatmulBackend::openblas;
+  if (ab_dtype == DType::bf16) return MatmulBackend::onednn;
+  if (const char* env = std::getenv("TRIDENT_MATMUL_BACKEND"); env && *env) {
+    const std::string_view v(env);
+    if (v == "onednn") return MatmulBackend::onednn;
+    if (v == "openblas") return MatmulBackend::openblas;
+    TRIDENT_FAIL("TRIDENT_MATMUL_BACKEND='{}' is not a matmul backend (expected onednn or openblas)", v);
+  }
+  return kDefaultF32Backend;
+}
+
+void gemm(DType ab, DType cd, const GemmShape& shape, double alpha, const void* a, const void* b, double beta, void* c,
+          std::optional<MatmulBackend> backend) {
+  GemmShape s = shape;
+  if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;
+  if (s.k == 0) {
+    scale_c(cd, s.batch * s.m * s.n, beta, c);
+    return;
+  }
+  // One matrix multiplying every batch entry of an untransposed A is one tall GEMM.
+  if (s.broadcast_b && !s.broadcast_a && !s.trans_a && s.batch > 1) {
+    s.m *= s.batch;
+    s.batch = 1;
+    s.broadcast_b = false;
+  }
+  if (s.batch == 1) s.broadcast_a = s.broadcast_b = false;
+  TRIDENT_CHECK(s.m <= INT_MAX && s.n <= INT_MAX && s.k <= INT_MAX,
+                "matmul: GEMM of {}x{}x{} exceeds the libraries' 32-bit dimensions", s.m, s.k, s.n);
+
+  MatmulBackend which = backend.value_or(matmul_backend(ab));
+  if (ab == DType::f64) which = MatmulBackend::openblas;  // oneDNN has no f64 GEMM
+  if (ab == DType::bf16) which = MatmulBackend::onednn;   // nor OpenBLAS a bf16 -> bf16 one
+
+  if (which == MatmulBackend::onednn) {
+    onednn_gemm(ab, cd, s, alpha, a, b, beta, c);
+  } else if (ab == DType::f32) {
+    openblas_gemm<float>(s, alpha, static_cast<const float*>(a), static_cast<const float*>(b), beta, static_cast<float*>(c));
+  } else {
+    openblas_gemm<double>(s, alpha, static_cast<const double*>(a), static_cast<const double*>(b), beta,
+                          static_cast<double*>(c));
+  }
+}
+
+void broadcast_rows(DType dtype, const void* row, void* out, std::int64_t rows, std::int64_t cols) {
+  const std::size_t bytes = static_cast<std::size_t>(cols) * dtype_size(dtype);
+  parallel_for(0, rows, std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(cols, 1)),
+               [&](std::int64_t lo, std::int64_t hi) {
+                 for (std::int64_t r = lo; r < hi; ++r) std::memcpy(static_cast<char*>(out) + static_cast<std::size_t>(r) * bytes, row, bytes);
+               });
+}
+
+std::string matmul_backend_description() {
+  const dnnl_version_t* v = dnnl_version();
+  std::string blas = "OpenBLAS";
+  if (const char* config = openblas_get_config()) {
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64": keep name and version.
+    std::string_view c(config);
+    const auto first = c.find(' ');
+    const auto second = first == std::string_view::npos ? first : c.find(' ', first + 1);
+    blas = std::string(c.substr(0, second));
+  }
+  const bool f32_onednn = matmul_backend(DType::f32) == MatmulBackend::onednn;
+  return fmt::format("oneDNN {}.{}.{} ({}bf16: {}), {} ({}f64)", v->major, v->minor, v->patch, f32_onednn ? "f32, " : "",
+                     isa_name(dnnl_get_effective_cpu_isa()), blas, f32_onednn ? "" : "f32, ");
+}
+
+double measure_matmul_peak_gflops(DType dtype) {
+  TRIDENT_CHECK(dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16,
+                "measure_matmul_peak_gflops: no GEMM for dtype {}", dtype_name(dtype));
+  using clock = std::chrono::steady_clock;
+  const DType cd = dtype == DType::bf16 ? DType::f32 : dtype;
+  auto run = [&](std::int64_t n, int max_reps, double budget_s) {
+    const auto elems = static_cast<std::size_t>(n * n);
+    std::vector<std::byte> a(elems * dtype_size(dtype)), b(elems * dtype_size(dtype)), c(elems * dtype_size(cd));
+    // Small non-zero values: the timing must not depend on zeros or denormals.
+    TRIDENT_DISPATCH_FLOAT(dtype, "measure_matmul_peak_gflops", [&] {
+      auto* pa = reinterpret_cast<scalar_t*>(a.data());
+      auto* pb = reinterpret_cast<scalar_t*>(b.data());
+      for (std::size_t i = 0; i < elems; ++i) {
+        pa[i] = store<scalar_t>(static_cast<acc_t<scalar_t>>(static_cast<int>(i % 13) - 6) * acc_t<scalar_t>(0.01));
+        pb[i] = store<scalar_t>(static_cast<acc_t<scalar_t>>(static_cast<int>(i % 7) - 3) * acc_t<scalar_t>(0.01));
+      }
+    });
+    const GemmShape s{1, n, n, n};
+    std::vector<double> gflops;
+    const auto start = clock::now();
+    for (int rep = 0; rep <= max_reps; ++rep) {
+      const auto t0 = clock::now();
+      gemm(dtype, cd, s, 1.0, a.data(), b.data(), 0.0, c.data());
+      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      if (rep > 0) gflops.push_back(2.0 * static_cast<double>(n * n) * static_cast<double>(n) / dt * 1e-9);  // rep 0 warms up
+      if (rep >= 3 && std::chrono::duration<double>(clock::now() - start).count() > budget_s) break;
+    }
+    std::sort(gflops.begin(), gflops.end());
+    return std::pair{gflops[gflops.size() / 2], gflops.front()};
+  };
+  // Probe with 1024³; go to 2048³ when one of those fits a ~1 s budget several times over.
+  auto [probe, slowest] = run(1024, 3, 0.3);
+  const double seconds_2048 = 2.0 * 2048.0 * 2048.0 * 2048.0 / (slowest * 1e9);
+  if (seconds_2048 > 0.2) return probe;
+  return run(2048, 50, 1.0).first;
+}
+
+}  // namespace trident::kernels::cpu

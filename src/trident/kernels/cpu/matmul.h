@@ -1,0 +1,65 @@
+// CPU GEMM through real libraries: oneDNN (f32, bf16) and OpenBLAS (f32, f64).
+//
+// Shapes (row-major, all operands contiguous):
+//   C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b]      for b < batch
+//   op(A[b]) is M×K: A[b] is stored [M, K], or [K, M] when trans_a;
+//   op(B[b]) is K×N: B[b] is stored [K, N], or [N, K] when trans_b;
+//   C[b] is stored [M, N]. An operand with broadcast_a / broadcast_b set is a
+//   single matrix used for every b (batch stride 0); C always has `batch` matrices.
+// Numerics: f32 and f64 accumulate in their own type; bf16 inputs accumulate
+// in f32 and C is f32 or bf16 (rounded once, after alpha/beta are applied).
+// beta = 0 never reads C (it may hold garbage or NaN); beta = 1 accumulates,
+// which is how backward adds into existing gradient buffers.
+// Backends: f64 always OpenBLAS; bf16 always oneDNN; f32 uses the default
+// measured for this CPU (see matmul.cpp) unless TRIDENT_MATMUL_BACKEND=onednn|openblas
+// or the `backend` argument says otherwise. Both libraries run on trident's
+// num_threads() (oneDNN on OpenMP, OpenBLAS via openblas_set_num_threads).
+// Neither library splits the K sum across threads at these call sites, so a
+// result does not depend on the thread count (tests/ops/matmul_test.cpp checks it).
+// Thread safety: gemm may be called from several threads; the primitive cache is locked.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "trident/core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+enum class MatmulBackend { onednn, openblas };
+
+std::string_view matmul_backend_name(MatmulBackend backend) noexcept;
+
+struct GemmShape {
+  std::int64_t batch = 1;
+  std::int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  bool broadcast_a = false, broadcast_b = false;
+};
+
+// `ab_dtype` is the dtype of A and B (f32, f64, bf16); `c_dtype` that of C
+// (equal to ab_dtype, or f32 when ab_dtype is bf16). Arguments are already
+// validated by ops::; pointers are not retained.
+void gemm(DType ab_dtype, DType c_dtype, const GemmShape& shape, double alpha, const void* a, const void* b,
+          double beta, void* c, std::optional<MatmulBackend> backend = std::nullopt);
+
+// out[r, :] = row[:] for r < rows: a bias broadcast into C before a beta = 1 GEMM.
+void broadcast_rows(DType dtype, const void* row, void* out, std::int64_t rows, std::int64_t cols);
+
+// The backend gemm uses for `ab_dtype` when none is passed: TRIDENT_MATMUL_BACKEND
+// (read on every call, so tests and benchmarks can switch it) where the
+// library supports the dtype, else the default.
+MatmulBackend matmul_backend(DType ab_dtype);
+
+// "oneDNN 2.6.3 (f32, bf16: avx512_core_bf16), OpenBLAS 0.3.21 (f64)": the
+// libraries' versions, the ISA oneDNN detected at run time and which dtype each serves.
+std::string matmul_backend_description();
+
+// Runs square GEMMs of `dtype` (2048³, or 1024³ where one 2048³ takes too
+// long) for about one second after a warm-up, and returns the median GFLOP/s.
+// The trainer reports MFU against this measured peak.
+double measure_matmul_peak_gflops(DType dtype);
+
+}  // namespace trident::kernels::cpu
