@@ -1,0 +1,15 @@
+// Differentiable scaled-dot-product attention (see ops/attention.h for shapes,
+// dtypes and the mask/causal rules).
+#pragma once
+
+#include "trident/autograd/variable.h"
+#include "trident/ops/attention.h"
+
+namespace trident::autograd {
+
+// out [B, T, H, D] from q [B, T, H, D], k and v [B, S, Hkv, D]. Saves q, k, v,
+// out and the row log-sum-exp (B·H·T values) for the backward pass, which
+// recomputes the scores block by block; options.mask is a constant.
+Variable attention(const Variable& q, const Variable& k, const Variable& v, const ops::AttentionOptions& options = {});
+
+}  // namespace trident::autograd

@@ -1,0 +1,51 @@
+// CPU scaled-dot-product attention, flash-style (blocked, online softmax).
+//
+// Shapes (contiguous, row-major): q [B, T, H, D], k and v [B, S, Hkv, D],
+// out and dout [B, T, H, D], lse [B, H, T], optional additive mask [T, S]
+// broadcast over batch and heads. Query head h reads kv head h / (H / Hkv)
+// (grouped-query attention). q, k, v, out, dout and mask share one floating
+// dtype T; lse is acc_t<T> (f32, or f64 for f64 inputs), as are all products,
+// exponentials and sums — bf16/f16 are converted once into f32 tiles and the
+// results rounded once on store.
+//
+// Score of query t and key s: scale · q_t·k_s + mask[t, s]; with `causal`,
+// keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
+// S > T). A row with no visible key gets out = 0 and lse = −inf.
+//
+// The T×S score matrix is never formed: each task holds one 64-query ×
+// 64-key tile of scores plus f32 copies of its Q, K, V tiles. Forward tasks are
+// (batch, head, query block). Backward recomputes the scores from q, k and lse
+// in two passes: dk/dv over (batch, kv head, key block), summing over the query
+// heads of the group and the query blocks in a fixed order, and dq over
+// (batch, head, query block). No task writes what another writes and every sum
+// has a fixed order, so results are identical for every thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "trident/core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+struct AttentionDims {
+  std::int64_t batch = 0;     // B
+  std::int64_t q_len = 0;     // T
+  std::int64_t kv_len = 0;    // S
+  std::int64_t heads = 0;     // H
+  std::int64_t kv_heads = 0;  // Hkv, divides H
+  std::int64_t head_dim = 0;  // D
+  bool causal = true;
+  double scale = 1.0;  // the factor on q·k (already resolved; never 0 here)
+};
+
+// out and lse from q, k, v (mask may be null). Overwrites out and lse.
+void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
+                       const void* mask, void* out, void* lse);
+
+// dq, dk, dv (dtypes of q, k, v; overwritten) from the forward's out and lse and
+// the output gradient dout.
+void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
+                        const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
+                        void* dv);
+
+}  // namespace trident::kernels::cpu

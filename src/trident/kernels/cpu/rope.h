@@ -1,0 +1,23 @@
+// CPU rotary position embedding (Hugging Face LLaMA's rotate_half convention).
+//
+// x and out are contiguous [B, T, H, D] of one floating dtype, D even; positions
+// holds T integer positions (row t of every batch uses positions[t]). Element i
+// < D/2 of a head is paired with element i + D/2 and the pair is rotated by
+// angle = positions[t] · theta^(−2i/D):
+//   out[i]       = x[i] · cos − x[i + D/2] · sin
+//   out[i + D/2] = x[i + D/2] · cos + x[i] · sin
+// `inverse` rotates by −angle instead (the backward pass: the transpose of a
+// rotation is its inverse). Angles and their cos/sin are computed in f64, then
+// rounded to acc_t<T> (f32, or f64 for f64) for the rotation; out may alias x.
+#pragma once
+
+#include <cstdint>
+
+#include "trident/core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch,
+          std::int64_t seq, std::int64_t heads, std::int64_t head_dim, double theta, bool inverse);
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,55 @@
+// CPU softmax kernels over the last dimension, and the vectorisable exp that
+// every softmax-like kernel (softmax, attention) shares.
+//
+// Shapes: x, y, dy, dx are contiguous [rows, cols] arrays of one floating
+// dtype. Arithmetic is in acc_t<T> (f32 for f32/bf16/f16, f64 for f64), results
+// are rounded once on store. Each row is max-subtracted before exp, so large
+// logits do not overflow. A row whose entries are all -inf has no defined
+// distribution; it yields zeros (not NaN), as fully masked attention rows do.
+// Rows are independent, so results do not depend on the thread count.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "trident/core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+// y = softmax(x) along each row.
+void softmax_forward(DType dtype, const void* x, void* y, std::int64_t rows, std::int64_t cols);
+// dx = y * (dy - sum(dy * y)) along each row (the softmax Jacobian-vector product).
+void softmax_backward(DType dtype, const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t cols);
+
+// exp(x) in f32 with a relative error below 2e-7, written without library calls
+// so that loops over it vectorise. Exact 0 for x < -87.3 (including -inf),
+// NaN propagates; inputs above 88 saturate at exp(88) — callers pass
+// max-subtracted logits, which are ≤ 0.
+inline float exp_f32(float x) noexcept {
+  constexpr float kLo = -87.3f, kHi = 88.0f;
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float xc = std::min(std::max(x, kLo), kHi);
+  const float t = xc * kLog2e + kRound;
+  const float n = t - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;  // |r| ≤ ln2 / 2
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^n from the rounded bits of t: n ∈ [-126, 127] after the clamp.
+  const std::uint32_t bits = (std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound) + 127u) << 23;
+  const float y = p * std::bit_cast<float>(bits);
+  return x < kLo ? 0.0f : y;
+}
+
+inline float exp_acc(float x) noexcept { return exp_f32(x); }
+inline double exp_acc(double x) noexcept { return std::exp(x); }
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,99 @@
+#include "trident/ops/attention.h"
+
+#include <cmath>
+
+#include "trident/kernels/cpu/attention.h"
+#include "trident/ops/dispatch.h"
+
+namespace trident::ops {
+
+namespace {
+
+DType lse_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+
+// Validates q, k, v and the options; returns the kernel's dimensions.
+kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const AttentionOptions& options) {
+  check_defined(q, op, "q");
+  check_defined(k, op, "k");
+  check_defined(v, op, "v");
+  TRIDENT_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4,
+                "{}: expected q [B, T, H, D] and k, v [B, S, Hkv, D], got q {}, k {}, v {}", op, q.shape(), k.shape(),
+                v.shape());
+  check_floating(q, op, "q");
+  check_same_dtype(q, k, op);
+  check_same_dtype(q, v, op);
+  check_same_device(q, k, op);
+  check_same_device(q, v, op);
+  TRIDENT_CHECK(k.shape() == v.shape(), "{}: k {} and v {} must have the same shape [B, S, Hkv, D]", op, k.shape(),
+                v.shape());
+  TRIDENT_CHECK(q.size(0) == k.size(0) && q.size(3) == k.size(3),
+                "{}: batch and head dim of q {} and k {} differ (expected q [B, T, H, D], k [B, S, Hkv, D])", op,
+                q.shape(), k.shape());
+  TRIDENT_CHECK(q.size(3) > 0, "{}: head dim of q {} must be positive", op, q.shape());
+  TRIDENT_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0,
+                "{}: q heads H = {} must be a multiple of kv heads Hkv = {} (q {}, k {})", op, q.size(2), k.size(2),
+                q.shape(), k.shape());
+  const Tensor& mask = options.mask;
+  if (mask.defined()) {
+    TRIDENT_CHECK(mask.rank() == 2 && mask.size(0) == q.size(1) && mask.size(1) == k.size(1),
+                  "{}: mask {} must have shape [T, S] = [{}, {}] (q {}, k {})", op, mask.shape(), q.size(1), k.size(1),
+                  q.shape(), k.shape());
+    TRIDENT_CHECK(mask.dtype() == q.dtype(), "{}: mask dtype {} (shape {}) must match q's dtype {}", op, mask.dtype(),
+                  mask.shape(), q.dtype());
+    check_same_device(q, mask, op);
+  }
+  TRIDENT_CHECK(std::isfinite(options.scale), "{}: scale {} must be finite", op, options.scale);
+  kernels::cpu::AttentionDims dims;
+  dims.batch = q.size(0);
+  dims.q_len = q.size(1);
+  dims.heads = q.size(2);
+  dims.head_dim = q.size(3);
+  dims.kv_len = k.size(1);
+  dims.kv_heads = k.size(2);
+  dims.causal = options.causal;
+  dims.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  return dims;
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options) {
+  const auto dims = check_attention("attention", q, k, v, options);
+  require_cpu("attention", {&q, &k, &v, &options.mask});
+  Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
+  Tensor lse = Tensor::empty({dims.batch, dims.heads, dims.q_len}, lse_dtype(q.dtype()), q.device());
+  kernels::cpu::attention_forward(q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
+                                  options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(),
+                                  lse.raw_data());
+  return {out, lse};
+}
+
+std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                      const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                                      const AttentionOptions& options) {
+  constexpr std::string_view op = "attention_backward";
+  const auto dims = check_attention(op, q, k, v, options);
+  check_defined(out, op, "out");
+  check_defined(lse, op, "lse");
+  check_defined(dout, op, "dout");
+  TRIDENT_CHECK(out.shape() == q.shape() && dout.shape() == q.shape(),
+                "{}: out {} and dout {} must have q's shape {}", op, out.shape(), dout.shape(), q.shape());
+  check_same_dtype(q, out, op);
+  check_same_dtype(q, dout, op);
+  TRIDENT_CHECK(lse.shape() == Shape({dims.batch, dims.heads, dims.q_len}),
+                "{}: lse {} must have shape [B, H, T] = [{}, {}, {}]", op, lse.shape(), dims.batch, dims.heads,
+                dims.q_len);
+  check_dtype(lse, lse_dtype(q.dtype()), op, "lse");
+  require_cpu(op, {&q, &k, &v, &out, &lse, &dout, &options.mask});
+  Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+  Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
+  Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
+  kernels::cpu::attention_backward(q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
+                                   options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(),
+                                   lse.raw_data(), dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
+  return {dq, dk, dv};
+}
+
+}  // namespace trident::ops

@@ -1,0 +1,42 @@
+// Scaled-dot-product attention (flash-style on the CPU: the T×S score matrix
+// is never materialised; see kernels/cpu/attention.h for the numerics).
+//
+// Layout: q [B, T, H, D]; k and v [B, S, Hkv, D] with H % Hkv == 0 — query head
+// h attends with kv head h / (H / Hkv) (grouped-query attention; Hkv == H is
+// plain multi-head attention). This is the layout a QKV projection produces
+// after a reshape, so no permute is needed on either side.
+// dtypes: q, k, v (and the mask) share one floating dtype: f32, f64, bf16 or
+// f16 (bf16/f16 computed in f32). out has q's dtype; lse is f32 (f64 for f64).
+#pragma once
+
+#include <tuple>
+#include <utility>
+
+#include "trident/core/tensor.h"
+
+namespace trident::ops {
+
+struct AttentionOptions {
+  // Query t attends to keys s ≤ t + (S − T): bottom-right aligned, so with a
+  // KV cache (S > T) the T new queries see the whole cache plus their prefix.
+  bool causal = true;
+  // Factor on q·k; 0 means 1 / sqrt(D).
+  double scale = 0;
+  // Optional additive mask [T, S] of q's dtype, broadcast over batch and heads
+  // (-inf hides a key). A query that sees no key at all gets a zero output.
+  Tensor mask;
+};
+
+// Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the
+// scaled, masked scores of each query row (−inf for a row with no visible key),
+// kept for the backward pass.
+std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
+// Gradients (dq, dk, dv) of the attention output from the forward's out and lse
+// and the output gradient dout [B, T, H, D]. The mask receives no gradient.
+std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                      const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                                      const AttentionOptions& options = {});
+
+}  // namespace trident::ops

@@ -1,0 +1,67 @@
+#include "trident/ops/rope.h"
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "trident/kernels/cpu/rope.h"
+#include "trident/ops/dispatch.h"
+
+namespace trident::ops {
+
+namespace {
+
+void check_rope_input(std::string_view op, const Tensor& x, double theta) {
+  check_defined(x, op, "x");
+  TRIDENT_CHECK(x.rank() == 4, "{}: x must have shape [B, T, H, D], got {}", op, x.shape());
+  check_floating(x, op, "x");
+  TRIDENT_CHECK(x.size(3) % 2 == 0, "{}: head dim D = {} of x {} must be even (pairs i and i + D/2 rotate together)",
+                op, x.size(3), x.shape());
+  TRIDENT_CHECK(std::isfinite(theta) && theta > 0, "{}: theta {} must be positive and finite (x {})", op, theta,
+                x.shape());
+  require_cpu(op, {&x});
+}
+
+Tensor run(const Tensor& x, const std::int64_t* positions, double theta, bool inverse) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  kernels::cpu::rope(x.dtype(), x.raw_data(), out.raw_data(), positions, x.size(0), x.size(1), x.size(2), x.size(3),
+                     theta, inverse);
+  return out;
+}
+
+Tensor with_offset(std::string_view op, const Tensor& x, std::int64_t offset, double theta, bool inverse) {
+  check_rope_input(op, x, theta);
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(x.size(1)));
+  std::iota(positions.begin(), positions.end(), offset);
+  return run(x, positions.data(), theta, inverse);
+}
+
+Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positions, double theta, bool inverse) {
+  check_rope_input(op, x, theta);
+  check_defined(positions, op, "positions");
+  TRIDENT_CHECK(positions.rank() == 1 && positions.size(0) == x.size(1),
+                "{}: positions {} must have shape [T] = [{}] for x {}", op, positions.shape(), x.size(1), x.shape());
+  TRIDENT_CHECK(positions.dtype() == DType::i64 || positions.dtype() == DType::i32,
+                "{}: positions have dtype {} (shape {}), expected i64 or i32", op, positions.dtype(),
+                positions.shape());
+  require_cpu(op, {&positions});
+  const Tensor pos = positions.to(DType::i64);
+  return run(x, pos.data<std::int64_t>(), theta, inverse);
+}
+
+}  // namespace
+
+Tensor rope(const Tensor& x, std::int64_t position_offset, double theta) {
+  return with_offset("rope", x, position_offset, theta, false);
+}
+Tensor rope(const Tensor& x, const Tensor& positions, double theta) {
+  return with_positions("rope", x, positions, theta, false);
+}
+Tensor rope_backward(const Tensor& dy, std::int64_t position_offset, double theta) {
+  return with_offset("rope_backward", dy, position_offset, theta, true);
+}
+Tensor rope_backward(const Tensor& dy, const Tensor& positions, double theta) {
+  return with_positions("rope_backward", dy, positions, theta, true);
+}
+
+}  // namespace trident::ops

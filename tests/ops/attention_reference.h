@@ -1,0 +1,107 @@
+// Naive f64 attention for tests: the full T×S score matrix per (batch, head),
+// softmax(scale · Q·Kᵀ + mask)·V with the causal rule of ops::attention
+// (key s visible to query t iff s ≤ t + S − T), and the textbook backward.
+// Written independently of the blocked kernel (no online softmax, no tiles).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "trident/core/tensor.h"
+
+namespace trident::testing {
+
+struct NaiveAttention {
+  std::int64_t B, T, S, H, Hkv, D;
+  bool causal;
+  double scale;  // resolved (never 0)
+  std::vector<double> mask;  // [T, S] or empty
+
+  // P[b][h][t][s] (softmax probabilities, 0 where hidden; a row with no visible key is all 0).
+  std::vector<double> probs(const std::vector<double>& q, const std::vector<double>& k) const {
+    std::vector<double> p(static_cast<std::size_t>(B * H * T * S), 0.0);
+    const double inf = std::numeric_limits<double>::infinity();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::int64_t hk = h / (H / Hkv);
+        for (std::int64_t t = 0; t < T; ++t) {
+          std::vector<double> row(static_cast<std::size_t>(S));
+          double mx = -inf;
+          for (std::int64_t s = 0; s < S; ++s) {
+            double x = -inf;
+            if (!causal || s <= t + S - T) {
+              double dot = 0;
+              for (std::int64_t d = 0; d < D; ++d) dot += q[qi(b, t, h, d)] * k[ki(b, s, hk, d)];
+              x = scale * dot + (mask.empty() ? 0.0 : mask[static_cast<std::size_t>(t * S + s)]);
+            }
+            row[static_cast<std::size_t>(s)] = x;
+            mx = std::max(mx, x);
+          }
+          if (mx == -inf) continue;
+          double sum = 0;
+          for (double& x : row) sum += (x = std::exp(x - mx));
+          for (std::int64_t s = 0; s < S; ++s) p[pi(b, h, t, s)] = row[static_cast<std::size_t>(s)] / sum;
+        }
+      }
+    return p;
+  }
+
+  std::vector<double> forward(const std::vector<double>& q, const std::vector<double>& k,
+                              const std::vector<double>& v) const {
+    const auto p = probs(q, k);
+    std::vector<double> out(static_cast<std::size_t>(B * T * H * D), 0.0);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t s = 0; s < S; ++s)
+            for (std::int64_t d = 0; d < D; ++d)
+              out[qi(b, t, h, d)] += p[pi(b, h, t, s)] * v[ki(b, s, h / (H / Hkv), d)];
+    return out;
+  }
+
+  // dq, dk, dv for the output gradient dout (all f64 vectors in the tensors' layouts).
+  void backward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                const std::vector<double>& dout, std::vector<double>& dq, std::vector<double>& dk,
+                std::vector<double>& dv) const {
+    const auto p = probs(q, k);
+    dq.assign(q.size(), 0.0);
+    dk.assign(k.size(), 0.0);
+    dv.assign(v.size(), 0.0);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::int64_t hk = h / (H / Hkv);
+        for (std::int64_t t = 0; t < T; ++t) {
+          std::vector<double> dp(static_cast<std::size_t>(S));
+          double rowdot = 0;  // Σ_s P·dP
+          for (std::int64_t s = 0; s < S; ++s) {
+            double x = 0;
+            for (std::int64_t d = 0; d < D; ++d) x += dout[qi(b, t, h, d)] * v[ki(b, s, hk, d)];
+            dp[static_cast<std::size_t>(s)] = x;
+            rowdot += p[pi(b, h, t, s)] * x;
+          }
+          for (std::int64_t s = 0; s < S; ++s) {
+            const double pv = p[pi(b, h, t, s)];
+            const double ds = pv * (dp[static_cast<std::size_t>(s)] - rowdot);
+            for (std::int64_t d = 0; d < D; ++d) {
+              dv[ki(b, s, hk, d)] += pv * dout[qi(b, t, h, d)];
+              dq[qi(b, t, h, d)] += scale * ds * k[ki(b, s, hk, d)];
+              dk[ki(b, s, hk, d)] += scale * ds * q[qi(b, t, h, d)];
+            }
+          }
+        }
+      }
+  }
+
+  std::size_t qi(std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t d) const {
+    return static_cast<std::size_t>(((b * T + t) * H + h) * D + d);
+  }
+  std::size_t ki(std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) const {
+    return static_cast<std::size_t>(((b * S + s) * Hkv + h) * D + d);
+  }
+  std::size_t pi(std::int64_t b, std::int64_t h, std::int64_t t, std::int64_t s) const {
+    return static_cast<std::size_t>(((b * H + h) * T + t) * S + s);
+  }
+};
+
+}  // namespace trident::testing

@@ -1,0 +1,183 @@
+// Blocked attention kernel vs the naive f64 attention at sizes that cross tile
+// boundaries (and are not multiples of the tile), forward and backward;
+// thread-count invariance; fully masked rows; argument errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "attention_reference.h"
+#include "trident/autograd/autograd.h"
+#include "trident/core/parallel.h"
+#include "trident/ops/attention.h"
+
+namespace trident::testing {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Tensor random_f64(std::mt19937_64& gen, Shape shape) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  Tensor t = Tensor::empty(std::move(shape), DType::f64);
+  for (double& x : t.span<double>()) x = dist(gen);
+  return t;
+}
+
+std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
+
+double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+struct Problem {
+  std::int64_t B, T, S, H, Hkv, D;
+  bool causal;
+  bool with_mask = false;
+};
+
+// Runs the blocked kernel in `dtype` (forward and backward) and the naive f64
+// attention on the same rounded inputs; checks relative errors.
+void compare_with_naive(const Problem& p, DType dtype, double tol) {
+  std::mt19937_64 gen(1234 + static_cast<std::uint64_t>(p.T * 31 + p.S));
+  Tensor q = random_f64(gen, {p.B, p.T, p.H, p.D}).to(dtype);
+  Tensor k = random_f64(gen, {p.B, p.S, p.Hkv, p.D}).to(dtype);
+  Tensor v = random_f64(gen, {p.B, p.S, p.Hkv, p.D}).to(dtype);
+  Tensor dout = random_f64(gen, {p.B, p.T, p.H, p.D}).to(dtype);
+  ops::AttentionOptions options;
+  options.causal = p.causal;
+  NaiveAttention naive{p.B, p.T, p.S, p.H, p.Hkv, p.D, p.causal, 1.0 / std::sqrt(static_cast<double>(p.D)), {}};
+  if (p.with_mask) {
+    Tensor mask = random_f64(gen, {p.T, p.S});
+    auto m = mask.span<double>();
+    for (std::size_t i = 0; i < m.size(); i += 7) m[i] = -kInf;
+    options.mask = mask.to(dtype);
+    naive.mask = values(options.mask);
+  }
+  auto [out, lse] = ops::attention(q, k, v, options);
+  auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, options);
+
+  const auto qv = values(q), kv = values(k), vv = values(v), dov = values(dout);
+  std::vector<double> rdq, rdk, rdv;
+  naive.backward(qv, kv, vv, dov, rdq, rdk, rdv);
+  const std::string what = fmt::format("T={} S={} H={} Hkv={} D={} causal={} mask={} {}", p.T, p.S, p.H, p.Hkv, p.D,
+                                       p.causal, p.with_mask, dtype_name(dtype));
+  EXPECT_LE(relative_error(values(out), naive.forward(qv, kv, vv)), tol) << "out, " << what;
+  EXPECT_LE(relative_error(values(dq), rdq), tol) << "dq, " << what;
+  EXPECT_LE(relative_error(values(dk), rdk), tol) << "dk, " << what;
+  EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
+}
+
+TEST(AttentionKernel, BlockedMatchesNaiveAcrossTileBoundaries) {
+  // 300 = 4 full 64-row tiles + 44; D = 64 and D = 40 (padded to 48) take different tile widths.
+  compare_with_naive({1, 300, 300, 2, 2, 64, true}, DType::f64, 1e-12);
+  compare_with_naive({1, 300, 300, 2, 2, 64, false}, DType::f64, 1e-12);
+  compare_with_naive({1, 300, 300, 2, 2, 40, true}, DType::f32, 2e-5);
+}
+
+TEST(AttentionKernel, GroupedQueryHeadsAndKvCache) {
+  compare_with_naive({2, 131, 131, 4, 2, 32, true}, DType::f64, 1e-12);
+  compare_with_naive({1, 70, 300, 6, 2, 16, true}, DType::f64, 1e-12);    // S > T: bottom-right causal
+  compare_with_naive({1, 1, 257, 4, 1, 64, true}, DType::f32, 2e-5);      // one decoding step
+  compare_with_naive({1, 200, 150, 2, 1, 24, true}, DType::f64, 1e-12);   // S < T: early rows see nothing
+  compare_with_naive({1, 129, 77, 4, 4, 8, false, true}, DType::f64, 1e-12);  // additive mask
+}
+
+TEST(AttentionKernel, ReducedPrecision) {
+  compare_with_naive({1, 150, 150, 4, 2, 64, true}, DType::bf16, 2e-2);
+  compare_with_naive({1, 150, 150, 2, 2, 64, true}, DType::f16, 5e-3);
+}
+
+TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
+  std::mt19937_64 gen(7);
+  Tensor q = random_f64(gen, {2, 200, 4, 64}).to(DType::f32);
+  Tensor k = random_f64(gen, {2, 200, 2, 64}).to(DType::f32);
+  Tensor v = random_f64(gen, {2, 200, 2, 64}).to(DType::f32);
+  Tensor dout = random_f64(gen, {2, 200, 4, 64}).to(DType::f32);
+  const int saved = num_threads();
+  std::vector<std::vector<float>> runs[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    auto [out, lse] = ops::attention(q, k, v);
+    auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout);
+    for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) runs[threads - 1].push_back(t->to_vector<float>());
+  }
+  set_num_threads(saved);
+  for (std::size_t i = 0; i < runs[0].size(); ++i) EXPECT_EQ(runs[0][i], runs[1][i]) << "output " << i;
+}
+
+TEST(AttentionKernel, FullyMaskedRowGivesZerosNotNaN) {
+  std::mt19937_64 gen(11);
+  const std::int64_t T = 70, S = 70;
+  Tensor mask = Tensor::zeros({T, S}, DType::f32);
+  auto m = mask.span<float>();
+  for (std::int64_t s = 0; s < S; ++s) m[static_cast<std::size_t>(3 * S + s)] = -std::numeric_limits<float>::infinity();
+  autograd::Variable q(random_f64(gen, {1, T, 2, 16}).to(DType::f32), true);
+  autograd::Variable k(random_f64(gen, {1, S, 2, 16}).to(DType::f32), true);
+  autograd::Variable v(random_f64(gen, {1, S, 2, 16}).to(DType::f32), true);
+  ops::AttentionOptions options;
+  options.mask = mask;
+  autograd::Variable out = autograd::attention(q, k, v, options);
+  auto o = out.data().to_vector<float>();
+  for (std::int64_t h = 0; h < 2; ++h)
+    for (std::int64_t d = 0; d < 16; ++d) EXPECT_EQ(o[static_cast<std::size_t>((3 * 2 + h) * 16 + d)], 0.0f);
+  auto [unused, lse] = ops::attention(q.data(), k.data(), v.data(), options);
+  EXPECT_EQ(lse.to_vector<float>()[3], -std::numeric_limits<float>::infinity());
+  autograd::sum(out).backward();
+  for (const autograd::Variable* x : {&q, &k, &v})
+    for (float g : x->grad().to_vector<float>()) ASSERT_TRUE(std::isfinite(g));
+  auto dq = q.grad().to_vector<float>();
+  for (std::int64_t d = 0; d < 32; ++d) EXPECT_EQ(dq[static_cast<std::size_t>(3 * 32 + d)], 0.0f);
+}
+
+TEST(AttentionKernel, AutogradMatchesNaiveBackward) {
+  std::mt19937_64 gen(5);
+  const Problem p{1, 90, 90, 4, 2, 16, true};
+  autograd::Variable q(random_f64(gen, {p.B, p.T, p.H, p.D}), true);
+  autograd::Variable k(random_f64(gen, {p.B, p.S, p.Hkv, p.D}), true);
+  autograd::Variable v(random_f64(gen, {p.B, p.S, p.Hkv, p.D}), true);
+  Tensor dout = random_f64(gen, {p.B, p.T, p.H, p.D});
+  autograd::attention(q, k, v).backward(dout);
+  NaiveAttention naive{p.B, p.T, p.S, p.H, p.Hkv, p.D, p.causal, 0.25, {}};
+  std::vector<double> rdq, rdk, rdv;
+  naive.backward(values(q.data()), values(k.data()), values(v.data()), values(dout), rdq, rdk, rdv);
+  EXPECT_LE(relative_error(values(q.grad()), rdq), 1e-12);
+  EXPECT_LE(relative_error(values(k.grad()), rdk), 1e-12);
+  EXPECT_LE(relative_error(values(v.grad()), rdv), 1e-12);
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected trident::Error";
+  } catch (const Error& e) {
+    for (const auto& s : fragments) EXPECT_NE(e.message().find(s), std::string::npos) << e.message();
+  }
+}
+
+TEST(AttentionKernel, BadArgumentsNameTheOpAndShapes) {
+  Tensor q = Tensor::zeros({1, 5, 3, 8}), k = Tensor::zeros({1, 7, 2, 8}), v = Tensor::zeros({1, 7, 2, 8});
+  expect_error([&] { ops::attention(q, k, v); }, {"attention", "H = 3", "Hkv = 2", "[1, 5, 3, 8]", "[1, 7, 2, 8]"});
+  Tensor q4 = Tensor::zeros({1, 5, 4, 8});
+  expect_error([&] { ops::attention(q4, Tensor::zeros({1, 7, 2, 6}), Tensor::zeros({1, 7, 2, 6})); },
+               {"attention", "[1, 5, 4, 8]", "[1, 7, 2, 6]"});
+  expect_error([&] { ops::attention(q4, k, Tensor::zeros({1, 6, 2, 8})); }, {"attention", "[1, 7, 2, 8]", "[1, 6, 2, 8]"});
+  expect_error([&] { ops::attention(Tensor::zeros({5, 4, 8}), k, v); }, {"attention", "[5, 4, 8]"});
+  expect_error([&] { ops::attention(q4, k.to(DType::f64), v.to(DType::f64)); }, {"attention", "f32", "f64"});
+  ops::AttentionOptions bad_mask;
+  bad_mask.mask = Tensor::zeros({5, 6});
+  expect_error([&] { ops::attention(q4, k, v, bad_mask); }, {"attention", "mask", "[5, 6]", "[5, 7]"});
+  auto [out, lse] = ops::attention(q4, k, v);
+  expect_error([&] { ops::attention_backward(q4, k, v, out, lse, Tensor::zeros({1, 5, 4, 7})); },
+               {"attention_backward", "[1, 5, 4, 7]"});
+  expect_error([&] { ops::attention_backward(q4, k, v, out, Tensor::zeros({1, 5, 4}), out); },
+               {"attention_backward", "lse", "[1, 5, 4]", "[1, 4, 5]"});
+}
+
+}  // namespace
+}  // namespace trident::testing
