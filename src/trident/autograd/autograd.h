@@ -8,6 +8,8 @@
 #include "trident/autograd/functions/attention.h"
 #include "trident/autograd/functions/dropout.h"
 #include "trident/autograd/functions/elementwise.h"
+#include "trident/autograd/functions/embedding.h"
+#include "trident/autograd/functions/loss.h"
 #include "trident/autograd/functions/matmul.h"
 #include "trident/autograd/functions/norm.h"
 #include "trident/autograd/functions/rope.h"

@@ -1,0 +1,186 @@
+// Cross-entropy kernels. A GPT-2 vocabulary row (50304 f32 = 196 KiB) stays in
+// L2 between the max pass and the exp pass, so two passes cost about one read
+// from memory; the online (single-pass) softmax would double the exponentials.
+// Reductions run in kLanes independent accumulators (plain loops that the
+// compiler turns into vector code without -ffast-math) combined in a fixed
+// order, so the result depends only on the row, never on the threading.
+#include "trident/kernels/cpu/loss.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "trident/core/error.h"
+#include "trident/core/parallel.h"
+
+namespace trident::kernels::cpu {
+
+namespace {
+constexpr std::int64_t kGrain = 1 << 14;
+constexpr int kLanes = 32;
+
+// exp(x) for f32 in plain arithmetic that vectorises: Cody–Waite reduction
+// x = n ln2 + r (|r| <= ln2/2), a degree-6 minimax polynomial for e^r (Cephes'
+// coefficients), and 2^n assembled in the exponent bits. Underflows to 0 below
+// -87 (where e^x < 1.7e-38 no longer matters to a softmax), NaN stays NaN.
+inline float exp_f32(float x) {
+  const float xc = (x >= -87.0f && x <= 88.0f) ? x : (x > 88.0f ? 88.0f : -87.0f);
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const float scale = std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
+  const float y = p * scale;
+  return x < -87.0f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : y);
+}
+
+template <typename A>
+inline A exp_acc(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return exp_f32(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+// Store with the same rounding as trident::bf16 (nearest even, NaN quieted), inline so it vectorises.
+template <typename T, typename A>
+inline T store_fast(A v) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    return bf16::from_bits(static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded));
+  } else {
+    return store<T>(v);
+  }
+}
+
+template <typename T>
+acc_t<T> row_max(const T* x, std::int64_t n) {
+  using A = acc_t<T>;
+  A m[kLanes];
+  for (A& v : m) v = -std::numeric_limits<A>::infinity();
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const A v = load(x[i + j]);
+      m[j] = v > m[j] ? v : m[j];
+    }
+  }
+  A best = m[0];
+  for (int j = 1; j < kLanes; ++j) best = m[j] > best ? m[j] : best;
+  for (; i < n; ++i) best = load(x[i]) > best ? load(x[i]) : best;
+  return best;
+}
+
+template <typename T>
+acc_t<T> row_sum_exp(const T* x, std::int64_t n, acc_t<T> shift) {
+  using A = acc_t<T>;
+  A s[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) s[j] += exp_acc<A>(load(x[i + j]) - shift);
+  }
+  A total = 0;
+  for (int j = 0; j < kLanes; ++j) total += s[j];
+  for (; i < n; ++i) total += exp_acc<A>(load(x[i]) - shift);
+  return total;
+}
+
+template <typename F>
+void dispatch_targets(DType target_dtype, const char* op, F&& f) {
+  switch (target_dtype) {
+    case DType::i32: return f(std::int32_t{});
+    case DType::i64: return f(std::int64_t{});
+    default: TRIDENT_FAIL("{}: targets must be i32 or i64, got {}", op, target_dtype);
+  }
+}
+
+std::int64_t row_grain(std::int64_t vocab) { return std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(vocab, 1)); }
+}  // namespace
+
+void cross_entropy_forward(DType dtype, DType target_dtype, const void* logits, const void* targets, void* losses,
+                           void* lse, std::int64_t rows, std::int64_t vocab, std::int64_t ignore_index) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "cross_entropy", [&] {
+    using A = acc_t<scalar_t>;
+    dispatch_targets(target_dtype, "cross_entropy", [&](auto target_tag) {
+      using I = decltype(target_tag);
+      const auto* x = static_cast<const scalar_t*>(logits);
+      const auto* tg = static_cast<const I*>(targets);
+      auto* loss = static_cast<A*>(losses);
+      auto* out_lse = static_cast<A*>(lse);
+      parallel_for(0, rows, row_grain(vocab), [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t r = lo; r < hi; ++r) {
+          const scalar_t* row = x + r * vocab;
+          const A m = row_max(row, vocab);
+          const A l = m + std::log(row_sum_exp(row, vocab, m));
+          out_lse[r] = l;
+          const auto t = static_cast<std::int64_t>(tg[r]);
+          loss[r] = t == ignore_index ? A(0) : l - load(row[t]);
+        }
+      });
+    });
+  });
+}
+
+void cross_entropy_backward(DType dtype, DType target_dtype, const void* logits, const void* targets, const void* lse,
+                            const void* grad_losses, void* dlogits, std::int64_t rows, std::int64_t vocab,
+                            std::int64_t ignore_index) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "cross_entropy_backward", [&] {
+    using A = acc_t<scalar_t>;
+    dispatch_targets(target_dtype, "cross_entropy_backward", [&](auto target_tag) {
+      using I = decltype(target_tag);
+      const auto* x = static_cast<const scalar_t*>(logits);
+      const auto* tg = static_cast<const I*>(targets);
+      const auto* in_lse = static_cast<const A*>(lse);
+      const auto* g = static_cast<const A*>(grad_losses);
+      auto* dx = static_cast<scalar_t*>(dlogits);
+      parallel_for(0, rows, row_grain(vocab), [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t r = lo; r < hi; ++r) {
+          const scalar_t* row = x + r * vocab;
+          scalar_t* drow = dx + r * vocab;
+          const auto t = static_cast<std::int64_t>(tg[r]);
+          if (t == ignore_index) {
+            std::memset(static_cast<void*>(drow), 0, static_cast<std::size_t>(vocab) * sizeof(scalar_t));
+            continue;
+          }
+          const A l = in_lse[r], gr = g[r];
+          for (std::int64_t j = 0; j < vocab; ++j) drow[j] = store_fast<scalar_t>(exp_acc<A>(load(row[j]) - l) * gr);
+          drow[t] = store_fast<scalar_t>((exp_acc<A>(load(row[t]) - l) - A(1)) * gr);
+        }
+      });
+    });
+  });
+}
+
+std::int64_t count_targets(DType target_dtype, const void* targets, std::int64_t rows, std::int64_t vocab,
+                           std::int64_t ignore_index, std::int64_t* bad_row, std::int64_t* bad_target) {
+  std::int64_t count = 0;
+  dispatch_targets(target_dtype, "cross_entropy", [&](auto target_tag) {
+    using I = decltype(target_tag);
+    const auto* tg = static_cast<const I*>(targets);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto t = static_cast<std::int64_t>(tg[r]);
+      if (t == ignore_index) continue;
+      if (t < 0 || t >= vocab) {
+        *bad_row = r;
+        *bad_target = t;
+        count = -1;
+        return;
+      }
+      ++count;
+    }
+  });
+  return count;
+}
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,66 @@
+#include "trident/ops/embedding.h"
+
+#include <string>
+#include <vector>
+
+#include "trident/kernels/cpu/embedding.h"
+#include "trident/ops/dispatch.h"
+
+namespace trident::ops {
+
+namespace {
+// "[1, 3]": the multi-index of flat position `flat` in `shape`.
+std::string position_in(const Shape& shape, std::int64_t flat) {
+  std::vector<std::int64_t> idx(shape.rank());
+  for (std::size_t d = shape.rank(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return Shape(std::move(idx)).to_string();
+}
+
+void check_ids(const Tensor& ids, std::int64_t vocab, std::string_view op) {
+  TRIDENT_CHECK(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
+                "{}: ids must be i32 or i64, got {} (shape {})", op, ids.dtype(), ids.shape());
+  std::int64_t bad_id = 0;
+  const std::int64_t at = kernels::cpu::find_invalid_id(ids.dtype(), ids.raw_data(), ids.numel(), vocab, &bad_id);
+  TRIDENT_CHECK(at < 0, "{}: id {} at position {} of ids {} is outside the vocabulary [0, {})", op, bad_id,
+                position_in(ids.shape(), at < 0 ? 0 : at), ids.shape(), vocab);
+}
+}  // namespace
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  check_defined(weight, "embedding", "weight");
+  check_defined(ids, "embedding", "ids");
+  check_rank(weight, 2, "embedding", "weight");
+  check_floating(weight, "embedding", "weight");
+  require_cpu("embedding", {&weight, &ids});
+  const std::int64_t vocab = weight.size(0), dim = weight.size(1);
+  check_ids(ids, vocab, "embedding");
+  std::vector<std::int64_t> out_dims = ids.shape().dims();
+  out_dims.push_back(dim);
+  Tensor out = Tensor::empty(Shape(std::move(out_dims)), weight.dtype(), weight.device());
+  kernels::cpu::embedding_forward(weight.dtype(), ids.dtype(), weight.raw_data(), ids.raw_data(), out.raw_data(),
+                                  ids.numel(), dim);
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& dout, const Tensor& ids, std::int64_t vocab) {
+  check_defined(dout, "embedding_backward", "dout");
+  check_defined(ids, "embedding_backward", "ids");
+  check_floating(dout, "embedding_backward", "dout");
+  TRIDENT_CHECK(vocab >= 0, "embedding_backward: negative vocabulary size {}", vocab);
+  TRIDENT_CHECK(dout.rank() == ids.rank() + 1 &&
+                    std::equal(ids.shape().begin(), ids.shape().end(), dout.shape().begin()),
+                "embedding_backward: dout of shape {} does not match ids of shape {} (expected [..ids, D])",
+                dout.shape(), ids.shape());
+  require_cpu("embedding_backward", {&dout, &ids});
+  check_ids(ids, vocab, "embedding_backward");
+  const std::int64_t dim = dout.size(-1);
+  Tensor dweight = Tensor::empty(Shape{vocab, dim}, dout.dtype(), dout.device());
+  kernels::cpu::embedding_backward(dout.dtype(), ids.dtype(), dout.raw_data(), ids.raw_data(), dweight.raw_data(),
+                                   ids.numel(), vocab, dim);
+  return dweight;
+}
+
+}  // namespace trident::ops

@@ -1,0 +1,22 @@
+// Embedding lookup and its gradient.
+//
+// weight [V, D] (f32, f64, bf16, f16); ids of any shape [...] (i32 or i64),
+// every id in [0, V) — an id outside is an error naming the id, its position
+// and V. Outputs are new tensors (the caller owns them).
+#pragma once
+
+#include <cstdint>
+
+#include "trident/core/tensor.h"
+
+namespace trident::ops {
+
+// out[..., :] = weight[ids[...], :]; shape [..., D], weight's dtype.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+
+// dweight [vocab, D] in dout's dtype: row v is the sum of the dout rows whose id
+// is v (in token order, accumulated in f32 for bf16/f16), zero for unused rows.
+// dout has shape [..., D] with ids of shape [...]. Deterministic for any thread count.
+Tensor embedding_backward(const Tensor& dout, const Tensor& ids, std::int64_t vocab);
+
+}  // namespace trident::ops
