@@ -1,0 +1,164 @@
+#include "trident/models/causal_lm.h"
+
+#include <cmath>
+
+#include "trident/autograd/autograd.h"
+
+namespace trident::models {
+
+namespace ag = trident::autograd;
+using nn::Arch;
+
+std::int64_t default_d_ff(Arch arch, std::int64_t d_model) {
+  if (arch == Arch::gpt2) return 4 * d_model;
+  const std::int64_t f = (8 * d_model + 2) / 3;
+  return (f + 255) / 256 * 256;
+}
+
+TransformerSpec preset(const std::string& name) {
+  auto gpt2 = [](std::int64_t L, std::int64_t H, std::int64_t D) {
+    TransformerSpec s;
+    s.arch = Arch::gpt2;
+    s.n_layer = L;
+    s.n_head = s.n_kv_head = H;
+    s.d_model = D;
+    s.d_ff = 4 * D;
+    s.vocab_size = 50257;
+    s.max_seq_len = 1024;
+    s.norm_eps = 1e-5;
+    s.tie_embeddings = true;
+    return s;
+  };
+  auto llama = [](std::int64_t L, std::int64_t H, std::int64_t Hkv, std::int64_t D, std::int64_t F) {
+    TransformerSpec s;
+    s.arch = Arch::llama;
+    s.n_layer = L;
+    s.n_head = H;
+    s.n_kv_head = Hkv;
+    s.d_model = D;
+    s.d_ff = F;
+    s.vocab_size = 32000;
+    s.max_seq_len = 2048;
+    s.norm_eps = 1e-6;
+    s.rope_theta = 10000.0;
+    s.tie_embeddings = false;
+    return s;
+  };
+  if (name == "gpt2") return gpt2(12, 12, 768);
+  if (name == "gpt2-medium") return gpt2(24, 16, 1024);
+  if (name == "gpt2-large") return gpt2(36, 20, 1280);
+  if (name == "gpt2-xl") return gpt2(48, 25, 1600);
+  if (name == "gpt2-tiny") {
+    TransformerSpec s = gpt2(2, 4, 64);
+    s.vocab_size = 512;
+    s.max_seq_len = 128;
+    return s;
+  }
+  if (name == "gpt2-small-corpus") {  // the README's main job on the built-in corpus
+    TransformerSpec s = gpt2(4, 4, 256);
+    s.vocab_size = 4096;
+    s.max_seq_len = 256;
+    return s;
+  }
+  if (name == "llama-tiny") {
+    TransformerSpec s = llama(2, 4, 2, 64, 192);
+    s.vocab_size = 512;
+    s.max_seq_len = 128;
+    return s;
+  }
+  if (name == "llama-small") return llama(8, 8, 4, 512, 1536);
+  if (name == "llama2-7b") return llama(32, 32, 32, 4096, 11008);
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  TRIDENT_FAIL("model.preset: unknown preset '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> preset_names() {
+  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt2-tiny", "gpt2-small-corpus",
+          "llama-tiny", "llama-small", "llama2-7b"};
+}
+
+CausalLM::CausalLM(const TransformerSpec& spec) : nn::Module(""), spec_(spec) {
+  spec_.validate();
+  const bool gpt2 = spec.arch == Arch::gpt2;
+  const std::string root = gpt2 ? "transformer" : "model";
+  wte_ = &add_module(std::make_unique<nn::Embedding>(root + (gpt2 ? ".wte" : ".embed_tokens"), spec.vocab_size,
+                                                     spec.d_model, spec.init_std));
+  if (gpt2) {
+    wpe_ = &add_module(std::make_unique<nn::Embedding>(root + ".wpe", spec.max_seq_len, spec.d_model, spec.init_std));
+  }
+  for (std::int64_t i = 0; i < spec.n_layer; ++i) {
+    const std::string p = fmt::format("{}.{}.{}", root, gpt2 ? "h" : "layers", i);
+    blocks_.push_back(&add_module(std::make_unique<nn::TransformerBlock>(p, spec, i)));
+  }
+  if (gpt2) {
+    final_norm_ = &add_module(std::make_unique<nn::LayerNorm>(root + ".ln_f", spec.d_model, spec.norm_eps));
+  } else {
+    final_norm_ = &add_module(std::make_unique<nn::RMSNorm>(root + ".norm", spec.d_model, spec.norm_eps));
+  }
+  if (!spec.tie_embeddings) {
+    lm_head_ = &add_parameter("lm_head.weight", Shape{spec.vocab_size, spec.d_model},
+                              nn::Init{nn::InitKind::normal, spec.init_std}, true);
+  }
+}
+
+Variable CausalLM::embed(const Tensor& ids, const ForwardContext& ctx) const {
+  TRIDENT_CHECK(ids.rank() == 2, "CausalLM: token ids must be [batch, seq], got {}", ids.shape());
+  const std::int64_t T = ids.shape()[1];
+  TRIDENT_CHECK(ctx.position_offset + T <= spec_.max_seq_len,
+                "CausalLM: positions up to {} exceed max_seq_len {}", ctx.position_offset + T, spec_.max_seq_len);
+  Variable h = wte_->forward(ids, ctx);
+  if (wpe_) {
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
+    for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = ctx.position_offset + t;
+    Variable p = wpe_->forward(Tensor::from_vector(pos, {T}), ctx);  // [T, D]
+    const std::int64_t B = ids.shape()[0];
+    // Broadcast positions over the batch: add to each sample through a [B·T, D] bias-free view.
+    h = ag::reshape(h, {B, T * spec_.d_model});
+    h = ag::bias_add(h, ag::reshape(p, {T * spec_.d_model}));
+    h = ag::reshape(h, {B, T, spec_.d_model});
+  }
+  return nn::dropout(h, spec_.dropout, wpe_ ? "transformer.drop" : "model.drop", ctx);
+}
+
+Variable CausalLM::block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const {
+  const nn::TransformerBlock* b = blocks_.at(static_cast<std::size_t>(i));
+  if (!checkpointing_ || !ctx.training || !autograd::grad_enabled()) return b->forward(h, ctx);
+  return autograd::checkpoint([b, ctx](const std::vector<Variable>& in) { return std::vector<Variable>{b->forward(in[0], ctx)}; },
+                              {h})[0];
+}
+
+Variable CausalLM::head(const Variable& h, const ForwardContext& ctx) const {
+  Variable x = spec_.arch == Arch::gpt2 ? static_cast<const nn::LayerNorm*>(final_norm_)->forward(h, ctx)
+                                        : static_cast<const nn::RMSNorm*>(final_norm_)->forward(h, ctx);
+  const nn::Parameter& w = lm_head_ ? *lm_head_ : wte_->weight();
+  return ag::linear(x, nn::compute_view(w, ctx), Variable());
+}
+
+Variable CausalLM::forward(const Tensor& ids, const ForwardContext& ctx) const {
+  Variable h = embed(ids, ctx);
+  for (std::int64_t i = 0; i < spec_.n_layer; ++i) h = block(i, h, ctx);
+  return head(h, ctx);
+}
+
+Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer) const {
+  TRIDENT_CHECK(labels.shape() == ids.shape(), "CausalLM::loss: labels {} do not match ids {}", labels.shape(),
+                ids.shape());
+  Variable logits = forward(ids, ctx);
+  const std::int64_t rows = ids.numel();
+  Variable flat = ag::reshape(logits, {rows, spec_.vocab_size});
+  ag::CrossEntropyOptions opts;
+  if (normalizer > 0) {
+    opts.reduction = ag::Reduction::sum;
+    opts.normalizer = normalizer;
+  }
+  return ag::cross_entropy(flat, labels.view({rows}), opts);
+}
+
+double CausalLM::flops_per_token(std::int64_t seq_len) const {
+  // N excludes position embeddings by convention? Megatron/llm.c count all parameters.
+  const double n = static_cast<double>(num_parameters());
+  return 6.0 * n + 12.0 * static_cast<double>(spec_.n_layer * spec_.d_model * seq_len);
+}
+
+}  // namespace trident::models

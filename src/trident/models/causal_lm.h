@@ -1,0 +1,64 @@
+// CausalLM: a GPT-2 or LLaMA language model built from nn modules.
+//
+// Parameter names are exactly those of Hugging Face's GPT2LMHeadModel and
+// LlamaForCausalLM, so weights map one to one (see hf.h). The forward pass is
+// exposed in three pieces — embed, block(i), head — so a pipeline stage can
+// run just its share of the layers.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/nn/nn.h"
+
+namespace trident::models {
+
+using autograd::Variable;
+using nn::ForwardContext;
+using nn::TransformerSpec;
+
+// Named sizes: "gpt2" (124M), "gpt2-medium" (355M), "gpt2-large", "gpt2-xl",
+// "gpt2-tiny" and "llama-tiny" (tests), "llama-small" (≈ 60M), "llama2-7b".
+TransformerSpec preset(const std::string& name);
+std::vector<std::string> preset_names();
+// The architecture default for d_ff when 0: 4·d (GPT-2); 2/3·4·d rounded up to a multiple of 256 (LLaMA).
+std::int64_t default_d_ff(nn::Arch arch, std::int64_t d_model);
+
+class CausalLM : public nn::Module {
+ public:
+  explicit CausalLM(const TransformerSpec& spec);
+
+  const TransformerSpec& spec() const noexcept { return spec_; }
+  std::int64_t num_layers() const noexcept { return spec_.n_layer; }
+
+  // ids [B, T] → hidden [B, T, D] (token + learned position embeddings for GPT-2).
+  Variable embed(const Tensor& ids, const ForwardContext& ctx) const;
+  // Transformer block `i` (recomputed in backward when activation checkpointing is on).
+  Variable block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const;
+  // Final norm and LM head: hidden [B, T, D] → logits [B, T, V].
+  Variable head(const Variable& h, const ForwardContext& ctx) const;
+  Variable forward(const Tensor& ids, const ForwardContext& ctx) const;
+
+  // Sum of token cross-entropies divided by `normalizer` (the global batch's
+  // token count), so micro-batch losses add up to the global-batch mean.
+  // normalizer 0 = this batch's token count (a plain mean).
+  Variable loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer = 0) const;
+
+  void set_activation_checkpointing(bool on) noexcept { checkpointing_ = on; }
+  bool activation_checkpointing() const noexcept { return checkpointing_; }
+
+  // FLOPs per token for forward + backward (6·N + 12·L·h·s, the MFU convention).
+  double flops_per_token(std::int64_t seq_len) const;
+
+ private:
+  TransformerSpec spec_;
+  nn::Embedding* wte_ = nullptr;
+  nn::Embedding* wpe_ = nullptr;
+  std::vector<nn::TransformerBlock*> blocks_;
+  nn::Module* final_norm_ = nullptr;
+  nn::Parameter* lm_head_ = nullptr;  // null when tied to the token embedding
+  bool checkpointing_ = false;
+};
+
+}  // namespace trident::models

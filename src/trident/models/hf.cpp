@@ -1,0 +1,213 @@
+#include "trident/models/hf.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "trident/checkpoint/safetensors.h"
+#include "trident/core/memory.h"
+
+namespace trident::models {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  TRIDENT_CHECK(in.good(), "cannot read '{}'", path);
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    TRIDENT_FAIL("'{}' is not valid JSON: {}", path, e.what());
+  }
+}
+
+template <typename T>
+T get(const json& j, const std::string& key, const std::string& path) {
+  TRIDENT_CHECK(j.contains(key) && !j[key].is_null(), "'{}': missing key '{}'", path, key);
+  try {
+    return j[key].get<T>();
+  } catch (const json::exception&) {
+    TRIDENT_FAIL("'{}': key '{}' has the wrong type ({})", path, key, j[key].dump());
+  }
+}
+
+template <typename T>
+T get_or(const json& j, const std::string& key, T fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  return j[key].get<T>();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    TRIDENT_CHECK(out.good(), "writing '{}' failed", tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+TransformerSpec read_hf_config(const std::string& path) {
+  const json j = read_json(path);
+  const std::string type = get<std::string>(j, "model_type", path);
+  TransformerSpec s;
+  if (type == "gpt2") {
+    s.arch = nn::Arch::gpt2;
+    s.n_layer = get<std::int64_t>(j, "n_layer", path);
+    s.n_head = s.n_kv_head = get<std::int64_t>(j, "n_head", path);
+    s.d_model = get<std::int64_t>(j, "n_embd", path);
+    s.d_ff = get_or<std::int64_t>(j, "n_inner", 4 * s.d_model);
+    s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
+    s.max_seq_len = get<std::int64_t>(j, "n_positions", path);
+    s.norm_eps = get_or<double>(j, "layer_norm_epsilon", 1e-5);
+    s.dropout = get_or<double>(j, "resid_pdrop", 0.0);
+    s.init_std = get_or<double>(j, "initializer_range", 0.02);
+    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", true);
+    const std::string act = get_or<std::string>(j, "activation_function", "gelu_new");
+    TRIDENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
+                  "'{}': activation_function '{}' is not supported (trident's GPT-2 uses gelu_new)", path, act);
+    TRIDENT_CHECK(s.tie_embeddings, "'{}': untied GPT-2 heads are not supported", path);
+  } else if (type == "llama") {
+    s.arch = nn::Arch::llama;
+    s.n_layer = get<std::int64_t>(j, "num_hidden_layers", path);
+    s.n_head = get<std::int64_t>(j, "num_attention_heads", path);
+    s.n_kv_head = get_or<std::int64_t>(j, "num_key_value_heads", s.n_head);
+    s.d_model = get<std::int64_t>(j, "hidden_size", path);
+    s.d_ff = get<std::int64_t>(j, "intermediate_size", path);
+    s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
+    s.max_seq_len = get<std::int64_t>(j, "max_position_embeddings", path);
+    s.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
+    s.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
+    s.init_std = get_or<double>(j, "initializer_range", 0.02);
+    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+    TRIDENT_CHECK(!get_or<bool>(j, "attention_bias", false) && !get_or<bool>(j, "mlp_bias", false),
+                  "'{}': LLaMA with attention or MLP biases is not supported", path);
+    TRIDENT_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
+                  "'{}': rope_scaling is not supported", path);
+    if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+      TRIDENT_CHECK(j["head_dim"].get<std::int64_t>() == s.d_model / s.n_head,
+                    "'{}': head_dim {} differs from hidden_size / num_attention_heads = {}", path,
+                    j["head_dim"].get<std::int64_t>(), s.d_model / s.n_head);
+    }
+  } else {
+    TRIDENT_FAIL("'{}': model_type '{}' is not supported (expected gpt2 or llama)", path, type);
+  }
+  s.validate();
+  return s;
+}
+
+std::string hf_config_json(const TransformerSpec& s, DType dtype) {
+  json j;
+  const std::string torch_dtype = dtype == DType::bf16 ? "bfloat16" : dtype == DType::f16 ? "float16" : "float32";
+  if (s.arch == nn::Arch::gpt2) {
+    j = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"activation_function", "gelu_new"},
+         {"n_layer", s.n_layer},
+         {"n_head", s.n_head},
+         {"n_embd", s.d_model},
+         {"n_inner", s.d_ff},
+         {"n_positions", s.max_seq_len},
+         {"n_ctx", s.max_seq_len},
+         {"vocab_size", s.vocab_size},
+         {"layer_norm_epsilon", s.norm_eps},
+         {"resid_pdrop", s.dropout},
+         {"embd_pdrop", s.dropout},
+         {"attn_pdrop", 0.0},
+         {"initializer_range", s.init_std},
+         {"tie_word_embeddings", true},
+         {"torch_dtype", torch_dtype}};
+  } else {
+    j = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"hidden_act", "silu"},
+         {"num_hidden_layers", s.n_layer},
+         {"num_attention_heads", s.n_head},
+         {"num_key_value_heads", s.n_kv_head},
+         {"hidden_size", s.d_model},
+         {"intermediate_size", s.d_ff},
+         {"max_position_embeddings", s.max_seq_len},
+         {"vocab_size", s.vocab_size},
+         {"rms_norm_eps", s.norm_eps},
+         {"rope_theta", s.rope_theta},
+         {"attention_bias", false},
+         {"mlp_bias", false},
+         {"initializer_range", s.init_std},
+         {"tie_word_embeddings", s.tie_embeddings},
+         {"torch_dtype", torch_dtype}};
+  }
+  return j.dump(2) + "\n";
+}
+
+void save_hf(const CausalLM& model, const std::string& dir, DType dtype) {
+  fs::create_directories(dir);
+  checkpoint::SafetensorsWriter writer;
+  writer.set_metadata("format", "pt");
+  for (const nn::Parameter* p : model.parameters()) {
+    TRIDENT_CHECK(p->shard.is_whole(), "save_hf: parameter '{}' is sharded; export through a checkpoint instead",
+                  p->name);
+    TRIDENT_CHECK(p->var.defined(), "save_hf: parameter '{}' is not initialised", p->name);
+    const Tensor data = p->var.data();
+    writer.add_lazy(p->name, dtype, p->global_shape, [data, dtype] { return data.to(dtype); });
+  }
+  writer.write((fs::path(dir) / "model.safetensors").string());
+  write_text((fs::path(dir) / "config.json").string(), hf_config_json(model.spec(), dtype));
+}
+
+void load_hf_weights(CausalLM& model, const std::string& dir) {
+  // Which file holds each tensor: an index for sharded checkpoints, else the single file.
+  std::map<std::string, std::string> file_of;
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::vector<std::string> files;
+  if (fs::exists(index)) {
+    const json j = read_json(index.string());
+    TRIDENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "'{}': missing weight_map",
+                  index.string());
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      file_of[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
+    }
+  } else {
+    const fs::path single = fs::path(dir) / "model.safetensors";
+    TRIDENT_CHECK(fs::exists(single), "'{}' has neither model.safetensors nor model.safetensors.index.json", dir);
+    auto f = checkpoint::SafetensorsFile::open(single.string());
+    for (const auto& n : f.names()) file_of[n] = single.string();
+  }
+  std::map<std::string, std::shared_ptr<checkpoint::SafetensorsFile>> open_files;
+  auto file = [&](const std::string& path) -> const checkpoint::SafetensorsFile& {
+    auto& slot = open_files[path];
+    if (!slot) slot = std::make_shared<checkpoint::SafetensorsFile>(checkpoint::SafetensorsFile::open(path));
+    return *slot;
+  };
+  MemoryCategoryScope scope(MemoryCategory::parameters);
+  for (nn::Parameter* p : model.parameters()) {
+    auto it = file_of.find(p->name);
+    TRIDENT_CHECK(it != file_of.end(), "'{}': tensor '{}' not found (expected shape {})", dir, p->name,
+                  p->global_shape);
+    const auto& f = file(it->second);
+    const auto& info = f.info(p->name);
+    TRIDENT_CHECK(info.shape == p->global_shape, "'{}': tensor '{}' has shape {} but the model expects {}",
+                  it->second, p->name, info.shape, p->global_shape);
+    TRIDENT_CHECK(p->var.defined(), "load_hf_weights: parameter '{}' is not initialised", p->name);
+    const DType dtype = p->var.dtype();
+    Tensor local = Tensor::empty(p->local_shape(), dtype);
+    if (p->shard.is_whole()) {
+      local = f.tensor(p->name).to(dtype).clone();
+    } else {
+      for (const nn::ShardPiece& piece : p->shard.pieces) {
+        nn::copy_box_into(local, f.read_box(p->name, piece.global_offsets, piece.extent).to(dtype),
+                          piece.local_offsets);
+      }
+    }
+    p->var.set_data(local);
+  }
+}
+
+}  // namespace trident::models

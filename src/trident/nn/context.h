@@ -1,0 +1,53 @@
+// ForwardContext: what a forward pass needs to know beyond its inputs.
+//
+// Dropout masks are drawn from the counter-based RNG at the *global*
+// coordinates of each activation element: (sample index within the global
+// batch, token, feature). A micro-batch therefore states where its samples sit
+// in the global batch, and every data-parallel rank, micro-batch split or
+// tensor-parallel shard drops exactly what a single process would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trident/core/rng.h"
+#include "trident/core/tensor.h"
+
+namespace trident::nn {
+
+// Keys and values of past tokens, one entry per layer, for generation.
+struct KVCache {
+  std::vector<Tensor> keys;    // [B, S, Hkv, head_dim] per layer (undefined until first use)
+  std::vector<Tensor> values;
+  std::int64_t length = 0;     // tokens already cached
+  explicit KVCache(std::size_t layers = 0) : keys(layers), values(layers) {}
+};
+
+struct ForwardContext {
+  bool training = false;
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;            // global step (dropout masks change every step)
+  std::int64_t batch_offset = 0;    // this micro-batch's first sample within the global batch
+  std::int64_t global_batch = 0;    // samples in the global batch; 0 = the local batch
+  std::int64_t position_offset = 0; // position of the first token (generation with a cache)
+  DType compute_dtype = DType::f32; // matmuls and activations run in this dtype
+  KVCache* cache = nullptr;
+
+  // The RNG of one dropout site ("transformer.h.3.attn.resid") at this step.
+  CounterRng dropout_rng(const std::string& site) const {
+    return CounterRng(seed, "dropout/" + site).derive(std::to_string(step));
+  }
+  // Where a local activation [b, T, ...] sits in the global-batch activation.
+  GlobalSlice batch_slice(const Shape& local) const {
+    Shape global = local;
+    std::vector<std::int64_t> offsets(local.rank(), 0);
+    if (local.rank() > 0) {
+      global[0] = global_batch > 0 ? global_batch : local[0];
+      offsets[0] = batch_offset;
+    }
+    return GlobalSlice{global, offsets};
+  }
+};
+
+}  // namespace trident::nn

@@ -1,0 +1,105 @@
+// nn::Module: named parameters with canonical names and global shapes.
+//
+// Every parameter carries the name Hugging Face uses for it (the canonical
+// name, DESIGN.md §1), its global shape, and where this rank's local tensor
+// sits inside it (a ShardSpec: one or more boxes — several for fused tensors
+// such as GPT-2's c_attn whose tensor-parallel shard takes whole heads from
+// each of q, k and v). Initial values are drawn by the counter-based RNG from
+// (seed, name, global index), so any sharding of a model starts from exactly
+// the slices of the unsharded model.
+//
+// Modules are built with their full name prefix ("transformer.h.3.attn"), so a
+// parameter knows its canonical name at construction.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/autograd/variable.h"
+#include "trident/core/rng.h"
+#include "trident/core/tensor.h"
+
+namespace trident::nn {
+
+using autograd::Variable;
+
+// One box of a shard: the local sub-box at local_offsets equals the global
+// sub-box at global_offsets, both of shape `extent`.
+struct ShardPiece {
+  std::vector<std::int64_t> local_offsets;
+  std::vector<std::int64_t> global_offsets;
+  Shape extent;
+};
+
+struct ShardSpec {
+  Shape local_shape;
+  std::vector<ShardPiece> pieces;  // cover the local tensor; empty = the whole global tensor
+  bool is_whole() const noexcept { return pieces.empty(); }
+};
+
+enum class InitKind { normal, zeros, ones };
+
+struct Init {
+  InitKind kind = InitKind::normal;
+  double std = 0.02;
+};
+
+struct Parameter {
+  std::string name;   // canonical (Hugging Face) name
+  Shape global_shape;
+  ShardSpec shard;
+  Init init;
+  bool weight_decay = true;     // AdamW decays matrices and embeddings, not biases or norm weights
+  bool tensor_parallel = false; // sharded over the TP group (else replicated there)
+  Variable var;                 // the local tensor (master dtype), requires grad
+
+  const Shape& local_shape() const { return shard.local_shape; }
+};
+
+// Copies `box` into `dst` at `offsets` (same rank and dtype; host tensors).
+void copy_box_into(Tensor& dst, const Tensor& box, const std::vector<std::int64_t>& offsets);
+
+// Fills `t` (local shape) with the parameter's initial values at its global coordinates.
+void initialize_parameter(const Parameter& p, Tensor& t, std::uint64_t seed);
+
+class Module {
+ public:
+  explicit Module(std::string prefix) : prefix_(std::move(prefix)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& prefix() const noexcept { return prefix_; }
+  // This module's and its descendants' parameters, in registration order.
+  std::vector<Parameter*> parameters();
+  std::vector<const Parameter*> parameters() const;
+  Parameter* find_parameter(const std::string& name);
+
+  // Allocates every parameter (dtype = master dtype) and initialises it.
+  void initialize(std::uint64_t seed, DType dtype = DType::f32);
+  void zero_grad();
+  std::int64_t num_parameters() const;  // global count, each parameter once
+
+ protected:
+  // Registers a whole (unsharded) parameter named prefix + "." + local_name.
+  Parameter& add_parameter(const std::string& local_name, Shape global_shape, Init init, bool weight_decay);
+  // Registers a sharded parameter.
+  Parameter& add_parameter(const std::string& local_name, Shape global_shape, ShardSpec shard, Init init,
+                           bool weight_decay);
+  template <typename M>
+  M& add_module(std::unique_ptr<M> child) {
+    M& ref = *child;
+    children_.push_back(std::move(child));
+    return ref;
+  }
+  std::string child_prefix(const std::string& name) const { return prefix_.empty() ? name : prefix_ + "." + name; }
+
+ private:
+  std::string prefix_;
+  std::deque<Parameter> params_;
+  std::vector<std::unique_ptr<Module>> children_;
+};
+
+}  // namespace trident::nn

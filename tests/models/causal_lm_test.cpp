@@ -1,0 +1,224 @@
+#include "trident/models/causal_lm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "trident/autograd/autograd.h"
+#include "trident/models/hf.h"
+#include "trident/ops/shape.h"
+
+namespace trident::models {
+namespace {
+
+TransformerSpec tiny(nn::Arch arch, double dropout = 0.0) {
+  TransformerSpec s = preset(arch == nn::Arch::gpt2 ? "gpt2-tiny" : "llama-tiny");
+  s.n_layer = 2;
+  s.d_model = 16;
+  s.n_head = 4;
+  s.n_kv_head = arch == nn::Arch::gpt2 ? 4 : 2;
+  s.d_ff = arch == nn::Arch::gpt2 ? 64 : 40;
+  s.vocab_size = 23;
+  s.max_seq_len = 16;
+  s.dropout = dropout;
+  s.init_std = 0.3;  // large enough that every term of the gradient matters
+  return s;
+}
+
+Tensor random_ids(std::mt19937_64& gen, std::int64_t B, std::int64_t T, std::int64_t V) {
+  std::uniform_int_distribution<std::int64_t> d(0, V - 1);
+  Tensor t = Tensor::empty({B, T}, DType::i64);
+  for (auto& x : t.span<std::int64_t>()) x = d(gen);
+  return t;
+}
+
+void randomise_norms(CausalLM& m, std::mt19937_64& gen) {
+  // Norm weights start at 1 and biases at 0; perturb them so their gradients are exercised.
+  std::uniform_real_distribution<double> d(-0.5, 0.5);
+  for (nn::Parameter* p : m.parameters()) {
+    if (p->init.kind == nn::InitKind::normal) continue;
+    for (double& x : p->var.data().span<double>()) x += d(gen);
+  }
+}
+
+class WholeModelGradCheck : public ::testing::TestWithParam<std::pair<nn::Arch, double>> {};
+
+// f64 central differences along random directions in parameter space.
+TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
+  auto [arch, dropout] = GetParam();
+  CausalLM model(tiny(arch, dropout));
+  model.initialize(7, DType::f64);
+  std::mt19937_64 gen(11);
+  randomise_norms(model, gen);
+  Tensor ids = random_ids(gen, 2, 5, 23), labels = random_ids(gen, 2, 5, 23);
+  ForwardContext ctx;
+  ctx.compute_dtype = DType::f64;
+  ctx.training = dropout > 0;
+  ctx.seed = 3;
+  model.loss(ids, labels, ctx).backward();
+
+  auto params = model.parameters();
+  for (int trial = 0; trial < 3; ++trial) {
+    std::normal_distribution<double> nd;
+    std::vector<std::vector<double>> dir;
+    double analytic = 0;
+    for (nn::Parameter* p : params) {
+      ASSERT_TRUE(p->var.grad().defined()) << p->name << " received no gradient";
+      std::vector<double> u(static_cast<std::size_t>(p->var.numel()));
+      for (auto& x : u) x = nd(gen);
+      auto g = p->var.grad().span<double>();
+      for (std::size_t i = 0; i < u.size(); ++i) analytic += g[i] * u[i];
+      dir.push_back(std::move(u));
+    }
+    auto shifted_loss = [&](double h) {
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        auto x = params[k]->var.data().span<double>();
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] += h * dir[k][i];
+      }
+      autograd::NoGradGuard ng;
+      double l = model.loss(ids, labels, ctx).data().item();
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        auto x = params[k]->var.data().span<double>();
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] -= h * dir[k][i];
+      }
+      return l;
+    };
+    const double h = 1e-5;
+    const double numeric = (shifted_loss(h) - shifted_loss(-h)) / (2 * h);
+    EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::fabs(numeric))) << "trial " << trial;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, WholeModelGradCheck,
+                         ::testing::Values(std::pair{nn::Arch::gpt2, 0.0}, std::pair{nn::Arch::llama, 0.0},
+                                           std::pair{nn::Arch::gpt2, 0.2}),
+                         [](const auto& p) {
+                           return std::string(p.param.first == nn::Arch::gpt2 ? "gpt2" : "llama") +
+                                  (p.param.second > 0 ? "_dropout" : "");
+                         });
+
+TEST(CausalLM, CanonicalNamesAndShapes) {
+  CausalLM gpt(preset("gpt2"));
+  EXPECT_EQ(gpt.num_parameters(), 124439808);  // GPT-2 small, tied head
+  auto params = gpt.parameters();
+  EXPECT_EQ(params.front()->name, "transformer.wte.weight");
+  const nn::Parameter* c_attn = gpt.find_parameter("transformer.h.3.attn.c_attn.weight");
+  ASSERT_NE(c_attn, nullptr);
+  EXPECT_EQ(c_attn->global_shape, (Shape{768, 2304}));  // Conv1D [in, out]
+  EXPECT_FALSE(gpt.find_parameter("transformer.h.0.attn.c_attn.bias")->weight_decay);
+  EXPECT_EQ(gpt.find_parameter("lm_head.weight"), nullptr);
+
+  TransformerSpec ls = preset("llama-tiny");
+  CausalLM llama(ls);
+  ASSERT_NE(llama.find_parameter("model.layers.1.self_attn.k_proj.weight"), nullptr);
+  EXPECT_EQ(llama.find_parameter("model.layers.1.self_attn.k_proj.weight")->global_shape,
+            (Shape{ls.n_kv_head * ls.d_model / ls.n_head, ls.d_model}));
+  EXPECT_NE(llama.find_parameter("lm_head.weight"), nullptr);
+  EXPECT_NE(llama.find_parameter("model.norm.weight"), nullptr);
+}
+
+TEST(CausalLM, InitIsAFunctionOfNameAndSeed) {
+  CausalLM a(tiny(nn::Arch::llama)), b(tiny(nn::Arch::llama));
+  a.initialize(5);
+  b.initialize(5);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i) {
+    EXPECT_EQ(a.parameters()[i]->var.data().to_vector<float>(), b.parameters()[i]->var.data().to_vector<float>());
+  }
+  CausalLM c(tiny(nn::Arch::llama));
+  c.initialize(6);
+  EXPECT_NE(a.parameters()[0]->var.data().to_vector<float>(), c.parameters()[0]->var.data().to_vector<float>());
+}
+
+TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
+  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+    std::mt19937_64 gen(1);
+    Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
+    ForwardContext ctx;
+    ctx.training = true;
+    ctx.seed = 9;
+    CausalLM plain(tiny(arch, 0.1)), ckpt(tiny(arch, 0.1));
+    plain.initialize(1);
+    ckpt.initialize(1);
+    ckpt.set_activation_checkpointing(true);
+    const double l1 = plain.loss(ids, labels, ctx).data().item();
+    plain.loss(ids, labels, ctx).backward();
+    Variable l2 = ckpt.loss(ids, labels, ctx);
+    EXPECT_EQ(l1, l2.data().item());
+    l2.backward();
+    for (std::size_t i = 0; i < plain.parameters().size(); ++i) {
+      EXPECT_EQ(plain.parameters()[i]->var.grad().to_vector<float>(), ckpt.parameters()[i]->var.grad().to_vector<float>())
+          << plain.parameters()[i]->name;
+    }
+  }
+}
+
+TEST(CausalLM, KVCacheMatchesFullForward) {
+  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+    CausalLM model(tiny(arch));
+    model.initialize(3, DType::f64);
+    std::mt19937_64 gen(2);
+    Tensor ids = random_ids(gen, 1, 7, 23);
+    ForwardContext full;
+    full.compute_dtype = DType::f64;
+    autograd::NoGradGuard ng;
+    auto expected = model.forward(ids, full).data().to_vector<double>();
+    nn::KVCache cache(static_cast<std::size_t>(model.num_layers()));
+    std::vector<double> got;
+    // Prompt of 4 tokens, then one token at a time.
+    for (auto [lo, hi] : {std::pair{0, 4}, std::pair{4, 5}, std::pair{5, 6}, std::pair{6, 7}}) {
+      ForwardContext step = full;
+      step.cache = &cache;
+      step.position_offset = lo;
+      Tensor chunk = ops::slice(ids, 1, lo, hi);
+      auto out = model.forward(chunk, step).data().to_vector<double>();
+      got.insert(got.end(), out.begin(), out.end());
+    }
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-12) << i;
+  }
+}
+
+TEST(CausalLM, HuggingFaceRoundTrip) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("trident-hf-{}", ::getpid());
+  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+    CausalLM model(tiny(arch));
+    model.initialize(4);
+    save_hf(model, dir.string());
+    TransformerSpec spec = read_hf_config((dir / "config.json").string());
+    EXPECT_EQ(spec.n_kv_head, model.spec().n_kv_head);
+    EXPECT_EQ(spec.d_ff, model.spec().d_ff);
+    CausalLM loaded(spec);
+    loaded.initialize(99);
+    load_hf_weights(loaded, dir.string());
+    for (std::size_t i = 0; i < model.parameters().size(); ++i) {
+      EXPECT_EQ(model.parameters()[i]->var.data().to_vector<float>(),
+                loaded.parameters()[i]->var.data().to_vector<float>());
+    }
+  }
+  // A shape mismatch names the tensor and both shapes.
+  TransformerSpec wrong = tiny(nn::Arch::llama);
+  wrong.d_ff = 48;
+  CausalLM other(wrong);
+  other.initialize(1);
+  try {
+    load_hf_weights(other, dir.string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("model.layers.0.mlp.gate_proj.weight"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("[40, 16]"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("[48, 16]"), std::string::npos) << e.message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CausalLM, BadSpecsAreClearErrors) {
+  TransformerSpec s = tiny(nn::Arch::llama);
+  s.n_kv_head = 3;
+  EXPECT_THROW(CausalLM{s}, Error);
+  EXPECT_THROW(preset("gpt5"), Error);
+}
+
+}  // namespace
+}  // namespace trident::models
