@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <type_traits>
 
@@ -34,18 +35,20 @@ inline T round_to(A v) noexcept {
 
 // e^x in f32 without a libm call. x = n ln2 + r with |r| <= ln2/2 (ln2 split in
 // two so n * kLn2Hi is exact), e^r by its Taylor series to degree 7 (truncation
-// below 1e-8 relative), 2^n built in the exponent bits. The clamp keeps
-// 2^n a normal float.
+// below 1e-8 relative), 2^n built in the exponent bits (as 2^(n-1) * 2 so that
+// n = 128 stays finite). Above ln(FLT_MAX) the result is +inf; below -86.5 it
+// is flushed to 0 (e^-86.5 = 2.6e-38: no denormals); NaN stays NaN.
 inline float exp_f32(float x) noexcept {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;  // 355/512: few bits, n * kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440054690583e-4f;
   constexpr float kShifter = 0x1.8p23f;   // adding it rounds to an integer held in the low mantissa bits
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float shifted = x * kLog2e + kShifter;
+  constexpr float kMax = 88.7228f, kMin = -86.5f;
+  const float xc = std::min(std::max(x, kMin), kMax);
+  const float shifted = xc * kLog2e + kShifter;
   const float n = shifted - kShifter;
   const std::int32_t ni = std::bit_cast<std::int32_t>(shifted) - std::bit_cast<std::int32_t>(kShifter);
-  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -54,7 +57,9 @@ inline float exp_f32(float x) noexcept {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  return p * std::bit_cast<float>((ni + 127) << 23);
+  float y = p * std::bit_cast<float>((ni + 126) << 23) * 2.0f;
+  y = x > kMax ? std::numeric_limits<float>::infinity() : y;
+  return x < kMin ? 0.0f : y;
 }
 
 template <typename A>
@@ -84,8 +89,11 @@ struct GeluTanh {
     return x * sigmoid(A(2) * u);
   }
   // d/dx [x s(2u)] = s + 2 x s (1 - s) u'(x), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+  // Beyond |x| = 40 the derivative is exactly 0 or 1 in f32 and f64; clamping
+  // there keeps x^3 finite (no inf * 0).
   template <typename A>
   static A derivative(A x) noexcept {
+    x = std::min(std::max(x, A(-40)), A(40));
     const A x2 = x * x;
     const A u = kSqrt2OverPi<A> * (x + kCubic<A> * x2 * x);
     const A du = kSqrt2OverPi<A> * (A(1) + A(3) * kCubic<A> * x2);

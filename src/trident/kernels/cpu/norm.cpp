@@ -122,11 +122,17 @@ void layer_norm_forward_impl(const T* x, const T* weight, const T* bias, T* y, a
     for (std::int64_t r = lo; r < hi; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
-      const A m = lane_sum<A>(cols, [&](std::int64_t i) { return load(xr[i]); }) * inv_cols;
-      const A var = lane_sum<A>(cols, [&](std::int64_t i) {
-                      const A d = load(xr[i]) - m;
-                      return d * d;
-                    }) * inv_cols;
+      // Corrected two-pass: sum d and d^2 for d = x - m0; the sum of d repairs
+      // the rounding error of m0 (Chan, Golub & LeVeque).
+      const A m0 = lane_sum<A>(cols, [&](std::int64_t i) { return load(xr[i]); }) * inv_cols;
+      A sum_d, sum_d2;
+      lane_sum2<A>(cols, sum_d, sum_d2, [&](std::int64_t i, A& s1, A& s2) {
+        const A d = load(xr[i]) - m0;
+        s1 += d;
+        s2 += d * d;
+      });
+      const A m = m0 + sum_d * inv_cols;
+      const A var = std::max(A(0), (sum_d2 - sum_d * sum_d * inv_cols) * inv_cols);
       const A rs = A(1) / std::sqrt(var + eps_a);
       mean[r] = m;
       rstd[r] = rs;

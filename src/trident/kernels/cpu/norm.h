@@ -6,9 +6,10 @@
 // already validated by ops:: (cols >= 1, pointers non-null unless noted).
 //
 // Numerics: every row is reduced in acc_t with a fixed 16-lane summation
-// order (vectorisable, identical on every thread count); LayerNorm uses two
-// passes (mean, then the mean of squared deviations), so large offsets do not
-// cancel. Outputs are rounded to `dtype` once.
+// order (vectorisable, identical on every thread count); LayerNorm's variance
+// is a corrected two-pass one (mean, then sums of deviations and their
+// squares), so an offset much larger than the spread does not cancel.
+// Outputs are rounded to `dtype` once.
 //
 // Backward writes (does not accumulate into) dx, dweight and dbias. dweight
 // and dbias are sums over rows: rows are cut into fixed blocks that depend only
