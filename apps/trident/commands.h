@@ -9,5 +9,7 @@ namespace trident::cli {
 // Each add_* registers a subcommand whose callback does the work; a subcommand
 // throws trident::Error on bad input and main() turns that into one clear line.
 void add_info_command(CLI::App& app);
+// trident tokenizer {encode,decode,train} (tokenizer_command.cpp)
+void add_tokenizer_command(CLI::App& app);
 
 }  // namespace trident::cli

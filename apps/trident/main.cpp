@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   trident::cli::add_info_command(app);
+  trident::cli::add_tokenizer_command(app);
 
   try {
     app.parse(argc, argv);

@@ -2,26 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
 
 #include "trident/core/error.h"
+#include "trident/data/atomic_file.h"
 #include "trident/data/byte_level.h"
 
 namespace trident::data {
-
-namespace {
-
-std::string read_file(const std::filesystem::path& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  TRIDENT_CHECK(in.good(), "cannot open {} '{}'", what, path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  TRIDENT_CHECK(!in.bad(), "error reading {} '{}'", what, path.string());
-  return std::move(ss).str();
-}
-
-}  // namespace
 
 Tokenizer::Tokenizer(TokenizerParts parts) {
   std::int32_t bound = parts.model.id_bound();
@@ -41,11 +27,11 @@ const TokenizerParts& Tokenizer::parts() const {
 }
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  return from_json(read_file(tokenizer_json, "tokenizer file"), tokenizer_json.string());
+  return from_json(read_whole_file(tokenizer_json, "tokenizer file"), tokenizer_json.string());
 }
 
 Tokenizer Tokenizer::from_gpt2_files(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
-  const std::string vocab_text = read_file(vocab_json, "vocabulary file");
+  const std::string vocab_text = read_whole_file(vocab_json, "vocabulary file");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(vocab_text);
@@ -59,7 +45,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::filesystem::path& vocab_json, co
                   "{}: $[\"{}\"]: expected a non-negative integer id, got {}", vocab_json.string(), token, id.dump());
     vocab.emplace(token, id.get<std::int32_t>());
   }
-  const std::string merges_text = read_file(merges_txt, "merges file");
+  const std::string merges_text = read_whole_file(merges_txt, "merges file");
   std::vector<std::pair<std::string, std::string>> merges;
   std::vector<std::size_t> lines;
   std::size_t line_no = 0, pos = 0;

@@ -1,0 +1,59 @@
+// Files that appear whole or not at all, and an inter-process lock.
+//
+// AtomicOutputFile writes to a temporary name beside the target and renames
+// it over the target on commit() (after fsync), so a reader — another rank, a
+// later run — never sees a half-written file; if the writer dies or throws,
+// the temporary is removed and the target is untouched.
+// FileLock holds an exclusive flock() on a lock file: it serialises processes
+// (and threads) that build the same thing; the kernel releases it if the
+// holder dies, so a crashed run never leaves a stale lock behind.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace trident::data {
+
+class AtomicOutputFile {
+ public:
+  explicit AtomicOutputFile(std::filesystem::path target);
+  ~AtomicOutputFile();  // removes the temporary unless committed
+  AtomicOutputFile(const AtomicOutputFile&) = delete;
+  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
+
+  void write(const void* data, std::size_t bytes);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  std::uint64_t bytes_written() const noexcept { return written_; }
+  // Flushes, fsyncs and renames onto the target.
+  void commit();
+
+  const std::filesystem::path& target() const noexcept { return target_; }
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  std::FILE* file_ = nullptr;
+  std::uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+class FileLock {
+ public:
+  // Blocks until the exclusive lock on `path` (created if missing) is held.
+  explicit FileLock(const std::filesystem::path& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Reads a whole file; errors name the file and `what` it is.
+std::string read_whole_file(const std::filesystem::path& path, std::string_view what);
+
+}  // namespace trident::data

@@ -1,0 +1,154 @@
+#include "trident/data/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "trident/core/error.h"
+#include "trident/data/bpe_trainer.h"
+#include "trident/data/byte_level.h"
+
+namespace trident::data {
+namespace {
+
+// A byte-level tokenizer.json: the 256 byte characters (ids 0..255) plus
+// the given merges; "<|endoftext|>" is special token 1000.
+std::string byte_level_json(const std::vector<std::pair<std::string, std::string>>& merges, bool prefix_space = false) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[std::string(byte_to_utf8(static_cast<std::uint8_t>(b)))] = b;
+  nlohmann::json m = nlohmann::json::array();
+  int next = 256;
+  for (const auto& [a, b] : merges) {
+    if (!vocab.contains(a + b)) vocab[a + b] = next++;
+    m.push_back(nlohmann::json::array({a, b}));
+  }
+  nlohmann::json j = {
+      {"added_tokens", {{{"id", 1000}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}}},
+  };
+  return j.dump();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "(no error)";
+}
+
+TEST(ByteLevel, Gpt2Table) {
+  EXPECT_EQ(byte_to_char(' '), U'\u0120');
+  EXPECT_EQ(byte_to_char('\n'), U'\u010A');
+  EXPECT_EQ(byte_to_char('!'), U'!');
+  EXPECT_EQ(byte_to_char(0xAD), U'\u0143');
+  EXPECT_EQ(byte_to_char(0xFF), U'\u00FF');
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(char_to_byte(byte_to_char(static_cast<std::uint8_t>(b))), b);
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(byte_level_to_bytes(bytes_to_byte_level(all)), all);
+  EXPECT_FALSE(byte_level_to_bytes("a b"));  // ' ' is not a byte-level character
+}
+
+TEST(Tokenizer, MergesByRankLeftmostFirst) {
+  // "aaa": (a,a) merges at the leftmost position first -> [aa, a].
+  auto tok = Tokenizer::from_json(byte_level_json({{"a", "a"}, {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}}));
+  auto id = [&](std::string_view t) { return *tok.token_to_id(t); };
+  EXPECT_EQ(tok.encode("aaa"), (std::vector<std::int32_t>{id("aa"), 'a'}));
+  EXPECT_EQ(tok.encode("hello"), (std::vector<std::int32_t>{id("hello")}));
+  // GPT-2 splitting: " hello" is a piece of its own; Ġ has no merge with 'h'.
+  EXPECT_EQ(tok.encode("hello hello"), (std::vector<std::int32_t>{id("hello"), ' ', id("hello")}));
+  EXPECT_EQ(tok.encode("x<|endoftext|>y"), (std::vector<std::int32_t>{'x', 1000, 'y'}));
+  EXPECT_EQ(tok.decode(std::vector<std::int32_t>{'x', 1000, 'y'}), "x<|endoftext|>y");
+  EXPECT_EQ(tok.decode(std::vector<std::int32_t>{'x', 1000, 'y'}, true), "xy");
+  EXPECT_EQ(tok.vocab_size(), 1001);
+  EXPECT_EQ(tok.eod_id(), 1000);
+}
+
+TEST(Tokenizer, ContractionsAndSpaces) {
+  auto tok = Tokenizer::from_json(byte_level_json({}));
+  PreTokenizer pre = PreTokenizer::gpt2();
+  PreTokenizer::Scratch scratch;
+  std::vector<Piece> pieces;
+  const std::string text = "I'll   go\n\n  now 123";
+  pre.split(text, pieces, scratch);
+  std::vector<std::string> got;
+  for (const auto& p : pieces) got.emplace_back(text.substr(p.begin, p.end - p.begin));
+  EXPECT_EQ(got, (std::vector<std::string>{"I", "'ll", "  ", " go", "\n\n ", " now", " 123"}));
+}
+
+TEST(Tokenizer, AnyBytesRoundTrip) {
+  auto tok = Tokenizer::from_json(byte_level_json({{"a", "b"}, {"\xC4\xA0", "a"}}));
+  std::string bytes = "ab \xff\xfe ab \xc3\x28 x\xe2\x82 \xed\xa0\x80 <|endoftext|> end";
+  for (int b = 0; b < 256; ++b) bytes.push_back(static_cast<char>(b));
+  EXPECT_EQ(tok.decode(tok.encode(bytes)), bytes);
+  // Invalid bytes are pieces of their own; valid text around them is unaffected.
+  const auto ids = tok.encode("ab\xff" "ab");
+  EXPECT_EQ(ids, (std::vector<std::int32_t>{*tok.token_to_id("ab"), 0xff, *tok.token_to_id("ab")}));
+}
+
+TEST(Tokenizer, PrefixSpace) {
+  auto tok = Tokenizer::from_json(byte_level_json({{"\xC4\xA0", "a"}}, true));
+  EXPECT_EQ(tok.encode("a"), (std::vector<std::int32_t>{*tok.token_to_id("\xC4\xA0" "a")}));
+  EXPECT_EQ(tok.encode(" a"), tok.encode("a"));
+}
+
+TEST(Tokenizer, MalformedJsonNamesThePath) {
+  EXPECT_NE(error_of([] { Tokenizer::from_json("{\"model\": ", "t.json"); }).find("t.json: invalid JSON at byte"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_json("{}", "t.json"); }).find("$: missing required key \"model\""),
+            std::string::npos);
+  auto j = nlohmann::json::parse(byte_level_json({{"a", "b"}}));
+  j["model"]["merges"].push_back(7);
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("t.json: $.model.merges[1]: expected a merge"),
+            std::string::npos);
+  j = nlohmann::json::parse(byte_level_json({}));
+  j["model"]["merges"] = {"a zz"};
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.model.merges[0]: merge part 'zz' is not in"),
+            std::string::npos);
+  j = nlohmann::json::parse(byte_level_json({}));
+  j["model"]["vocab"]["a"] = -3;
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.model.vocab[\"a\"]: expected a token id"),
+            std::string::npos);
+  j = nlohmann::json::parse(byte_level_json({}));
+  j["normalizer"] = {{"type", "NFKC"}};
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.normalizer.type: normalizer \"NFKC\" is not supported"),
+            std::string::npos);
+  j = nlohmann::json::parse(byte_level_json({}));
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.pre_tokenizer.pattern: invalid regular expression"),
+            std::string::npos);
+  j = nlohmann::json::parse(byte_level_json({}));
+  j["added_tokens"][0]["content"] = 5;
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.added_tokens[0].content: expected a string"),
+            std::string::npos);
+}
+
+TEST(BpeTrainer, DeterministicAndLoadable) {
+  BpeTrainerOptions options;
+  options.vocab_size = 270;
+  options.special_tokens = {"<|endoftext|>"};
+  options.min_frequency = 1;
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "the cat sat on the mat; the hat is flat. <|endoftext|>\n";
+  BpeTrainer a(options), b(options);
+  a.feed(text);
+  b.feed(text);
+  const TrainedBpe ta = a.train(), tb = b.train();
+  EXPECT_EQ(tokenizer_json(ta), tokenizer_json(tb));
+  EXPECT_EQ(ta.vocab.size(), 270u);
+  EXPECT_EQ(ta.vocab[0], "<|endoftext|>");
+  auto tok = Tokenizer::from_json(tokenizer_json(ta));
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  EXPECT_LT(tok.encode(text).size(), text.size() / 2);
+  EXPECT_EQ(tok.encode("<|endoftext|>"), (std::vector<std::int32_t>{0}));
+  options.vocab_size = 100;
+  EXPECT_NE(error_of([&] { BpeTrainer t(options); }).find("smaller than the 1 special token(s) + 256"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trident::data
