@@ -98,7 +98,7 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void Tensor::copy_from(const Tensor& src) const {
   check_defined(*this, "copy_from", "self");
   check_defined(src, "copy_from", "src");
   TRIDENT_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: source {} does not match destination {}",
@@ -108,7 +108,7 @@ void Tensor::copy_from(const Tensor& src) {
   backend_for(d).copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
 }
 
-void Tensor::fill_zero() {
+void Tensor::fill_zero() const {
   check_defined(*this, "fill_zero", "self");
   backend_for(device()).fill_zero(raw_data(), nbytes(), device().index);
 }

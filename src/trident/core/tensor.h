@@ -74,8 +74,9 @@ class Tensor {
   Tensor clone() const;
   Tensor to(Device device) const;  // returns *this when already there
   Tensor to(DType dtype) const;    // returns *this when already that dtype (CPU only in core)
-  void copy_from(const Tensor& src);  // same shape/dtype, any devices
-  void fill_zero();
+  // Data writes through a const handle: a Tensor is a handle, like a shared_ptr.
+  void copy_from(const Tensor& src) const;  // same shape/dtype, any devices
+  void fill_zero() const;
 
   template <typename T>
   std::vector<T> to_vector() const;

@@ -1,0 +1,120 @@
+#include "trident/optim/optimizer.h"
+
+#include <cmath>
+
+#include "trident/core/memory.h"
+#include "trident/ops/optimizer.h"
+
+namespace trident::optim {
+
+Optimizer::Optimizer(std::vector<nn::Parameter*> params) : params_(std::move(params)) {
+  for (const nn::Parameter* p : params_) {
+    TRIDENT_CHECK(p->var.defined(), "optimizer: parameter '{}' is not initialised", p->name);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (nn::Parameter* p : params_) p->var.zero_grad();
+}
+
+namespace {
+Tensor zeros_like_param(const nn::Parameter& p) {
+  MemoryCategoryScope scope(MemoryCategory::optimizer);
+  return Tensor::zeros(p.var.shape(), p.var.dtype(), p.var.device());
+}
+
+void load_named(const std::map<std::string, Tensor>& state, const std::string& key, const nn::Parameter& p,
+                Tensor& dst) {
+  auto it = state.find(key);
+  TRIDENT_CHECK(it != state.end(), "optimizer state: missing '{}'", key);
+  TRIDENT_CHECK(it->second.shape() == p.var.shape(), "optimizer state '{}' has shape {}, expected {}", key,
+                it->second.shape(), p.var.shape());
+  if (!dst.defined()) dst = zeros_like_param(p);
+  dst.copy_from(it->second.to(dst.dtype()));
+}
+}  // namespace
+
+AdamW::AdamW(std::vector<nn::Parameter*> params, AdamWOptions options)
+    : Optimizer(std::move(params)), options_(options), exp_avg_(params_.size()), exp_avg_sq_(params_.size()) {}
+
+void AdamW::step(double lr, double grad_scale) {
+  ++step_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    nn::Parameter& p = *params_[i];
+    if (!p.var.grad().defined()) continue;
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = zeros_like_param(p);
+      exp_avg_sq_[i] = zeros_like_param(p);
+    }
+    ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps,
+                         p.weight_decay ? options_.weight_decay : 0.0};
+    Tensor data = p.var.data();
+    ops::adamw_step(data, p.var.grad(), exp_avg_[i], exp_avg_sq_[i], cfg, step_, grad_scale);
+  }
+}
+
+std::map<std::string, Tensor> AdamW::state() const {
+  std::map<std::string, Tensor> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const std::string& n = params_[i]->name;
+    out["exp_avg/" + n] = exp_avg_[i].defined() ? exp_avg_[i] : zeros_like_param(*params_[i]);
+    out["exp_avg_sq/" + n] = exp_avg_sq_[i].defined() ? exp_avg_sq_[i] : zeros_like_param(*params_[i]);
+  }
+  return out;
+}
+
+void AdamW::load_state(const std::map<std::string, Tensor>& state) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    load_named(state, "exp_avg/" + params_[i]->name, *params_[i], exp_avg_[i]);
+    load_named(state, "exp_avg_sq/" + params_[i]->name, *params_[i], exp_avg_sq_[i]);
+  }
+}
+
+SGD::SGD(std::vector<nn::Parameter*> params, SGDOptions options)
+    : Optimizer(std::move(params)), options_(options), momentum_(params_.size()) {}
+
+void SGD::step(double lr, double grad_scale) {
+  ++step_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    nn::Parameter& p = *params_[i];
+    if (!p.var.grad().defined()) continue;
+    Tensor data = p.var.data();
+    // An undefined buffer is PyTorch's None: the kernel allocates it and starts it at the first gradient.
+    MemoryCategoryScope scope(MemoryCategory::optimizer);
+    ops::sgd_step(data, p.var.grad(), momentum_[i], lr, options_.momentum,
+                  p.weight_decay ? options_.weight_decay : 0.0, 0.0, options_.nesterov, grad_scale);
+  }
+}
+
+std::map<std::string, Tensor> SGD::state() const {
+  std::map<std::string, Tensor> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    out["momentum/" + params_[i]->name] = momentum_[i].defined() ? momentum_[i] : zeros_like_param(*params_[i]);
+  }
+  return out;
+}
+
+void SGD::load_state(const std::map<std::string, Tensor>& state) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    load_named(state, "momentum/" + params_[i]->name, *params_[i], momentum_[i]);
+  }
+}
+
+double grad_sum_of_squares(const std::vector<nn::Parameter*>& params) {
+  double total = 0;
+  for (const nn::Parameter* p : params) {
+    if (p->var.grad().defined()) total += ops::sum_of_squares(p->var.grad());
+  }
+  return total;
+}
+
+bool grads_have_inf_or_nan(const std::vector<nn::Parameter*>& params) {
+  return !std::isfinite(grad_sum_of_squares(params));
+}
+
+double clip_coefficient(double total_norm, double max_norm) {
+  if (max_norm <= 0 || !std::isfinite(total_norm)) return 1.0;
+  return std::min(1.0, max_norm / (total_norm + 1e-6));
+}
+
+}  // namespace trident::optim

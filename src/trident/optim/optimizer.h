@@ -1,0 +1,88 @@
+// Optimisers over nn::Parameters: AdamW and SGD with fp32 master weights.
+//
+// Parameters hold the master copy (f32, or f64 in tests); mixed precision
+// casts them to the compute dtype inside the forward pass, so gradients
+// arrive here in the master dtype. Optimiser state is allocated lazily, in the
+// master dtype, and exposed by canonical name for checkpoints.
+//
+// step(lr, grad_scale) multiplies every gradient by grad_scale first — the
+// product of the global-norm clipping coefficient and 1/loss_scale — inside
+// the fused update, so neither clipping nor un-scaling costs a pass.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/nn/module.h"
+
+namespace trident::optim {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  // applied to parameters with weight_decay = true only
+};
+
+struct SGDOptions {
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<nn::Parameter*> params);
+  virtual ~Optimizer() = default;
+
+  // One update of every parameter that has a gradient.
+  virtual void step(double lr, double grad_scale = 1.0) = 0;
+  void zero_grad();
+  std::int64_t steps_taken() const noexcept { return step_; }
+  const std::vector<nn::Parameter*>& params() const noexcept { return params_; }
+
+  // Optimiser state by name ("exp_avg/<param>", ...) for checkpoints; set_step restores the count.
+  virtual std::map<std::string, Tensor> state() const = 0;
+  virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
+  void set_step(std::int64_t step) noexcept { step_ = step; }
+
+ protected:
+  std::vector<nn::Parameter*> params_;
+  std::int64_t step_ = 0;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<nn::Parameter*> params, AdamWOptions options);
+  void step(double lr, double grad_scale = 1.0) override;
+  std::map<std::string, Tensor> state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
+
+ private:
+  AdamWOptions options_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+};
+
+class SGD final : public Optimizer {
+ public:
+  SGD(std::vector<nn::Parameter*> params, SGDOptions options);
+  void step(double lr, double grad_scale = 1.0) override;
+  std::map<std::string, Tensor> state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_;
+};
+
+// Sum of squares of the gradients (f64, deterministic) of `params`; each rank
+// sums what it owns and the distributed runtime reduces over the right groups.
+double grad_sum_of_squares(const std::vector<nn::Parameter*>& params);
+// True when any gradient holds an Inf or NaN.
+bool grads_have_inf_or_nan(const std::vector<nn::Parameter*>& params);
+// The global-norm clipping coefficient min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0.
+double clip_coefficient(double total_norm, double max_norm);
+
+}  // namespace trident::optim

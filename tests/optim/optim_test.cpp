@@ -1,0 +1,137 @@
+#include "trident/optim/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "trident/optim/loss_scaler.h"
+#include "trident/optim/schedule.h"
+
+namespace trident::optim {
+namespace {
+
+class TwoParams : public nn::Module {
+ public:
+  TwoParams() : nn::Module("m") {
+    w = &add_parameter("weight", Shape{3}, nn::Init{nn::InitKind::normal, 1.0}, true);
+    b = &add_parameter("bias", Shape{3}, nn::Init{nn::InitKind::zeros, 0}, false);
+  }
+  nn::Parameter* w;
+  nn::Parameter* b;
+};
+
+// Independent AdamW (PyTorch semantics) on one scalar.
+double adamw_reference(double p, const std::vector<double>& grads, double lr, double b1, double b2, double eps,
+                       double wd) {
+  double m = 0, v = 0;
+  for (std::size_t t = 1; t <= grads.size(); ++t) {
+    const double g = grads[t - 1];
+    p *= 1 - lr * wd;
+    m = b1 * m + (1 - b1) * g;
+    v = b2 * v + (1 - b2) * g * g;
+    const double mhat = m / (1 - std::pow(b1, static_cast<double>(t)));
+    const double vhat = v / (1 - std::pow(b2, static_cast<double>(t)));
+    p -= lr * mhat / (std::sqrt(vhat) + eps);
+  }
+  return p;
+}
+
+TEST(AdamW, MatchesReferenceAndSkipsDecayOnBiases) {
+  TwoParams m;
+  m.initialize(1, DType::f64);
+  const auto w0 = m.w->var.data().to_vector<double>();
+  AdamW opt(m.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+  std::vector<std::vector<double>> grads = {{0.1, -0.2, 0.3}, {0.05, 0.4, -0.1}, {-0.3, 0.2, 0.2}};
+  for (const auto& g : grads) {
+    m.w->var.set_grad(Tensor::from_vector<double>(g, {3}));
+    m.b->var.set_grad(Tensor::from_vector<double>(g, {3}));
+    opt.step(0.01);
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::vector<double> gi;
+    for (const auto& g : grads) gi.push_back(g[static_cast<std::size_t>(i)]);
+    EXPECT_NEAR(m.w->var.data().to_vector<double>()[static_cast<std::size_t>(i)],
+                adamw_reference(w0[static_cast<std::size_t>(i)], gi, 0.01, 0.9, 0.95, 1e-8, 0.1), 1e-14);
+    EXPECT_NEAR(m.b->var.data().to_vector<double>()[static_cast<std::size_t>(i)],
+                adamw_reference(0.0, gi, 0.01, 0.9, 0.95, 1e-8, 0.0), 1e-14);
+  }
+  EXPECT_EQ(opt.steps_taken(), 3);
+  auto st = opt.state();
+  EXPECT_EQ(st.count("exp_avg/m.weight"), 1u);
+  EXPECT_EQ(st.count("exp_avg_sq/m.bias"), 1u);
+}
+
+TEST(AdamW, StateRoundTripContinuesIdentically) {
+  TwoParams a, b;
+  a.initialize(2, DType::f64);
+  b.initialize(2, DType::f64);
+  AdamW oa(a.parameters(), {}), ob(b.parameters(), {});
+  auto grad = Tensor::from_vector<double>({0.1, 0.2, -0.3}, {3});
+  for (auto* p : a.parameters()) p->var.set_grad(grad.clone());
+  oa.step(0.1);
+  // Copy a's parameters and state into b, then take one more step on both.
+  for (std::size_t i = 0; i < 2; ++i) b.parameters()[i]->var.data().copy_from(a.parameters()[i]->var.data());
+  ob.load_state(oa.state());
+  ob.set_step(oa.steps_taken());
+  for (auto* p : a.parameters()) p->var.set_grad(grad.clone());
+  for (auto* p : b.parameters()) p->var.set_grad(grad.clone());
+  oa.step(0.1);
+  ob.step(0.1);
+  EXPECT_EQ(a.w->var.data().to_vector<double>(), b.w->var.data().to_vector<double>());
+}
+
+TEST(SGD, MomentumMatchesPyTorchSemantics) {
+  TwoParams m;
+  m.initialize(3, DType::f64);
+  m.w->var.data().fill_zero();
+  SGD opt({m.w}, SGDOptions{0.9, 0.0, false});
+  m.w->var.set_grad(Tensor::from_vector<double>({1, 1, 1}, {3}));
+  opt.step(0.1);  // buf = g = 1; p = -0.1
+  opt.step(0.1);  // buf = 0.9 + 1 = 1.9; p = -0.29
+  EXPECT_NEAR(m.w->var.data().to_vector<double>()[0], -0.29, 1e-15);
+}
+
+TEST(Clipping, NormAndCoefficient) {
+  TwoParams m;
+  m.initialize(3, DType::f64);
+  m.w->var.set_grad(Tensor::from_vector<double>({3, 0, 0}, {3}));
+  m.b->var.set_grad(Tensor::from_vector<double>({0, 4, 0}, {3}));
+  EXPECT_DOUBLE_EQ(grad_sum_of_squares(m.parameters()), 25.0);
+  EXPECT_NEAR(clip_coefficient(5.0, 1.0), 0.2, 1e-6);
+  EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0);
+  EXPECT_EQ(clip_coefficient(5.0, 0.0), 1.0);
+  EXPECT_FALSE(grads_have_inf_or_nan(m.parameters()));
+  m.b->var.set_grad(Tensor::from_vector<double>({0, INFINITY, 0}, {3}));
+  EXPECT_TRUE(grads_have_inf_or_nan(m.parameters()));
+}
+
+TEST(Schedule, WarmupCosineLinearConstantOneCycle) {
+  ScheduleOptions o{1.0, 0.1, 10, 110, Decay::cosine};
+  EXPECT_DOUBLE_EQ(learning_rate(o, 5), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 10), 1.0);
+  EXPECT_NEAR(learning_rate(o, 60), 0.55, 1e-12);  // halfway through the cosine
+  EXPECT_NEAR(learning_rate(o, 110), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 500), 0.1, 1e-12);
+  o.decay = Decay::linear;
+  EXPECT_NEAR(learning_rate(o, 60), 0.55, 1e-12);
+  o.decay = Decay::constant;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 100), 1.0);
+  o.decay = Decay::one_cycle;
+  EXPECT_NEAR(learning_rate(o, 33), 1.0, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 110), 0.1, 1e-12);
+  EXPECT_THROW(parse_decay("exponential"), Error);
+}
+
+TEST(LossScaler, BacksOffOnOverflowAndGrows) {
+  DynamicLossScaler s(1024, 3);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_FALSE(s.update(false));
+  EXPECT_FALSE(s.update(false));
+  EXPECT_FALSE(s.update(false));
+  EXPECT_EQ(s.scale(), 1024);
+  EXPECT_EQ(s.skipped_steps(), 1);
+}
+
+}  // namespace
+}  // namespace trident::optim
