@@ -122,10 +122,12 @@ void cross_entropy_forward(DType dtype, DType target_dtype, const void* logits, 
         for (std::int64_t r = lo; r < hi; ++r) {
           const scalar_t* row = x + r * vocab;
           const A m = row_max(row, vocab);
-          const A l = m + std::log(row_sum_exp(row, vocab, m));
-          out_lse[r] = l;
+          const A log_sum = std::log(row_sum_exp(row, vocab, m));
+          out_lse[r] = m + log_sum;
           const auto t = static_cast<std::int64_t>(tg[r]);
-          loss[r] = t == ignore_index ? A(0) : l - load(row[t]);
+          // (max - x[t]) + log_sum keeps the loss accurate when the logits are large, where
+          // lse - x[t] would cancel two big numbers each rounded to the logits' scale.
+          loss[r] = t == ignore_index ? A(0) : (m - load(row[t])) + log_sum;
         }
       });
     });
