@@ -1,0 +1,253 @@
+#include "trident/checkpoint/sharded.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trident/core/error.h"
+
+namespace trident::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string piece_name(const TensorPiece& p) {
+  return fmt::format("{}@{}", p.key, fmt::join(p.offsets, ","));
+}
+
+std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    TRIDENT_CHECK(out.good(), "writing '{}' failed", tmp.string());
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  fs::rename(tmp, path);
+  fsync_directory(path.parent_path().string());
+}
+
+}  // namespace
+
+std::uint64_t write_shard(const std::string& path, const std::vector<TensorPiece>& pieces) {
+  SafetensorsWriter writer;
+  for (const TensorPiece& p : pieces) {
+    TRIDENT_CHECK(p.data.defined() && p.offsets.size() == p.global_shape.rank() && p.data.rank() == p.global_shape.rank(),
+                  "checkpoint piece '{}': {} at {} offsets does not fit global shape {}", p.key,
+                  p.data.defined() ? p.data.describe() : "undefined", p.offsets.size(), p.global_shape);
+    const std::string name = piece_name(p);
+    writer.set_metadata(name, json{{"key", p.key}, {"global_shape", p.global_shape.dims()}, {"offsets", p.offsets}}.dump());
+    writer.add(name, p.data);
+  }
+  writer.write(path);
+  return file_checksum(path);
+}
+
+std::uint64_t file_checksum(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TRIDENT_CHECK(fd >= 0, "cannot open '{}' to verify its checksum", path);
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  std::vector<char> buf(1 << 20);
+  ssize_t n;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) XXH64_update(state, buf.data(), static_cast<std::size_t>(n));
+  ::close(fd);
+  const std::uint64_t h = XXH64_digest(state);
+  XXH64_freeState(state);
+  return h;
+}
+
+CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
+  const fs::path meta_path = fs::path(dir) / "meta.json";
+  std::ifstream in(meta_path);
+  TRIDENT_CHECK(in.good(), "checkpoint '{}' has no readable meta.json (incomplete or not a checkpoint)", dir);
+  try {
+    meta_ = json::parse(in);
+  } catch (const json::parse_error& e) {
+    TRIDENT_FAIL("'{}' is not valid JSON: {}", meta_path.string(), e.what());
+  }
+  TRIDENT_CHECK(meta_.value("format_version", 0) == kFormatVersion,
+                "checkpoint '{}' has format version {}, this trident reads version {}", dir,
+                meta_.value("format_version", 0), kFormatVersion);
+  TRIDENT_CHECK(meta_.contains("files") && meta_["files"].is_object(), "'{}': meta.json lists no files",
+                meta_path.string());
+  for (auto it = meta_["files"].begin(); it != meta_["files"].end(); ++it) {
+    const std::string path = (fs::path(dir) / it.key()).string();
+    TRIDENT_CHECK(fs::exists(path), "checkpoint '{}': file '{}' listed in meta.json is missing", dir, it.key());
+    const std::string expected = it.value().get<std::string>();
+    const std::string actual = hex64(file_checksum(path));
+    TRIDENT_CHECK(actual == expected, "checkpoint file '{}' is corrupted: checksum {} but meta.json records {}", path,
+                  actual, expected);
+    if (it.key().ends_with(".safetensors")) {
+      auto f = std::make_shared<SafetensorsFile>(SafetensorsFile::open(path));
+      const std::size_t file_index = files_.size();
+      for (const auto& [name, text] : f->metadata()) {
+        if (name == "format") continue;
+        json m;
+        try {
+          m = json::parse(text);
+        } catch (const json::parse_error&) {
+          TRIDENT_FAIL("'{}': metadata of '{}' is not JSON", path, name);
+        }
+        TRIDENT_CHECK(f->contains(name), "'{}': metadata names tensor '{}' that the file lacks", path, name);
+        Piece piece{file_index, name, m.at("offsets").get<std::vector<std::int64_t>>(), f->info(name).shape};
+        Shape global(m.at("global_shape").get<std::vector<std::int64_t>>());
+        const std::string key = m.at("key").get<std::string>();
+        auto [slot, inserted] = index_.try_emplace(key, Entry{global, {}});
+        TRIDENT_CHECK(slot->second.global_shape == global, "checkpoint '{}': tensor '{}' has global shape {} in one "
+                      "file and {} in '{}'", dir, key, slot->second.global_shape, global, path);
+        const bool duplicate = std::any_of(slot->second.pieces.begin(), slot->second.pieces.end(), [&](const Piece& q) {
+          return q.offsets == piece.offsets && q.shape == piece.shape;
+        });
+        if (!duplicate) slot->second.pieces.push_back(std::move(piece));
+      }
+      files_.push_back(std::move(f));
+    }
+  }
+}
+
+const Shape& CheckpointReader::global_shape(const std::string& key) const {
+  auto it = index_.find(key);
+  TRIDENT_CHECK(it != index_.end(), "checkpoint '{}' has no tensor '{}'", dir_, key);
+  return it->second.global_shape;
+}
+
+std::vector<std::string> CheckpointReader::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, e] : index_) out.push_back(k);
+  return out;
+}
+
+Tensor CheckpointReader::read(const std::string& key, DType dtype) const {
+  const Shape& g = global_shape(key);
+  return read(key, std::vector<std::int64_t>(g.rank(), 0), g, dtype);
+}
+
+Tensor CheckpointReader::read(const std::string& key, const std::vector<std::int64_t>& offsets, const Shape& shape,
+                              DType dtype) const {
+  auto it = index_.find(key);
+  TRIDENT_CHECK(it != index_.end(), "checkpoint '{}' has no tensor '{}' (expected a box {} of it)", dir_, key, shape);
+  const Entry& e = it->second;
+  const std::size_t r = e.global_shape.rank();
+  TRIDENT_CHECK(offsets.size() == r && shape.rank() == r,
+                "checkpoint tensor '{}' has global shape {}, but a box of shape {} was requested", key,
+                e.global_shape, shape);
+  for (std::size_t d = 0; d < r; ++d) {
+    TRIDENT_CHECK(offsets[d] >= 0 && offsets[d] + shape[d] <= e.global_shape[d],
+                  "checkpoint tensor '{}' has global shape {}; the requested box {} at [{}] exceeds it", key,
+                  e.global_shape, shape, fmt::join(offsets, ", "));
+  }
+  Tensor out = Tensor::empty(shape, dtype);
+  std::int64_t covered = 0;
+  for (const Piece& p : e.pieces) {
+    // Intersection of the requested box with this piece, in global coordinates.
+    std::vector<std::int64_t> lo(r), extent(r);
+    bool empty = false;
+    for (std::size_t d = 0; d < r; ++d) {
+      lo[d] = std::max(offsets[d], p.offsets[d]);
+      const std::int64_t hi = std::min(offsets[d] + shape[d], p.offsets[d] + p.shape[d]);
+      extent[d] = hi - lo[d];
+      if (extent[d] <= 0) empty = true;
+    }
+    if (empty && r > 0) continue;
+    std::vector<std::int64_t> in_piece(r), in_out(r);
+    for (std::size_t d = 0; d < r; ++d) {
+      in_piece[d] = lo[d] - p.offsets[d];
+      in_out[d] = lo[d] - offsets[d];
+    }
+    Tensor box = files_[p.file]->read_box(p.tensor, in_piece, Shape(extent)).to(dtype);
+    // Place the box (row runs along the last dimension).
+    const std::size_t esz = dtype_size(dtype);
+    if (r == 0) {
+      std::memcpy(out.raw_data(), box.raw_data(), esz);
+      covered += 1;
+      continue;
+    }
+    const std::int64_t run = extent[r - 1];
+    const std::int64_t rows = box.numel() / run;
+    for (std::int64_t row = 0; row < rows; ++row) {
+      std::int64_t rem = row, off = in_out[r - 1], stride = shape[r - 1];
+      for (std::size_t d = r - 1; d-- > 0;) {
+        off += (rem % extent[d] + in_out[d]) * stride;
+        rem /= extent[d];
+        stride *= shape[d];
+      }
+      std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(off) * esz,
+                  static_cast<const char*>(box.raw_data()) + static_cast<std::size_t>(row * run) * esz,
+                  static_cast<std::size_t>(run) * esz);
+    }
+    covered += box.numel();
+  }
+  TRIDENT_CHECK(covered == shape.numel(),
+                "checkpoint '{}': the pieces of tensor '{}' cover {} of the {} elements of the requested box {} at [{}]",
+                dir_, key, covered, shape.numel(), shape, fmt::join(offsets, ", "));
+  return out;
+}
+
+std::string begin_checkpoint(const std::string& final_dir) {
+  const std::string tmp = final_dir + ".tmp";
+  fs::remove_all(tmp);  // a previous attempt that died half-way
+  fs::create_directories(tmp);
+  return tmp;
+}
+
+void commit_checkpoint(const std::string& tmp_dir, const std::string& final_dir, json meta,
+                       const std::vector<std::string>& files, const std::string& latest_file) {
+  meta["format_version"] = kFormatVersion;
+  json sums = json::object();
+  for (const std::string& f : files) sums[f] = hex64(file_checksum((fs::path(tmp_dir) / f).string()));
+  meta["files"] = sums;
+  write_text_atomic(fs::path(tmp_dir) / "meta.json", meta.dump(2) + "\n");
+  fsync_directory(tmp_dir);
+  if (fs::exists(final_dir)) fs::remove_all(final_dir);
+  fs::rename(tmp_dir, final_dir);
+  fsync_directory(fs::path(final_dir).parent_path().string());
+  if (!latest_file.empty()) {
+    write_text_atomic(latest_file, fs::path(final_dir).filename().string() + "\n");
+  }
+}
+
+std::string read_latest(const std::string& latest_file) {
+  std::ifstream in(latest_file);
+  if (!in.good()) return "";
+  std::string name;
+  std::getline(in, name);
+  if (name.empty()) return "";
+  const fs::path dir = fs::path(latest_file).parent_path() / name;
+  return fs::exists(dir / "meta.json") ? dir.string() : "";
+}
+
+void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir) {
+  if (keep <= 0 || !fs::exists(root)) return;
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.starts_with("step_") && !name.ends_with(".tmp")) dirs.push_back(entry.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  const std::int64_t excess = static_cast<std::int64_t>(dirs.size()) - keep;
+  for (std::int64_t i = 0; i < excess; ++i) {
+    if (fs::equivalent(dirs[static_cast<std::size_t>(i)], latest_dir.empty() ? dirs.back() : fs::path(latest_dir))) {
+      continue;
+    }
+    fs::remove_all(dirs[static_cast<std::size_t>(i)]);
+  }
+}
+
+}  // namespace trident::checkpoint

@@ -1,0 +1,124 @@
+#include "trident/checkpoint/sharded.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+namespace trident::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor iota(Shape s) {
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  std::iota(v.begin(), v.end(), 0.0f);
+  return Tensor::from_vector(v, std::move(s));
+}
+
+Tensor box_of(const Tensor& t, std::int64_t r0, std::int64_t c0, std::int64_t rows, std::int64_t cols) {
+  const auto v = t.to_vector<float>();
+  std::vector<float> out;
+  for (std::int64_t r = r0; r < r0 + rows; ++r)
+    for (std::int64_t c = c0; c < c0 + cols; ++c) out.push_back(v[static_cast<std::size_t>(r * t.size(1) + c)]);
+  return Tensor::from_vector(out, {rows, cols});
+}
+
+class Sharded : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            fmt::format("trident-ckpt-{}-{}", ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // "Rank 0" holds columns [0, 3) of w, "rank 1" columns [3, 5) (a tensor-parallel split),
+  // and both hold the replicated bias, which only rank 0 writes.
+  std::string save(const std::string& name) {
+    const std::string final_dir = (root_ / name).string();
+    const std::string tmp = begin_checkpoint(final_dir);
+    Tensor w = iota({4, 5});
+    write_shard(tmp + "/shard-00000.safetensors",
+                {{"model/w", {4, 5}, {0, 0}, box_of(w, 0, 0, 4, 3)}, {"model/b", {3}, {0}, iota({3})}});
+    write_shard(tmp + "/shard-00001.safetensors", {{"model/w", {4, 5}, {0, 3}, box_of(w, 0, 3, 4, 2)}});
+    commit_checkpoint(tmp, final_dir, {{"step", 7}}, {"shard-00000.safetensors", "shard-00001.safetensors"},
+                      (root_ / "latest").string());
+    return final_dir;
+  }
+  fs::path root_;
+};
+
+TEST_F(Sharded, ReassemblesAnyBoxFromPieces) {
+  const std::string dir = save("step_00000007");
+  CheckpointReader r(dir);
+  EXPECT_EQ(r.meta()["step"], 7);
+  EXPECT_EQ(r.global_shape("model/w"), (Shape{4, 5}));
+  EXPECT_EQ(r.read("model/w", DType::f32).to_vector<float>(), iota({4, 5}).to_vector<float>());
+  // A row split (as a different layout would need) crossing both pieces.
+  EXPECT_EQ(r.read("model/w", {1, 0}, {2, 5}, DType::f32).to_vector<float>(),
+            box_of(iota({4, 5}), 1, 0, 2, 5).to_vector<float>());
+  EXPECT_EQ(r.read("model/w", {2, 2}, {2, 2}, DType::f64).to_vector<double>(),
+            box_of(iota({4, 5}), 2, 2, 2, 2).to(DType::f64).to_vector<double>());
+  EXPECT_EQ(r.read("model/b", DType::f32).to_vector<float>(), (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(read_latest((root_ / "latest").string()), dir);
+}
+
+TEST_F(Sharded, MissingPiecesTensorsAndShapesAreNamed) {
+  const std::string final_dir = (root_ / "step_1").string();
+  const std::string tmp = begin_checkpoint(final_dir);
+  write_shard(tmp + "/shard-00000.safetensors", {{"model/w", {4, 5}, {0, 0}, iota({4, 3})}});
+  commit_checkpoint(tmp, final_dir, {}, {"shard-00000.safetensors"}, "");
+  CheckpointReader r(final_dir);
+  try {
+    r.read("model/w", DType::f32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("cover 12 of the 20"), std::string::npos) << e.message();
+  }
+  EXPECT_NE([&] { try { r.read("model/v", DType::f32); } catch (const Error& e) { return e.message(); } return std::string(); }()
+                .find("no tensor 'model/v'"),
+            std::string::npos);
+  EXPECT_THROW(r.read("model/w", {0, 0}, {5, 1}, DType::f32), Error);
+}
+
+TEST_F(Sharded, CorruptedShardIsDetectedByChecksum) {
+  const std::string dir = save("step_00000007");
+  const std::string shard = dir + "/shard-00001.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  try {
+    CheckpointReader r(dir);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("shard-00001.safetensors"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("corrupted"), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(Sharded, IncompleteCheckpointIsNeverLatest) {
+  const std::string good = save("step_00000007");
+  // A save that dies before commit leaves only a .tmp directory; latest still names the good one.
+  const std::string tmp = begin_checkpoint((root_ / "step_00000008").string());
+  write_shard(tmp + "/shard-00000.safetensors", {{"model/b", {3}, {0}, iota({3})}});
+  EXPECT_EQ(read_latest((root_ / "latest").string()), good);
+  EXPECT_FALSE(fs::exists(root_ / "step_00000008"));
+  EXPECT_THROW(CheckpointReader{tmp}, Error);  // no meta.json
+}
+
+TEST_F(Sharded, PruneKeepsNewest) {
+  save("step_00000001");
+  save("step_00000002");
+  const std::string last = save("step_00000003");
+  prune_checkpoints(root_.string(), 2, last);
+  EXPECT_FALSE(fs::exists(root_ / "step_00000001"));
+  EXPECT_TRUE(fs::exists(root_ / "step_00000002"));
+  EXPECT_TRUE(fs::exists(root_ / "step_00000003"));
+}
+
+}  // namespace
+}  // namespace trident::checkpoint
