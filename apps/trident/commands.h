@@ -11,5 +11,7 @@ namespace trident::cli {
 void add_info_command(CLI::App& app);
 // trident tokenizer {encode,decode,train} (tokenizer_command.cpp)
 void add_tokenizer_command(CLI::App& app);
+// trident preprocess (preprocess_command.cpp)
+void add_preprocess_command(CLI::App& app);
 
 }  // namespace trident::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
 
   trident::cli::add_info_command(app);
   trident::cli::add_tokenizer_command(app);
+  trident::cli::add_preprocess_command(app);
 
   try {
     app.parse(argc, argv);

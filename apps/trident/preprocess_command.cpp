@@ -1,0 +1,81 @@
+// trident preprocess: text or JSONL -> Megatron .bin/.idx (docs/data.md).
+//
+//   trident preprocess --input FILE... --tokenizer tokenizer.json --output-prefix PREFIX
+//                      [--json-key text] [--append-eod] [--workers N] [--format auto|text|jsonl|file]
+//                      [--skip-bad-lines] [--eod-token TOK] [--no-special-tokens] [--quiet]
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "trident/core/error.h"
+#include "trident/data/indexed_dataset.h"
+#include "trident/data/preprocess.h"
+
+namespace trident::cli {
+
+void add_preprocess_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("preprocess", "Tokenize text/JSONL into a Megatron .bin/.idx dataset");
+  struct Args {
+    std::vector<std::string> inputs;
+    std::string tokenizer, prefix, json_key = "text", format = "auto", eod_token;
+    bool append_eod = false, skip_bad = false, no_special = false, quiet = false;
+    int workers = 0;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--input,-i", args->inputs, "Input files: plain text (one document per line) or JSONL")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, or a directory")->required();
+  cmd->add_option("--output-prefix,-o", args->prefix, "Writes PREFIX.bin and PREFIX.idx")->required();
+  cmd->add_option("--json-key", args->json_key, "JSONL key holding the document text")->capture_default_str();
+  cmd->add_option("--format", args->format,
+                  "auto (.jsonl/.json are JSONL, else text), text (a document per line), jsonl, "
+                  "file (each file is one document)")
+      ->check(CLI::IsMember({"auto", "text", "jsonl", "file"}))
+      ->capture_default_str();
+  cmd->add_flag("--append-eod", args->append_eod, "Append the end-of-document token to every document");
+  cmd->add_option("--eod-token", args->eod_token, "The end-of-document token (default: <|endoftext|> or similar)");
+  cmd->add_flag("--skip-bad-lines", args->skip_bad, "Count and skip JSONL lines that are not JSON or lack the key");
+  cmd->add_flag("--no-special-tokens", args->no_special, "Do not add the tokenizer's template tokens (e.g. BOS)");
+  cmd->add_option("--workers,-j", args->workers, "Encoding threads (default: all hardware threads)");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress line or summary");
+  cmd->callback([args] {
+    data::PreprocessOptions o;
+    for (const auto& f : args->inputs) o.inputs.emplace_back(f);
+    o.output_prefix = args->prefix;
+    o.json_key = args->json_key;
+    if (args->format == "text") o.format = data::InputFormat::text;
+    if (args->format == "jsonl") o.format = data::InputFormat::jsonl;
+    if (args->format == "file") o.format = data::InputFormat::text_file;
+    o.append_eod = args->append_eod;
+    if (!args->eod_token.empty()) o.eod_token = args->eod_token;
+    o.skip_bad_lines = args->skip_bad;
+    o.add_special_tokens = !args->no_special;
+    o.workers = args->workers;
+    TRIDENT_CHECK(args->workers >= 0, "--workers {} is negative", args->workers);
+    const auto tok = data::Tokenizer::load(args->tokenizer);
+    const bool tty = isatty(fileno(stderr));
+    auto progress = [&](const data::PreprocessProgress& p) {
+      if (args->quiet) return;
+      const double pct = p.total_bytes ? 100.0 * static_cast<double>(p.bytes_read) / static_cast<double>(p.total_bytes) : 100.0;
+      fmt::print(stderr, "{}preprocess: {:5.1f}% {:.1f}/{:.1f} MB, {} documents, {} tokens, {:.1f} MB/s{}",
+                 tty ? "\r" : "", pct, static_cast<double>(p.bytes_read) / 1e6,
+                 static_cast<double>(p.total_bytes) / 1e6, p.documents, p.tokens,
+                 p.seconds > 0 ? static_cast<double>(p.bytes_read) / 1e6 / p.seconds : 0.0, tty ? "" : "\n");
+    };
+    const auto s = data::preprocess(tok, o, progress);
+    if (!args->quiet) {
+      if (tty) fmt::print(stderr, "\n");
+      fmt::print(stderr,
+                 "preprocess: {} documents, {} tokens ({}), {:.1f} MB in {:.2f} s = {:.1f} MB/s with {} workers; "
+                 "skipped {} empty documents, {} bad lines -> {}.bin/.idx\n",
+                 s.documents, s.tokens, data::token_dtype_name(s.dtype), static_cast<double>(s.input_bytes) / 1e6,
+                 s.seconds, s.megabytes_per_second(), s.workers, s.empty_documents, s.bad_lines, args->prefix);
+    }
+  });
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,109 @@
+#include "trident/data/document_reader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "trident/core/error.h"
+
+namespace trident::data {
+
+InputFormat detect_input_format(const std::filesystem::path& path) {
+  const auto ext = path.extension().string();
+  return ext == ".jsonl" || ext == ".json" ? InputFormat::jsonl : InputFormat::text;
+}
+
+DocumentReader::DocumentReader(std::vector<std::filesystem::path> files, std::optional<InputFormat> format)
+    : files_(std::move(files)) {
+  TRIDENT_CHECK(!files_.empty(), "no input files");
+  for (const auto& f : files_) {
+    std::error_code ec;
+    TRIDENT_CHECK(std::filesystem::is_regular_file(f, ec), "input '{}' does not exist or is not a file", f.string());
+    total_bytes_ += std::filesystem::file_size(f, ec);
+    formats_.push_back(format ? *format : detect_input_format(f));
+  }
+}
+
+DocumentReader::~DocumentReader() {
+  if (in_) std::fclose(in_);
+}
+
+bool DocumentReader::open_next() {
+  if (in_) {
+    std::fclose(in_);
+    in_ = nullptr;
+    ++current_;
+  }
+  if (current_ >= files_.size()) return false;
+  in_ = std::fopen(files_[current_].c_str(), "rb");
+  TRIDENT_CHECK(in_ != nullptr, "cannot open input '{}': {}", files_[current_].string(), std::strerror(errno));
+  static_cast<void>(std::setvbuf(in_, nullptr, _IOFBF, 1 << 20));
+  line_ = 0;
+  return true;
+}
+
+bool DocumentReader::next(RawDocument& doc) {
+  while (true) {
+    if (!opened_) {
+      opened_ = true;
+      if (!open_next()) return false;
+    }
+    if (current_ >= files_.size()) return false;
+    doc.file_index = current_;
+    doc.content.clear();
+    if (formats_[current_] == InputFormat::text_file) {
+      char buf[1 << 16];
+      std::size_t n = 0;
+      while ((n = std::fread(buf, 1, sizeof(buf), in_)) > 0) doc.content.append(buf, n);
+      TRIDENT_CHECK(!std::ferror(in_), "error reading '{}': {}", files_[current_].string(), std::strerror(errno));
+      bytes_read_ += doc.content.size();
+      doc.line = 0;
+      if (!open_next()) opened_ = true;  // past the end: next() returns false
+      return true;
+    }
+    // One line; getc_unlocked keeps this fast without a line-length limit.
+    int c = 0;
+    bool any = false;
+    while ((c = getc_unlocked(in_)) != EOF) {
+      any = true;
+      if (c == '\n') break;
+      doc.content.push_back(static_cast<char>(c));
+    }
+    TRIDENT_CHECK(!std::ferror(in_), "error reading '{}': {}", files_[current_].string(), std::strerror(errno));
+    if (!any) {  // end of this file
+      if (!open_next()) return false;
+      continue;
+    }
+    bytes_read_ += doc.content.size() + (c == '\n' ? 1 : 0);
+    doc.line = ++line_;
+    if (!doc.content.empty() && doc.content.back() == '\r') doc.content.pop_back();
+    if (formats_[current_] == InputFormat::jsonl &&
+        doc.content.find_first_not_of(" \t\r") == std::string::npos) {
+      continue;  // blank JSONL line
+    }
+    return true;
+  }
+}
+
+std::string extract_document_text(RawDocument& doc, InputFormat format, std::string_view json_key,
+                                  const std::filesystem::path& file) {
+  if (format != InputFormat::jsonl) return std::move(doc.content);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(doc.content);
+  } catch (const nlohmann::json::parse_error& e) {
+    TRIDENT_FAIL("{}:{}: not a JSON line (at byte {} of the line: {})", file.string(), doc.line, e.byte,
+                 std::string(e.what()).substr(std::string(e.what()).find("]") + 2));
+  }
+  TRIDENT_CHECK(j.is_object(), "{}:{}: expected a JSON object, got {}", file.string(), doc.line, j.type_name());
+  auto it = j.find(json_key);
+  TRIDENT_CHECK(it != j.end(), "{}:{}: the JSON object has no key \"{}\" (use --json-key to choose another)",
+                file.string(), doc.line, json_key);
+  TRIDENT_CHECK(it->is_string(), "{}:{}: \"{}\" is {} {}, expected a string", file.string(), doc.line, json_key,
+                it->type_name(), it->dump().substr(0, 40));
+  return it->get<std::string>();
+}
+
+}  // namespace trident::data

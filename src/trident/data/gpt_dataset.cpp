@@ -1,0 +1,182 @@
+#include "trident/data/gpt_dataset.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "trident/core/error.h"
+#include "trident/core/rng.h"
+#include "trident/data/atomic_file.h"
+#include "trident/data/mapped_file.h"
+#include "trident/data/shuffle.h"
+
+namespace trident::data {
+namespace {
+
+// Megatron's separate_final_epoch threshold.
+constexpr double kFinalEpochThreshold = 0.80;
+
+template <typename T>
+std::string to_bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <typename T>
+std::vector<T> load_array(const std::filesystem::path& path, std::size_t expected) {
+  const MappedFile f(path, false);
+  TRIDENT_CHECK(f.size() == expected * sizeof(T), "index cache file '{}' has {} bytes, expected {}; delete it to rebuild",
+                path.string(), f.size(), expected * sizeof(T));
+  std::vector<T> v(expected);
+  if (expected) std::memcpy(v.data(), f.bytes().data(), f.size());
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes,
+                                             std::span<const std::int32_t> document_index, std::int64_t seq_len,
+                                             std::int64_t samples) {
+  std::vector<std::int64_t> out(2 * static_cast<std::size_t>(samples + 1));
+  std::size_t doc_pos = 0;
+  std::int64_t doc_offset = 0;
+  out[0] = 0;
+  out[1] = 0;
+  for (std::int64_t s = 1; s <= samples; ++s) {
+    std::int64_t remaining = seq_len + 1;
+    while (remaining != 0) {
+      TRIDENT_CHECK(doc_pos < document_index.size(), "sample index: ran out of documents at sample {}", s);
+      const std::int64_t doc_length = sizes[document_index[doc_pos]] - doc_offset;
+      remaining -= doc_length;
+      if (remaining <= 0) {
+        // The sample ends inside this document; the next starts on its last token.
+        doc_offset += remaining + doc_length - 1;
+        remaining = 0;
+      } else {
+        ++doc_pos;
+        doc_offset = 0;
+      }
+    }
+    out[2 * s] = static_cast<std::int64_t>(doc_pos);
+    out[2 * s + 1] = doc_offset;
+  }
+  return out;
+}
+
+GptIndices build_gpt_indices(std::span<const std::int32_t> sizes, DocumentRange documents, std::int64_t seq_len,
+                             std::int64_t num_samples, std::uint64_t seed) {
+  TRIDENT_CHECK(seq_len > 0, "seq_len {} must be positive", seq_len);
+  TRIDENT_CHECK(num_samples >= 0, "num_samples {} is negative", num_samples);
+  TRIDENT_CHECK(0 <= documents.begin && documents.begin <= documents.end &&
+                    documents.end <= static_cast<std::int64_t>(sizes.size()),
+                "document range [{}, {}) is not within the dataset's {} documents", documents.begin, documents.end,
+                sizes.size());
+  std::int64_t tokens_per_epoch = 0;
+  for (std::int64_t d = documents.begin; d < documents.end; ++d) tokens_per_epoch += sizes[d];
+  TRIDENT_CHECK(tokens_per_epoch > seq_len, "documents [{}, {}) hold {} tokens, too few for one sample of {} + 1",
+                documents.begin, documents.end, tokens_per_epoch, seq_len);
+  std::int64_t epochs = 1;
+  if (num_samples > 0) {
+    const std::int64_t needed = num_samples * seq_len + 1;
+    epochs = (needed + tokens_per_epoch - 1) / tokens_per_epoch;
+    epochs = std::max<std::int64_t>(epochs, 1);
+  }
+  bool separate_final = false;
+  std::int64_t samples_before_final = 0;
+  if (epochs > 1 && num_samples > 0) {
+    samples_before_final = ((epochs - 1) * tokens_per_epoch - 1) / seq_len;
+    const std::int64_t from_final = num_samples - samples_before_final;
+    const std::int64_t per_epoch = (tokens_per_epoch - 1) / seq_len;
+    separate_final = from_final < static_cast<std::int64_t>(kFinalEpochThreshold * static_cast<double>(per_epoch));
+  }
+  const CounterRng rng(seed, "data/gpt");
+  GptIndices ix;
+  const std::int64_t n_docs = documents.size();
+  ix.document_index.resize(static_cast<std::size_t>(epochs * n_docs));
+  for (std::int64_t e = 0; e < epochs; ++e) {
+    for (std::int64_t d = 0; d < n_docs; ++d) ix.document_index[e * n_docs + d] = static_cast<std::int32_t>(documents.begin + d);
+  }
+  std::span<std::int32_t> all(ix.document_index);
+  if (separate_final) {
+    shuffle(all.first(static_cast<std::size_t>((epochs - 1) * n_docs)), rng.derive("document_index"));
+    shuffle(all.last(static_cast<std::size_t>(n_docs)), rng.derive("document_index/final_epoch"));
+  } else {
+    shuffle(all, rng.derive("document_index"));
+  }
+  const std::int64_t total_samples = (epochs * tokens_per_epoch - 1) / seq_len;
+  ix.sample_index = build_sample_index(sizes, ix.document_index, seq_len, total_samples);
+  ix.shuffle_index.resize(static_cast<std::size_t>(total_samples));
+  std::iota(ix.shuffle_index.begin(), ix.shuffle_index.end(), std::int64_t{0});
+  std::span<std::int64_t> perm(ix.shuffle_index);
+  if (separate_final) {
+    shuffle(perm.first(static_cast<std::size_t>(samples_before_final)), rng.derive("shuffle_index"));
+    shuffle(perm.subspan(static_cast<std::size_t>(samples_before_final)), rng.derive("shuffle_index/final_epoch"));
+  } else {
+    shuffle(perm, rng.derive("shuffle_index"));
+  }
+  return ix;
+}
+
+GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDatasetConfig config)
+    : dataset_(std::move(dataset)), config_(std::move(config)) {
+  TRIDENT_CHECK(dataset_ != nullptr, "GptDataset: no dataset");
+  if (config_.documents.end < 0) config_.documents.end = static_cast<std::int64_t>(dataset_->size());
+  const auto sizes = dataset_->sequence_lengths();
+  if (config_.cache_dir.empty()) {
+    indices_ = build_gpt_indices(sizes, config_.documents, config_.seq_len, config_.num_samples, config_.seed);
+    return;
+  }
+  const std::string description = fmt::format(
+      "trident GptDataset indices v1\nidx_xxh3={:016x}\nsequences={}\ndocuments=[{}, {})\nseq_len={}\n"
+      "num_samples={}\nseed={}\n",
+      dataset_->index_hash(), dataset_->size(), config_.documents.begin, config_.documents.end, config_.seq_len,
+      config_.num_samples, config_.seed);
+  const std::string key = fmt::format("gpt-{:016x}", XXH3_64bits(description.data(), description.size()));
+  const auto dir = config_.cache_dir;
+  const auto path = [&](std::string_view what) { return dir / fmt::format("{}-{}", key, what); };
+  std::filesystem::create_directories(dir);
+  FileLock lock(path("lock"));
+  // The description is written last: its presence marks a complete cache entry.
+  if (std::filesystem::exists(path("description.txt"))) {
+    const auto meta = load_array<std::int64_t>(path("sizes.bin"), 3);
+    indices_.document_index = load_array<std::int32_t>(path("document_index.bin"), static_cast<std::size_t>(meta[0]));
+    indices_.sample_index = load_array<std::int64_t>(path("sample_index.bin"), static_cast<std::size_t>(meta[1]));
+    indices_.shuffle_index = load_array<std::int64_t>(path("shuffle_index.bin"), static_cast<std::size_t>(meta[2]));
+    return;
+  }
+  indices_ = build_gpt_indices(sizes, config_.documents, config_.seq_len, config_.num_samples, config_.seed);
+  const std::vector<std::int64_t> meta{static_cast<std::int64_t>(indices_.document_index.size()),
+                                       static_cast<std::int64_t>(indices_.sample_index.size()),
+                                       static_cast<std::int64_t>(indices_.shuffle_index.size())};
+  write_file_atomically(path("document_index.bin"), to_bytes(indices_.document_index));
+  write_file_atomically(path("sample_index.bin"), to_bytes(indices_.sample_index));
+  write_file_atomically(path("shuffle_index.bin"), to_bytes(indices_.shuffle_index));
+  write_file_atomically(path("sizes.bin"), to_bytes(meta));
+  write_file_atomically(path("description.txt"), description);
+  built_cache_ = true;
+}
+
+void GptDataset::sample(std::int64_t i, std::int32_t* out) const {
+  TRIDENT_CHECK(0 <= i && i < size(), "sample {} out of range (the dataset has {})", i, size());
+  const std::int64_t j = indices_.shuffle_index[static_cast<std::size_t>(i)];
+  const auto& si = indices_.sample_index;
+  std::int64_t pos = si[2 * j], offset = si[2 * j + 1];
+  const std::int64_t last_pos = si[2 * j + 2], last_offset = si[2 * j + 3];
+  std::int64_t written = 0;
+  const std::int64_t want = config_.seq_len + 1;
+  // From (pos, offset) through (last_pos, last_offset) inclusive.
+  while (true) {
+    const auto doc = static_cast<std::size_t>(indices_.document_index[static_cast<std::size_t>(pos)]);
+    const std::int64_t end = pos == last_pos ? last_offset + 1 : dataset_->sequence_lengths()[doc];
+    const std::int64_t n = end - offset;
+    TRIDENT_DCHECK(written + n <= want, "sample {} overflows", i);
+    dataset_->read(doc, static_cast<std::size_t>(offset), static_cast<std::size_t>(n), out + written);
+    written += n;
+    if (pos == last_pos) break;
+    ++pos;
+    offset = 0;
+  }
+  TRIDENT_CHECK(written == want, "sample {} has {} tokens, expected {} (corrupt index cache?)", i, written, want);
+}
+
+}  // namespace trident::data

@@ -1,0 +1,95 @@
+// Feeding samples to training: distributed slicing, endless epochs,
+// background prefetch, exact resume (Megatron's MegatronPretrainingSampler,
+// oslo's DistributedProxySampler and InfiniteDataLoader).
+//
+// Global sample order: global sample k is sample order(k) of the source,
+// where with N = source size, epoch e = k / N reads the source in its own
+// (already shuffled) order for e = 0 and through a fresh seeded permutation
+// for every later epoch. So the stream never ends, and it is a pure function
+// of (source, seed).
+//
+// Global batch semantics (DESIGN.md §1): a global micro-batch is the next
+// micro_batch_size * dp_size samples of that stream; data-parallel rank d
+// takes its contiguous slice [d * micro_batch_size, (d + 1) * micro_batch_size).
+// The union over ranks is the same samples whatever dp_size is, and resuming
+// at consumed_samples = N continues exactly where the stream was after N.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "trident/core/tensor.h"
+#include "trident/data/sample_source.h"
+
+namespace trident::data {
+
+// Which source sample global sample k is (see above). Thread-compatible:
+// caches the permutation of the last epoch asked for.
+class EpochOrder {
+ public:
+  EpochOrder(std::int64_t source_size, std::uint64_t seed);
+  std::int64_t operator()(std::int64_t k);
+
+ private:
+  std::int64_t n_;
+  std::uint64_t seed_;
+  std::int64_t cached_epoch_ = -1;
+  std::vector<std::int64_t> perm_;
+};
+
+// The global sample indices rank dp_rank reads for the micro-batch that starts
+// after `consumed_samples` global samples.
+std::vector<std::int64_t> micro_batch_sample_ids(std::int64_t consumed_samples, std::int64_t micro_batch_size,
+                                                 int dp_rank, int dp_size);
+
+struct LoaderOptions {
+  std::int64_t micro_batch_size = 1;
+  int dp_rank = 0;
+  int dp_size = 1;
+  std::int64_t consumed_samples = 0;  // resume position (global samples, all ranks)
+  std::uint64_t seed = 1234;          // for the permutations of epochs >= 1
+  int prefetch = 4;                   // micro-batches prepared ahead (0: none, synchronous)
+};
+
+struct Batch {
+  Tensor tokens;  // i64 [micro_batch_size, seq_len]: sample[0, seq_len)
+  Tensor labels;  // i64 [micro_batch_size, seq_len]: sample[1, seq_len]
+  std::vector<std::int64_t> sample_ids;  // the global sample indices in it
+  std::int64_t consumed_samples = 0;     // global samples consumed after this batch
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // The next micro-batch for this rank. Rethrows an error of the prefetch thread.
+  Batch next();
+  // Global samples consumed after the last batch next() returned (checkpoint this).
+  std::int64_t consumed_samples() const noexcept { return consumed_; }
+
+ private:
+  Batch make(std::int64_t consumed, EpochOrder& order) const;
+  void run();
+
+  std::shared_ptr<const SampleSource> source_;
+  LoaderOptions options_;
+  std::int64_t consumed_;
+  EpochOrder order_;  // synchronous mode only
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace trident::data

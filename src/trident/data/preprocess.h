@@ -1,0 +1,60 @@
+// Preprocessing (Megatron's preprocess_data, oslo's DatasetPreprocessor):
+// text or JSONL in, Megatron .bin/.idx out, one sequence per document.
+//
+// Streaming in constant memory: a reader cuts the input into batches of
+// documents, worker threads tokenize them (each with its own Encoder cache),
+// and a writer appends the results to the dataset in input order, so the
+// output is identical for any worker count. At most a fixed number of batches
+// are in flight. Empty documents (after tokenization) are skipped and counted.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trident/data/document_reader.h"
+#include "trident/data/indexed_dataset.h"
+#include "trident/data/tokenizer.h"
+
+namespace trident::data {
+
+struct PreprocessOptions {
+  std::vector<std::filesystem::path> inputs;
+  std::string output_prefix;
+  std::optional<InputFormat> format;  // nullopt: by file extension
+  std::string json_key = "text";
+  bool append_eod = false;
+  std::optional<std::string> eod_token;  // default: Tokenizer::eod_id()
+  bool add_special_tokens = true;        // the tokenizer's post-processor template (e.g. BOS)
+  bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
+  int workers = 0;                       // 0: hardware threads
+};
+
+struct PreprocessProgress {
+  std::uint64_t bytes_read = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t documents = 0;
+  std::uint64_t tokens = 0;
+  double seconds = 0;
+};
+
+struct PreprocessSummary {
+  std::uint64_t documents = 0;        // written
+  std::uint64_t empty_documents = 0;  // skipped: no tokens
+  std::uint64_t bad_lines = 0;        // skipped with skip_bad_lines
+  std::uint64_t tokens = 0;
+  std::uint64_t input_bytes = 0;
+  double seconds = 0;
+  TokenDType dtype = TokenDType::u16;
+  int workers = 1;
+  double megabytes_per_second() const { return seconds > 0 ? static_cast<double>(input_bytes) / 1e6 / seconds : 0; }
+};
+
+// `progress` (optional) is called from the calling thread about once a second.
+PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions& options,
+                             const std::function<void(const PreprocessProgress&)>& progress = {});
+
+}  // namespace trident::data

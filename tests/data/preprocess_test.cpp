@@ -1,0 +1,118 @@
+#include "trident/data/preprocess.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "test_util.h"
+#include "trident/data/bpe_trainer.h"
+#include "trident/data/indexed_dataset.h"
+
+namespace trident::data {
+namespace {
+
+using testing::error_of;
+using testing::TempDir;
+using ::testing::HasSubstr;
+
+Tokenizer small_tokenizer() {
+  BpeTrainerOptions o;
+  o.vocab_size = 300;
+  o.special_tokens = {"<|endoftext|>"};
+  o.min_frequency = 1;
+  BpeTrainer t(o);
+  t.feed("In the beginning God created the heaven and the earth. And the earth was without form, and void.\n");
+  return Tokenizer::from_json(tokenizer_json(t.train()));
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(Preprocess, TextLinesWithEodInOrderForAnyWorkerCount) {
+  TempDir dir("trident-pre-text");
+  const Tokenizer tok = small_tokenizer();
+  std::string text;
+  std::vector<std::string> lines;
+  for (int i = 0; i < 3000; ++i) {
+    lines.push_back(i % 7 == 3 ? "" : "line " + std::to_string(i) + " and the earth \xff\xfe was");
+    text += lines.back() + (i % 5 == 0 ? "\r\n" : "\n");
+  }
+  write(dir / "in.txt", text);
+  PreprocessOptions o;
+  o.inputs = {dir / "in.txt"};
+  o.append_eod = true;
+  for (int workers : {1, 3}) {
+    o.workers = workers;
+    o.output_prefix = dir / ("out" + std::to_string(workers));
+    const auto s = preprocess(tok, o);
+    EXPECT_EQ(s.empty_documents, 3000u / 7 + 1);
+    EXPECT_EQ(s.documents + s.empty_documents, 3000u);
+    EXPECT_EQ(s.dtype, TokenDType::u16);
+  }
+  EXPECT_EQ(read(dir / "out1.bin"), read(dir / "out3.bin"));
+  EXPECT_EQ(read(dir / "out1.idx"), read(dir / "out3.idx"));
+  auto ds = IndexedDataset::open(dir / "out3");
+  std::size_t k = 0;
+  for (const auto& line : lines) {
+    if (line.empty()) continue;
+    auto want = tok.encode(line);
+    want.push_back(0);
+    ASSERT_EQ(ds->sequence(k), want) << line;
+    ++k;
+  }
+  EXPECT_EQ(k, ds->size());
+}
+
+TEST(Preprocess, JsonlErrorsNameFileAndLine) {
+  TempDir dir("trident-pre-jsonl");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "good.jsonl", "{\"text\": \"the earth\"}\n\n{\"text\": \"God\", \"id\": 3}\n");
+  write(dir / "notjson.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\"\n{\"text\": \"c\"}\n");
+  write(dir / "nokey.jsonl", "{\"text\": \"a\"}\n{\"body\": \"b\"}\n");
+  write(dir / "notstring.jsonl", "{\"text\": 5}\n");
+  PreprocessOptions o;
+  o.output_prefix = dir / "out";
+  o.inputs = {dir / "good.jsonl", dir / "notjson.jsonl"};
+  EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("notjson.jsonl:2: not a JSON line"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.idx"));
+  o.inputs = {dir / "nokey.jsonl"};
+  EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("nokey.jsonl:2: the JSON object has no key \"text\""));
+  o.inputs = {dir / "notstring.jsonl"};
+  EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("notstring.jsonl:1: \"text\" is number 5"));
+  o.inputs = {dir / "good.jsonl", dir / "notjson.jsonl", dir / "nokey.jsonl"};
+  o.skip_bad_lines = true;
+  const auto s = preprocess(tok, o);
+  EXPECT_EQ(s.bad_lines, 2u);
+  EXPECT_EQ(s.documents, 5u);  // the earth, God | a, c | a (blank lines are not documents)
+  auto ds = IndexedDataset::open(dir / "out");
+  EXPECT_EQ(ds->sequence(0), tok.encode("the earth"));
+  EXPECT_EQ(ds->sequence(1), tok.encode("God"));
+  o.json_key = "body";
+  o.inputs = {dir / "nokey.jsonl"};
+  EXPECT_EQ(preprocess(tok, o).documents, 1u);
+}
+
+TEST(Preprocess, WholeFilesAsDocuments) {
+  TempDir dir("trident-pre-files");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "a.txt", "first line\nsecond line\n");
+  write(dir / "b.txt", "another\n\nfile");
+  PreprocessOptions o;
+  o.inputs = {dir / "a.txt", dir / "b.txt"};
+  o.format = InputFormat::text_file;
+  o.output_prefix = dir / "out";
+  EXPECT_EQ(preprocess(tok, o).documents, 2u);
+  auto ds = IndexedDataset::open(dir / "out");
+  EXPECT_EQ(ds->sequence(1), tok.encode("another\n\nfile"));
+  o.inputs = {dir / "missing.txt"};
+  EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("missing.txt' does not exist"));
+}
+
+}  // namespace
+}  // namespace trident::data
