@@ -1,0 +1,49 @@
+// Mesh: the parallel layout as a value — rank ↔ (pp, dp, tp) coordinates and
+// every process group, in Megatron's default order (tensor parallel innermost,
+// then data, then pipeline): rank = tp + t·dp + t·d·pp.
+//
+// Worked example (8 ranks, t = 2, p = 2, d = 2; LiBai's and Megatron's layout):
+//   TP [0,1] [2,3] [4,5] [6,7]   DP [0,2] [1,3] [4,6] [5,7]   PP [0,4] [1,5] [2,6] [3,7]
+//   model-parallel (tp×pp) [0,1,4,5] [2,3,6,7]   embedding (first+last stage) = PP groups here
+// Pure arithmetic: no processes are needed to use or test it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trident::dist {
+
+struct Coords {
+  int pp = 0;
+  int dp = 0;
+  int tp = 0;
+  friend bool operator==(const Coords&, const Coords&) = default;
+};
+
+enum class GroupKind { tp, dp, pp, model_parallel, embedding };
+std::string group_kind_name(GroupKind kind);
+
+class Mesh {
+ public:
+  // dp = 0 infers the data-parallel size as world / (tp · pp), as oslo does.
+  // Errors name the sizes: tp must be a power of two; tp · pp · dp must equal world.
+  Mesh(int world_size, int tp, int pp, int dp = 0);
+
+  int world_size() const noexcept { return world_; }
+  int tp() const noexcept { return tp_; }
+  int pp() const noexcept { return pp_; }
+  int dp() const noexcept { return dp_; }
+
+  Coords coords(int rank) const;
+  int rank_of(const Coords& c) const;
+  // The ranks of `rank`'s group of `kind`, ascending.
+  std::vector<int> group(GroupKind kind, int rank) const;
+  // Every group of `kind` (each once), ordered by their first rank.
+  std::vector<std::vector<int>> groups(GroupKind kind) const;
+  std::string describe() const;  // "dp=2 × tp=2 × pp=2 (8 ranks)"
+
+ private:
+  int world_, tp_, pp_, dp_;
+};
+
+}  // namespace trident::dist

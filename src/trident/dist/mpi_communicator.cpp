@@ -1,0 +1,323 @@
+#include "trident/dist/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "trident/core/convert.h"
+#include "trident/core/error.h"
+#include "trident/ops/elementwise.h"
+
+namespace trident::dist {
+
+namespace {
+
+#define MPI_CHECK(call)                                                                          \
+  do {                                                                                           \
+    const int mpi_rc_ = (call);                                                                  \
+    if (mpi_rc_ != MPI_SUCCESS) {                                                                \
+      char mpi_msg_[MPI_MAX_ERROR_STRING];                                                       \
+      int mpi_len_ = 0;                                                                          \
+      MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                            \
+      TRIDENT_FAIL("{} failed on {}: {}", #call, ::trident::host_name(), std::string(mpi_msg_, mpi_len_)); \
+    }                                                                                            \
+  } while (0)
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::u16: return MPI_UINT16_T;
+    case DType::bf16: return MPI_UINT16_T;  // moved as bits; reduced through f32
+    case DType::f16: return MPI_UINT16_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+bool widened(DType d) { return d == DType::bf16 || d == DType::f16; }
+
+int count_of(const Tensor& t, const std::string& what) {
+  TRIDENT_CHECK(t.numel() <= INT_MAX, "{}: {} elements exceed MPI's count limit", what, t.numel());
+  return static_cast<int>(t.numel());
+}
+
+// A pending MPI request with a deadline and a completion step.
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::string what, double timeout_s, std::function<void()> on_complete = {})
+      : what_(std::move(what)), timeout_s_(timeout_s), on_complete_(std::move(on_complete)),
+        start_(std::chrono::steady_clock::now()) {}
+  MPI_Request* request() { return &request_; }
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    const int rc = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, msg, &len);
+      error_ = fmt::format("{} failed: {}", what_, std::string(msg, len));
+      done_ = true;
+      return true;
+    }
+    if (flag) {
+      done_ = true;
+      if (on_complete_) on_complete_();
+    }
+    return done_;
+  }
+
+  void wait() override {
+    auto sleep = std::chrono::microseconds(0);
+    while (!test()) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (timeout_s_ > 0 && waited > timeout_s_) {
+        error_ = fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it)", what_,
+                             timeout_s_);
+        break;
+      }
+      // Back off so oversubscribed ranks (8 ranks on 2 cores) leave the CPU to the ranks doing work.
+      if (sleep.count() == 0) {
+        std::this_thread::yield();
+        sleep = std::chrono::microseconds(1);
+      } else {
+        std::this_thread::sleep_for(sleep);
+        sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
+      }
+    }
+    TRIDENT_CHECK(error_.empty(), "{}", error_);
+  }
+
+  std::string error() const override { return error_; }
+
+ private:
+  std::string what_;
+  double timeout_s_;
+  std::function<void()> on_complete_;
+  std::chrono::steady_clock::time_point start_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+  std::string error_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s)
+      : comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
+    MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  std::unique_ptr<Work> all_reduce(Tensor& tensor, const CollectiveOptions& o) override {
+    check_host(tensor, "all_reduce");
+    traffic_.all_reduce_bytes += static_cast<std::int64_t>(tensor.nbytes());
+    ++traffic_.calls;
+    Tensor buffer = widened(tensor.dtype()) ? tensor.to(DType::f32) : tensor;
+    TRIDENT_CHECK(o.op != ReduceOp::avg || is_floating(tensor.dtype()), "all_reduce avg on {} needs a floating dtype",
+                  tensor.describe());
+    Tensor target = tensor;
+    const int n = size_;
+    auto work = make_work("all_reduce", o, [buffer, target, o, n]() mutable {
+      if (o.op == ReduceOp::avg) ops::scale_(buffer, 1.0 / n);
+      if (!buffer.is_same(target)) target.copy_from(buffer.to(target.dtype()));
+    });
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
+                             mpi_op(o.op), comm_, work->request()));
+    return work;
+  }
+
+  std::unique_ptr<Work> reduce_scatter(const Tensor& input, Tensor& output, const CollectiveOptions& o) override {
+    check_host(input, "reduce_scatter");
+    check_host(output, "reduce_scatter");
+    TRIDENT_CHECK(input.dtype() == output.dtype() && input.numel() == output.numel() * size_,
+                  "reduce_scatter on {}: input {} must hold {} chunks the size of output {}", name_, input.describe(),
+                  size_, output.describe());
+    traffic_.reduce_scatter_bytes += static_cast<std::int64_t>(input.nbytes());
+    ++traffic_.calls;
+    Tensor in = widened(input.dtype()) ? input.to(DType::f32) : input;
+    Tensor out = widened(output.dtype()) ? Tensor::empty(output.shape(), DType::f32) : output;
+    Tensor target = output;
+    const int n = size_;
+    auto work = make_work("reduce_scatter", o, [in, out, target, o, n]() mutable {
+      if (o.op == ReduceOp::avg) ops::scale_(out, 1.0 / n);
+      if (!out.is_same(target)) target.copy_from(out.to(target.dtype()));
+    });
+    MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
+                                        mpi_type(out.dtype()), mpi_op(o.op), comm_, work->request()));
+    return work;
+  }
+
+  std::unique_ptr<Work> all_gather(const Tensor& input, Tensor& output, const CollectiveOptions& o) override {
+    check_host(input, "all_gather");
+    check_host(output, "all_gather");
+    TRIDENT_CHECK(input.dtype() == output.dtype() && output.numel() == input.numel() * size_,
+                  "all_gather on {}: output {} must hold {} copies of input {}", name_, output.describe(), size_,
+                  input.describe());
+    traffic_.all_gather_bytes += static_cast<std::int64_t>(output.nbytes());
+    ++traffic_.calls;
+    Tensor in = input, out = output;
+    auto work = make_work("all_gather", o, [in, out] {});
+    MPI_CHECK(MPI_Iallgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
+                             count_of(in, "all_gather"), mpi_type(in.dtype()), comm_, work->request()));
+    return work;
+  }
+
+  std::unique_ptr<Work> broadcast(Tensor& tensor, int root, const CollectiveOptions& o) override {
+    check_host(tensor, "broadcast");
+    TRIDENT_CHECK(root >= 0 && root < size_, "broadcast on {}: root {} outside the group of {}", name_, root, size_);
+    traffic_.broadcast_bytes += static_cast<std::int64_t>(tensor.nbytes());
+    ++traffic_.calls;
+    Tensor t = tensor;
+    auto work = make_work("broadcast", o, [t] {});
+    MPI_CHECK(MPI_Ibcast(t.raw_data(), count_of(t, "broadcast"), mpi_type(t.dtype()), root, comm_, work->request()));
+    return work;
+  }
+
+  std::unique_ptr<Work> send(const Tensor& tensor, int dst, int tag, const CollectiveOptions& o) override {
+    check_host(tensor, "send");
+    TRIDENT_CHECK(dst >= 0 && dst < size_ && dst != rank_, "send on {}: bad destination {}", name_, dst);
+    traffic_.send_bytes += static_cast<std::int64_t>(tensor.nbytes());
+    ++traffic_.calls;
+    Tensor t = tensor;
+    auto work = make_work(fmt::format("send to {} (tag {})", dst, tag), o, [t] {});
+    MPI_CHECK(MPI_Isend(t.raw_data(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag, comm_, work->request()));
+    return work;
+  }
+
+  std::unique_ptr<Work> recv(Tensor& tensor, int src, int tag, const CollectiveOptions& o) override {
+    check_host(tensor, "recv");
+    TRIDENT_CHECK(src >= 0 && src < size_ && src != rank_, "recv on {}: bad source {}", name_, src);
+    traffic_.recv_bytes += static_cast<std::int64_t>(tensor.nbytes());
+    ++traffic_.calls;
+    Tensor t = tensor;
+    auto work = make_work(fmt::format("recv from {} (tag {})", src, tag), o, [t] {});
+    MPI_CHECK(MPI_Irecv(t.raw_data(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag, comm_, work->request()));
+    return work;
+  }
+
+  void barrier(const CollectiveOptions& o) override {
+    auto work = make_work("barrier", o, {});
+    MPI_CHECK(MPI_Ibarrier(comm_, work->request()));
+    work->wait();
+  }
+
+  std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& groups, const std::string& label) override {
+    int color = -1, key = 0;
+    std::vector<int> mine;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      for (std::size_t i = 0; i < groups[g].size(); ++i) {
+        if (groups[g][i] == rank_) {
+          TRIDENT_CHECK(color < 0, "split of {}: rank {} appears in two {} groups", name_, rank_, label);
+          color = static_cast<int>(g);
+          key = static_cast<int>(i);
+          mine = groups[g];
+        }
+      }
+    }
+    TRIDENT_CHECK(color >= 0, "split of {}: rank {} is in no {} group", name_, rank_, label);
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+    MPI_CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+    return std::make_shared<MpiCommunicator>(sub, fmt::format("{} group [{}]", label, fmt::join(mine, ", ")),
+                                             timeout_s_);
+  }
+
+ private:
+  void check_host(const Tensor& t, const char* op) const {
+    check_defined(t, op, "tensor");
+    TRIDENT_CHECK(t.device().is_cpu(), "{} on {}: MpiCommunicator moves CPU tensors, got {}", op, name_,
+                  t.describe());
+  }
+  std::unique_ptr<MpiWork> make_work(const std::string& op, const CollectiveOptions& o, std::function<void()> done) {
+    return std::make_unique<MpiWork>(fmt::format("{} on {} (rank {} of {})", op, name_, rank_, size_),
+                                     o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  double timeout_s_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+std::string reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+double Communicator::all_reduce_scalar(double value, ReduceOp op) {
+  Tensor t = Tensor::full(Shape{1}, value, DType::f64);
+  all_reduce(t, CollectiveOptions{op, 0})->wait();
+  return t.item();
+}
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Communicator> mpi_world(double timeout_s) {
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) {
+    int provided = 0;
+    MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  }
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  auto world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, "world", timeout_s);
+  set_error_rank(world->rank());
+  return world;
+}
+
+void abort_job(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+void finalize() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+}  // namespace trident::dist

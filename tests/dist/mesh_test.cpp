@@ -1,0 +1,49 @@
+#include "trident/dist/mesh.h"
+
+#include <gtest/gtest.h>
+
+#include "trident/core/error.h"
+
+namespace trident::dist {
+namespace {
+
+using Groups = std::vector<std::vector<int>>;
+
+// The seed's LiBai example: 8 ranks, dp = 2, tp = 2, pp = 2.
+TEST(Mesh, EightRanksMatchLiBaiAndMegatron) {
+  Mesh m(8, 2, 2, 2);
+  EXPECT_EQ(m.groups(GroupKind::tp), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(m.groups(GroupKind::dp), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(m.groups(GroupKind::pp), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(m.groups(GroupKind::model_parallel), (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(m.groups(GroupKind::embedding), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(m.coords(5), (Coords{1, 0, 1}));
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(m.rank_of(m.coords(r)), r);
+}
+
+TEST(Mesh, InfersDataParallelSize) {
+  Mesh m(12, 2, 3);
+  EXPECT_EQ(m.dp(), 2);
+  EXPECT_EQ(m.describe(), "dp=2 × tp=2 × pp=3 (12 ranks)");
+  Mesh one(1, 1, 1);
+  EXPECT_EQ(one.groups(GroupKind::embedding), (Groups{{0}}));
+}
+
+TEST(Mesh, BadLayoutsNameTheSizes) {
+  try {
+    Mesh(8, 3, 1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "dist.tensor_parallel_size must be a power of two, got 3");
+  }
+  try {
+    Mesh(8, 2, 2, 4);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("4 × 2 × 2 = 16, but the job has 8 ranks"), std::string::npos) << e.message();
+  }
+  EXPECT_THROW(Mesh(6, 4, 1), Error);
+}
+
+}  // namespace
+}  // namespace trident::dist
