@@ -51,7 +51,7 @@ TEST(SoftmaxKernel, LongRowsMatchNaiveAndSumToOne) {
         norm += ref * ref;
         ysum += y[r * 1031 + c];
       }
-      const double tol = dtype == DType::f32 ? 1e-6 : 1e-2;
+      const double tol = dtype == DType::f32 ? 3e-6 : 1e-2;  // f32: x − max rounds to ~ulp(20)
       EXPECT_LE(std::sqrt(err / norm), tol) << "row " << r << " " << dtype_name(dtype);
       EXPECT_NEAR(ysum, 1.0, dtype == DType::f32 ? 1e-5 : 2e-2);
     }

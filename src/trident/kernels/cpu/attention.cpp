@@ -224,10 +224,10 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
         const A* o = acc.get() + i * g.Dp;
         if (row_sum[i] > A(0)) {
           const A inv = A(1) / row_sum[i];
-          for (i64 d = 0; d < g.D; ++d) dst[d] = store<T>(o[d] * inv);
+          for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(o[d] * inv);
           lse_row[i] = row_max[i] + std::log(row_sum[i]);
         } else {
-          for (i64 d = 0; d < g.D; ++d) dst[d] = store<T>(A(0));
+          for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(A(0));
           lse_row[i] = kNegInf<A>;
         }
       }
@@ -312,8 +312,8 @@ void backward_kv(const Geometry& g, acc_t<T> scale, const T* q, const T* k, cons
         T* dkr = dk + g.kv_offset(b, s0 + j, hk);
         T* dvr = dv + g.kv_offset(b, s0 + j, hk);
         for (i64 d = 0; d < g.D; ++d) {
-          dkr[d] = store<T>(dka.get()[j * g.Dp + d]);
-          dvr[d] = store<T>(dva.get()[j * g.Dp + d]);
+          dkr[d] = store_fast<T>(dka.get()[j * g.Dp + d]);
+          dvr[d] = store_fast<T>(dva.get()[j * g.Dp + d]);
         }
       }
     }
@@ -368,7 +368,7 @@ void backward_q(const Geometry& g, acc_t<T> scale, const T* q, const T* k, const
       for (i64 i = 0; i < nq; ++i) {
         T* dst = dq + g.q_offset(b, t0 + i, h);
         const A* src = dqa.get() + i * g.Dp;
-        for (i64 d = 0; d < g.D; ++d) dst[d] = store<T>(src[d] * scale);
+        for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(src[d] * scale);
       }
     }
   });

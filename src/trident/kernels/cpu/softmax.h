@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "trident/core/dtype.h"
 
@@ -47,6 +48,21 @@ inline float exp_f32(float x) noexcept {
   const std::uint32_t bits = (std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound) + 127u) << 23;
   const float y = p * std::bit_cast<float>(bits);
   return x < kLo ? 0.0f : y;
+}
+
+// store<T>() with bf16 rounded inline (round to nearest even, NaN kept quiet —
+// the rule of core's float_to_bf16_bits, which is out of line and so would stop
+// a loop from vectorising).
+template <typename T, typename A>
+inline T store_fast(A v) noexcept {
+  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<A, float>) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
+    const auto rounded = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    const auto quiet_nan = static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+    return bf16::from_bits((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  } else {
+    return store<T>(v);
+  }
 }
 
 inline float exp_acc(float x) noexcept { return exp_f32(x); }
