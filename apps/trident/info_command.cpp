@@ -7,6 +7,7 @@
 #include "trident/core/backend.h"
 #include "trident/core/parallel.h"
 #include "trident/core/version.h"
+#include "trident/kernels/cpu/matmul.h"
 
 namespace trident::cli {
 
@@ -19,6 +20,7 @@ void add_info_command(CLI::App& app) {
     fmt::print("cpu threads:     {} (of {} hardware threads, {} rank(s) on this node)\n", num_threads(),
                std::thread::hardware_concurrency(), local_rank_count());
     fmt::print("cuda:            {}\n", backend_available(DeviceType::cuda) ? "built" : "not built");
+    fmt::print("matmul backend:  {}\n", kernels::cpu::matmul_backend_description());
   });
 }
 

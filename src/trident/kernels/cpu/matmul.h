@@ -12,10 +12,12 @@
 // which is how backward adds into existing gradient buffers.
 // Backends: f64 always OpenBLAS; bf16 always oneDNN; f32 uses the default
 // measured for this CPU (see matmul.cpp) unless TRIDENT_MATMUL_BACKEND=onednn|openblas
-// or the `backend` argument says otherwise. Both libraries run on trident's
-// num_threads() (oneDNN on OpenMP, OpenBLAS via openblas_set_num_threads).
-// Neither library splits the K sum across threads at these call sites, so a
-// result does not depend on the thread count (tests/ops/matmul_test.cpp checks it).
+// or the `backend` argument says otherwise.
+// Threads and determinism: a result never depends on the thread count. oneDNN
+// runs on OpenMP with trident's num_threads() and splits only M and N (checked
+// at the LLM shapes by tests/ops/matmul_test.cpp); OpenBLAS's own threading
+// does change the rounding, so OpenBLAS runs single-threaded on tiles of C fixed
+// by the shape, spread over num_threads() threads.
 // Thread safety: gemm may be called from several threads; the primitive cache is locked.
 #pragma once
 
