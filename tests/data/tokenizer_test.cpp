@@ -12,10 +12,11 @@ namespace trident::data {
 namespace {
 
 // A byte-level tokenizer.json: the 256 byte characters (ids 0..255) plus
-// the given merges; "<|endoftext|>" is special token 1000.
+// the given merges; "<|endoftext|>" is special token 1000 (in the vocabulary).
 std::string byte_level_json(const std::vector<std::pair<std::string, std::string>>& merges, bool prefix_space = false) {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab[std::string(byte_to_utf8(static_cast<std::uint8_t>(b)))] = b;
+  vocab["<|endoftext|>"] = 1000;  // also an added token: it keeps this id
   nlohmann::json m = nlohmann::json::array();
   int next = 256;
   for (const auto& [a, b] : merges) {
@@ -67,6 +68,16 @@ TEST(Tokenizer, MergesByRankLeftmostFirst) {
   EXPECT_EQ(tok.decode(std::vector<std::int32_t>{'x', 1000, 'y'}, true), "xy");
   EXPECT_EQ(tok.vocab_size(), 1001);
   EXPECT_EQ(tok.eod_id(), 1000);
+}
+
+TEST(Tokenizer, AddedTokenIdsFollowHuggingFace) {
+  // Hugging Face ignores a stored id that disagrees with its assignment rule:
+  // a token outside the model vocabulary gets the next id after the largest so far.
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["added_tokens"].push_back({{"id", 5000}, {"content", "<x>"}, {"special", false}});
+  auto tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.token_to_id("<x>"), 1001);
+  EXPECT_EQ(tok.encode("a<x>"), (std::vector<std::int32_t>{'a', 1001}));
 }
 
 TEST(Tokenizer, ContractionsAndSpaces) {

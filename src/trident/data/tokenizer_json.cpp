@@ -139,9 +139,15 @@ BpeModel parse_model(const Node& m) {
                   [&](std::size_t i) { return fmt::format("{}[{}]", where, i); });
 }
 
-std::vector<AddedToken> parse_added_tokens(const Node& n) {
+// Hugging Face does not trust the ids stored with added tokens: a token in the
+// model vocabulary gets its id there, any other the next free id after the
+// model vocabulary (AddedVocabulary::add_tokens). Loading does the same, so a
+// hand-edited file encodes exactly as Hugging Face encodes it.
+std::vector<AddedToken> parse_added_tokens(const Node& n, const BpeModel& model) {
   std::vector<AddedToken> out;
   if (n.is_null()) return out;
+  const auto model_size = static_cast<std::int32_t>(model.vocab().size());
+  std::int32_t max_added = -1;
   const auto& arr = n.array();
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const Node t = n[i];
@@ -153,6 +159,14 @@ std::vector<AddedToken> parse_added_tokens(const Node& n) {
     a.rstrip = t.opt("rstrip").boolean(false);
     a.special = t.opt("special").boolean(false);
     a.normalized = t.opt("normalized").boolean(!a.special);
+    std::optional<std::int32_t> id;
+    for (const auto& prev : out) {
+      if (prev.content == a.content) id = prev.id;
+    }
+    if (!id) id = model.token_to_id(a.content);
+    if (!id) id = max_added < 0 ? model_size : (max_added >= model_size ? max_added + 1 : model_size);
+    a.id = *id;
+    max_added = std::max(max_added, a.id);
     out.push_back(std::move(a));
   }
   return out;
@@ -279,7 +293,7 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
   if (!j.is_object()) root.fail("a tokenizer.json object");
   TokenizerParts parts;
   parts.model = parse_model(root.at("model"));
-  parts.added = AddedVocabulary(parse_added_tokens(root.opt("added_tokens")));
+  parts.added = AddedVocabulary(parse_added_tokens(root.opt("added_tokens"), parts.model));
   check_normalizer(root.opt("normalizer"));
   parse_pre_tokenizer(root.opt("pre_tokenizer"), parts.pre_tokenizer);
   parts.decoder = parse_decoder(root.opt("decoder"));
