@@ -14,4 +14,9 @@ void add_tokenizer_command(CLI::App& app);
 // trident preprocess (preprocess_command.cpp)
 void add_preprocess_command(CLI::App& app);
 
+// trident train (train_command.cpp)
+void add_train_command(CLI::App& app);
+// trident generate (generate_command.cpp)
+void add_generate_command(CLI::App& app);
+
 }  // namespace trident::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   trident::cli::add_info_command(app);
   trident::cli::add_tokenizer_command(app);
   trident::cli::add_preprocess_command(app);
+  trident::cli::add_train_command(app);
+  trident::cli::add_generate_command(app);
 
   try {
     app.parse(argc, argv);

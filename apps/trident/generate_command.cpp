@@ -1,0 +1,117 @@
+// trident generate --checkpoint DIR --prompt TEXT [sampling options]
+//
+// Loads a checkpoint (a step directory, or a run/checkpoint root whose `latest`
+// names one), encodes the prompt, and streams generated text to stdout as the
+// tokens come, using a KV cache.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "trident/autograd/autograd.h"
+#include "trident/checkpoint/sharded.h"
+#include "trident/data/tokenizer.h"
+#include "trident/models/causal_lm.h"
+#include "trident/models/hf.h"
+#include "trident/models/sampling.h"
+
+namespace trident::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct GenerateOptions {
+  std::string checkpoint;
+  std::string prompt;
+  std::int64_t max_new_tokens = 64;
+  double temperature = 1.0;
+  std::int64_t top_k = 0;
+  double top_p = 1.0;
+  std::int64_t no_repeat_ngram = 0;
+  std::uint64_t seed = 0;
+  bool greedy = false;
+};
+
+// A step directory, or a directory whose latest (or checkpoints/latest) names one.
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "meta.json")) return path;
+  for (const fs::path latest : {fs::path(path) / "latest", fs::path(path) / "checkpoints" / "latest"}) {
+    const std::string dir = checkpoint::read_latest(latest.string());
+    if (!dir.empty()) return dir;
+  }
+  TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run with a latest checkpoint", path);
+}
+
+void generate(const GenerateOptions& o) {
+  const std::string dir = resolve_checkpoint(o.checkpoint);
+  const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
+  const data::Tokenizer tokenizer = data::Tokenizer::load(fs::path(dir) / "tokenizer.json");
+  models::CausalLM model(spec);
+  model.initialize(0);
+  checkpoint::CheckpointReader reader(dir);
+  for (nn::Parameter* p : model.parameters()) {
+    p->var.data().copy_from(reader.read("model/" + p->name, p->var.dtype()));
+  }
+  std::vector<std::int32_t> prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/false);
+  TRIDENT_CHECK(!prompt_ids.empty(), "--prompt encodes to no tokens; give some text");
+  std::vector<std::int64_t> history(prompt_ids.begin(), prompt_ids.end());
+  TRIDENT_CHECK(static_cast<std::int64_t>(history.size()) < spec.max_seq_len,
+                "the prompt has {} tokens; the model's context is {}", history.size(), spec.max_seq_len);
+  models::SamplingOptions so;
+  so.temperature = o.greedy ? 0.0 : o.temperature;
+  so.top_k = o.top_k;
+  so.top_p = o.top_p;
+  so.no_repeat_ngram = o.no_repeat_ngram;
+  so.seed = o.seed;
+
+  autograd::NoGradGuard no_grad;
+  nn::KVCache cache(static_cast<std::size_t>(spec.n_layer));
+  nn::ForwardContext ctx;
+  ctx.cache = &cache;
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  const auto eod = tokenizer.eod_id();
+  Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
+  std::int64_t position = 0;
+  for (std::int64_t i = 0; i < o.max_new_tokens; ++i) {
+    if (position + input.size(1) > spec.max_seq_len) break;
+    ctx.position_offset = position;
+    Tensor logits = model.forward(input, ctx).data();
+    position += input.size(1);
+    const std::int64_t V = spec.vocab_size;
+    const Tensor last = logits.view({-1, V}).select0(logits.numel() / V - 1).to(DType::f32);
+    std::vector<float> row = last.to_vector<float>();
+    row.resize(static_cast<std::size_t>(tokenizer.vocab_size()));  // never sample ids the tokenizer lacks
+    const std::int64_t next = models::sample_next(row, history, so, static_cast<std::uint64_t>(position));
+    if (eod && next == *eod) break;
+    history.push_back(next);
+    const std::int32_t id = static_cast<std::int32_t>(next);
+    const std::string piece = tokenizer.decode(std::span<const std::int32_t>(&id, 1));
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    input = Tensor::from_vector(std::vector<std::int64_t>{next}, {1, 1});
+  }
+  std::fputs("\n", stdout);
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "Generate text from a checkpoint (KV cache, streaming)");
+  auto o = std::make_shared<GenerateOptions>();
+  cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint directory, or a run directory")->required();
+  cmd->add_option("--prompt", o->prompt, "Text to continue")->required();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  cmd->add_option("--no-repeat-ngram", o->no_repeat_ngram, "Never repeat an n-gram of this size (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Random seed of the sampler")->capture_default_str();
+  cmd->add_flag("--greedy", o->greedy, "Always take the most likely token");
+  cmd->callback([o] { generate(*o); });
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,30 @@
+// trident train CONFIG [--set section.key=value]... [--run-dir DIR] [--resume]
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "trident/train/config.h"
+#include "trident/train/trainer.h"
+
+namespace trident::cli {
+
+void add_train_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train a model as a TOML config describes");
+  auto options = std::make_shared<train::TrainOptions>();
+  auto help_config = std::make_shared<bool>(false);
+  cmd->add_option("config", options->config_path, "TOML config file (see configs/)");
+  cmd->add_option("--set", options->overrides, "Override a config key: section.key=value (repeatable)");
+  cmd->add_option("--run-dir", options->run_dir, "Directory for metrics, the resolved config and checkpoints")
+      ->capture_default_str();
+  cmd->add_flag("--resume", options->resume, "Continue from the run's latest checkpoint");
+  cmd->add_flag("--help-config", *help_config, "List every config key with its type");
+  cmd->callback([options, help_config] {
+    if (*help_config) {
+      for (const auto& k : train::config_keys()) fmt::print("{:<36} {}\n", k.key, k.type);
+      return;
+    }
+    const train::TrainSummary s = train::train(*options);
+    if (s.interrupted) fmt::print("trident: interrupted at step {}; checkpoint {}\n", s.steps_done, s.last_checkpoint);
+  });
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,84 @@
+#include "trident/train/metrics.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "trident/core/error.h"
+
+namespace trident::train {
+
+namespace {
+std::string format_eta(double s) {
+  if (!std::isfinite(s) || s < 0) return "--";
+  const auto t = static_cast<long>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+}  // namespace
+
+MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled)
+    : enabled_(enabled) {
+  TRIDENT_CHECK(progress == "auto" || progress == "on" || progress == "off",
+                "log.progress must be auto, on or off, got '{}'", progress);
+  live_ = enabled && (progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO)));
+  if (enabled_ && !metrics_path.empty()) {
+    jsonl_.open(metrics_path, std::ios::app);
+    TRIDENT_CHECK(jsonl_.good(), "cannot open metrics file '{}'", metrics_path);
+  }
+}
+
+void MetricsLogger::write_json(const nlohmann::json& j) {
+  if (!jsonl_.is_open()) return;
+  jsonl_ << j.dump() << '\n';
+  jsonl_.flush();
+}
+
+void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
+  if (!enabled_) return;
+  const std::string line = fmt::format(
+      "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | {:.0f} ms/step | "
+      "mem {:.0f} MB{}{} | ETA {}",
+      m.step, m.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, 100 * m.mfu, m.step_ms, m.peak_memory_mb,
+      m.loss_scale > 0 ? fmt::format(" | scale {:.0f}", m.loss_scale) : "", m.skipped ? " | skipped (overflow)" : "",
+      format_eta(m.eta_s));
+  if (permanent) {
+    if (live_shown_) std::fputs("\r\033[K", stdout);
+    std::fputs((line + "\n").c_str(), stdout);
+    live_shown_ = false;
+    nlohmann::json j = {{"step", m.step},         {"loss", m.loss},       {"lr", m.lr},
+                        {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},
+                        {"step_ms", m.step_ms},   {"peak_memory_mb", m.peak_memory_mb}};
+    if (m.loss_scale > 0) j["loss_scale"] = m.loss_scale;
+    if (m.skipped) j["skipped"] = true;
+    write_json(j);
+  } else if (live_) {
+    std::fputs(("\r\033[K" + line).c_str(), stdout);
+    live_shown_ = true;
+  }
+  std::fflush(stdout);
+}
+
+void MetricsLogger::log_eval(std::int64_t step, double val_loss) {
+  if (!enabled_) return;
+  message(fmt::format("eval at step {}: val loss {:.4f} | val perplexity {:.2f}", step, val_loss, std::exp(val_loss)));
+  write_json({{"step", step}, {"val_loss", val_loss}, {"val_ppl", std::exp(val_loss)}});
+}
+
+void MetricsLogger::message(const std::string& text) {
+  if (!enabled_) return;
+  if (live_shown_) std::fputs("\r\033[K", stdout);
+  live_shown_ = false;
+  std::fputs((text + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void MetricsLogger::finish() {
+  if (enabled_ && live_shown_) std::fputs("\n", stdout);
+  live_shown_ = false;
+  std::fflush(stdout);
+}
+
+}  // namespace trident::train

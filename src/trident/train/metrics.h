@@ -1,0 +1,50 @@
+// Metrics of a training run: the progress display on rank 0 and the JSONL log.
+//
+// On a terminal the progress is one live line (step, loss, tokens/s, ETA)
+// rewritten in place, with a permanent line per logged step; elsewhere (CI,
+// files) only the permanent lines are printed. Every logged step is also one
+// JSON object in RUN_DIR/metrics.jsonl.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace trident::train {
+
+struct StepMetrics {
+  std::int64_t step = 0;
+  std::int64_t steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;             // fraction of the peak
+  double step_ms = 0;
+  double peak_memory_mb = 0;
+  double eta_s = 0;
+  double loss_scale = 0;      // fp16 only (0 otherwise)
+  bool skipped = false;       // fp16 overflow
+};
+
+class MetricsLogger {
+ public:
+  // progress: "auto" (live line when stdout is a terminal), "on", "off".
+  MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled);
+
+  void log_step(const StepMetrics& m, bool permanent);
+  void log_eval(std::int64_t step, double val_loss);
+  void message(const std::string& text);  // a permanent line (clears the live line first)
+  void finish();
+
+ private:
+  void write_json(const nlohmann::json& j);
+  bool enabled_;
+  bool live_;
+  bool live_shown_ = false;
+  std::ofstream jsonl_;
+};
+
+}  // namespace trident::train

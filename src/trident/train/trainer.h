@@ -1,0 +1,47 @@
+// The training loop: config → data, model, optimiser → steps, evaluation,
+// metrics and checkpoints.
+//
+// One optimizer step consumes one global batch: accumulation_steps micro-
+// batches per data-parallel rank. Each micro-batch's loss is its sum of token
+// losses divided by the global batch's token count, so the accumulated
+// gradient is exactly the gradient of the global-batch token mean whatever the
+// micro-batch split (DESIGN.md §1).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/train/config.h"
+
+namespace trident::train {
+
+struct TrainOptions {
+  std::string config_path;              // may be empty (defaults + overrides)
+  std::vector<std::string> overrides;   // "section.key=value"
+  std::string run_dir = "runs/default";
+  bool resume = false;                  // continue from the run's latest checkpoint
+  bool quiet = false;                   // no progress output (tests)
+};
+
+struct TrainSummary {
+  std::int64_t steps_done = 0;          // optimizer steps taken by the end
+  std::vector<double> losses;           // training loss of every step run in this call
+  std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, val loss)
+  std::string last_checkpoint;          // "" when none was written
+  bool interrupted = false;             // stopped by SIGINT/SIGTERM (after saving)
+};
+
+// Checks the cross-field rules of a config for a job of `world_size` ranks;
+// errors name the keys and values involved.
+void validate_config(const Config& config, int world_size);
+
+// Runs training as configured. Installs SIGINT/SIGTERM handlers that finish the
+// current step, save a checkpoint and return (interrupted = true).
+TrainSummary train(const TrainOptions& options);
+
+// Requests a graceful stop (what the signal handlers do); for tests.
+void request_stop() noexcept;
+
+}  // namespace trident::train
