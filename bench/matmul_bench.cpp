@@ -10,7 +10,7 @@
 // by shape) against building the oneDNN primitive on every call, which leaves
 // caching to oneDNN's own primitive cache.
 //
-//   matmul_bench [--min-reps N] [--seconds S] [--threads T] [--clock wall|cpu] [--peak]
+//   matmul_bench [--min-reps N] [--seconds S] [--threads T] [--clock wall|cpu] [--layout nn|nt|tn|tt] [--peak]
 //
 // --clock cpu times with the process's CPU time instead of the wall clock:
 // on a shared machine it measures what the library achieves per core it was
@@ -44,6 +44,7 @@ struct Config {
 };
 
 bool g_cpu_clock = false;
+bool g_trans_a = false, g_trans_b = false;  // --layout: nn (default), nt (linear forward), tn (weight gradient)
 
 double now_seconds() {
   if (g_cpu_clock) {
@@ -68,7 +69,7 @@ Tensor filled(std::int64_t rows, std::int64_t cols, DType dtype, int salt) {
 double median_gflops(const Shape3& s, const Config& cfg, int min_reps, double seconds) {
   Tensor a = filled(s.m, s.k, cfg.ab, 1), b = filled(s.k, s.n, cfg.ab, 2);
   Tensor c = Tensor::empty({s.m, s.n}, cfg.c);
-  const kc::GemmShape shape{1, s.m, s.n, s.k};
+  const kc::GemmShape shape{1, s.m, s.n, s.k, g_trans_a, g_trans_b};
   auto once = [&] {
     const double t0 = now_seconds();
     kc::gemm(cfg.ab, cfg.c, shape, 1.0, a.raw_data(), b.raw_data(), 0.0, c.raw_data(), cfg.backend);
@@ -135,15 +136,19 @@ int main(int argc, char** argv) {
       trident::set_num_threads(std::atoi(argv[++i]));
     } else if (arg == "--clock" && i + 1 < argc) {
       g_cpu_clock = std::string(argv[++i]) == "cpu";
+    } else if (arg == "--layout" && i + 1 < argc && std::strlen(argv[i + 1]) == 2) {
+      g_trans_a = argv[++i][0] == 't';
+      g_trans_b = argv[i][1] == 't';
     } else if (arg == "--peak") {
       peak_only = true;
     } else {
-      fmt::print(stderr, "usage: matmul_bench [--min-reps N] [--seconds S] [--threads T] [--clock wall|cpu] [--peak]\n");
+      fmt::print(stderr, "usage: matmul_bench [--min-reps N] [--seconds S] [--threads T] [--clock wall|cpu] [--layout nn|nt|tn|tt] [--peak]\n");
       return 2;
     }
   }
-  fmt::print("matmul backend: {}\nthreads: {}, clock: {}\n", kc::matmul_backend_description(), trident::num_threads(),
-             g_cpu_clock ? "process cpu time" : "wall");
+  fmt::print("matmul backend: {}\nthreads: {}, clock: {}, layout: op(A) {}, op(B) {}\n", kc::matmul_backend_description(),
+             trident::num_threads(), g_cpu_clock ? "process cpu time" : "wall", g_trans_a ? "A^T" : "A",
+             g_trans_b ? "B^T" : "B");
   if (peak_only) {
     for (DType d : {DType::f32, DType::bf16, DType::f64}) {
       fmt::print("measure_matmul_peak_gflops({}) = {:.1f}\n", trident::dtype_name(d), kc::measure_matmul_peak_gflops(d));

@@ -4,10 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/matmul.h"
@@ -227,9 +229,26 @@ TEST(MatmulKernel, ResultDoesNotDependOnThreadCount) {
   }
 }
 
-TEST(MatmulKernel, PeakMeasurementIsPositive) {
-  // Only checks the plumbing at 1024³ scale on a loaded machine; the value is a benchmark's business.
-  EXPECT_GT(kc::measure_matmul_peak_gflops(DType::f64), 0.0);
+// Primitives are cached and shared; scratchpads are per thread: GEMMs issued
+// from several threads at once give the serial results.
+TEST(MatmulKernel, ConcurrentCallsFromSeveralThreads) {
+  const Tensor a = random({96, 200}, DType::bf16, 20), b = random({200, 160}, DType::bf16, 21);
+  const Tensor a2 = random({64, 120}, DType::f32, 22), b2 = random({120, 72}, DType::f32, 23);
+  const auto expected_bf16 = ops::matmul(a, b).to_vector<float>();
+  const auto expected_f32 = ops::matmul(a2, b2).to_vector<float>();
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) {
+        const bool use_bf16 = (t + rep) % 2 == 0;
+        const auto out = use_bf16 ? ops::matmul(a, b).to_vector<float>() : ops::matmul(a2, b2).to_vector<float>();
+        if (out != (use_bf16 ? expected_bf16 : expected_f32)) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(MatmulOp, BroadcastOperandsMatchPerBatchProducts) {

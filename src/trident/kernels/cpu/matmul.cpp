@@ -20,9 +20,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "trident/core/error.h"
@@ -84,7 +86,7 @@ constexpr std::size_t kMaxCachedPrimitives = 512;
 
 struct CachedMatmul {
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratchpad;
 };
 
 CachedMatmul make_primitive(DType ab, DType cd, const GemmShape& s, double alpha, double beta) {
@@ -95,6 +97,9 @@ CachedMatmul make_primitive(DType ab, DType cd, const GemmShape& s, double alpha
   const auto b_md = matrix_desc(ab, bb, s.k, s.n, s.trans_b, batched);
   const auto c_md = matrix_desc(cd, s.batch, s.m, s.n, false, batched);
   dnnl::primitive_attr attr;
+  // Scratchpads (bf16's repacked B, for one) are owned per calling thread below,
+  // so concurrent GEMMs from different threads never share one.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(alpha)});
   if (beta != 0.0) {
     dnnl::post_ops ops;
@@ -103,7 +108,7 @@ CachedMatmul make_primitive(DType ab, DType cd, const GemmShape& s, double alpha
   }
   dnnl::matmul::desc desc(a_md, b_md, c_md);
   dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
-  return {dnnl::matmul(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc()};
+  return {dnnl::matmul(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()};
 }
 
 CachedMatmul cached_primitive(DType ab, DType cd, const GemmShape& s, double alpha, double beta) {
@@ -117,6 +122,22 @@ CachedMatmul cached_primitive(DType ab, DType cd, const GemmShape& s, double alp
   return cache.emplace(key, make_primitive(ab, cd, s, alpha, beta)).first->second;
 }
 
+// This thread's scratchpad, grown to the largest size asked for (like oneDNN's own).
+void* thread_scratchpad(std::size_t bytes) {
+  struct Free {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  thread_local std::unique_ptr<void, Free> buffer;
+  thread_local std::size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer.reset();
+    capacity = (bytes + 4095) / 4096 * 4096;
+    buffer.reset(std::aligned_alloc(4096, capacity));
+    TRIDENT_CHECK(buffer != nullptr, "matmul: cannot allocate a {}-byte oneDNN scratchpad", capacity);
+  }
+  return buffer.get();
+}
+
 void onednn_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const void* a, const void* b, double beta,
                  void* c) {
   sync_omp_threads();
@@ -127,8 +148,12 @@ void onednn_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const voi
     dnnl::memory am(mm.a, engine, const_cast<void*>(a));
     dnnl::memory bm(mm.b, engine, const_cast<void*>(b));
     dnnl::memory cm(mm.c, engine, c);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+    if (const std::size_t bytes = mm.scratchpad.get_size()) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, engine, thread_scratchpad(bytes)));
+    }
     thread_local dnnl::stream stream(engine);
-    mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    mm.primitive.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     TRIDENT_FAIL("matmul: oneDNN failed on {}x{}x{} (batch {}, {} -> {}): {} (status {})", s.m, s.k, s.n, s.batch,
