@@ -17,7 +17,7 @@ namespace trident::kernels::cpu {
 
 namespace {
 
-constexpr int kLanes = 16;
+constexpr int kLanes = 64;
 // Rows per parallel chunk: about 16K elements of work each.
 std::int64_t row_grain(std::int64_t cols) { return std::max<std::int64_t>(1, (std::int64_t{1} << 14) / cols); }
 
@@ -58,24 +58,26 @@ inline A lane_sum(std::int64_t n, F&& term) {
   return acc[0];
 }
 
-// Two sums at once (one pass over the row): term(i, s0, s1) adds into both.
-template <typename A, typename F>
-inline void lane_sum2(std::int64_t n, A& out0, A& out1, F&& term) {
-  A a0[kLanes] = {}, a1[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) term(i + l, a0[l], a1[l]);
-  }
-  for (int l = 0; i + l < n; ++l) term(i + l, a0[l], a1[l]);
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) {
-      a0[l] += a0[l + w];
-      a1[l] += a1[l + w];
+// Rows of 16-bit types are widened once into a per-thread buffer, so the several
+// passes over a row run on plain f32 and vectorise; f32/f64 rows are used in place.
+template <typename T>
+class RowReader {
+ public:
+  using A = acc_t<T>;
+  explicit RowReader(std::int64_t cols) : buf_(std::is_same_v<T, A> ? 0 : static_cast<std::size_t>(cols)) {}
+  const A* operator()(const T* row, std::int64_t cols) {
+    if constexpr (std::is_same_v<T, A>) {
+      return row;
+    } else {
+      A* b = buf_.data();
+      for (std::int64_t i = 0; i < cols; ++i) b[i] = load(row[i]);
+      return b;
     }
   }
-  out0 = a0[0];
-  out1 = a1[0];
-}
+
+ private:
+  std::vector<A> buf_;
+};
 
 template <typename T>
 std::vector<acc_t<T>> to_acc(const T* p, std::int64_t n) {
@@ -108,6 +110,63 @@ std::int64_t for_each_row_block(std::int64_t rows, F&& block) {
   return blocks;
 }
 
+// --- one row each; restrict-qualified parameters let the loops vectorise without alias checks ---
+
+// Returns (mean, rstd) of the row and writes y.
+template <typename T, typename A>
+inline void layer_norm_row(const A* __restrict x, const A* __restrict w, const A* __restrict b, T* __restrict y,
+                           std::int64_t cols, A inv_cols, A eps, A& mean, A& rstd) {
+  // Corrected two-pass: the sum of d = x - m0 repairs the rounding error of
+  // m0 in both the mean and the variance (Chan, Golub & LeVeque).
+  const A m0 = lane_sum<A>(cols, [&](std::int64_t i) { return x[i]; }) * inv_cols;
+  const A sum_d = lane_sum<A>(cols, [&](std::int64_t i) { return x[i] - m0; });
+  const A sum_d2 = lane_sum<A>(cols, [&](std::int64_t i) { return (x[i] - m0) * (x[i] - m0); });
+  const A m = m0 + sum_d * inv_cols;
+  const A var = std::max(A(0), (sum_d2 - sum_d * sum_d * inv_cols) * inv_cols);
+  const A rs = A(1) / std::sqrt(var + eps);
+  for (std::int64_t i = 0; i < cols; ++i) y[i] = round_to<T>((x[i] - m) * rs * w[i] + b[i]);
+  mean = m;
+  rstd = rs;
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight; adds dy * xhat and dy to the partials.
+template <typename T, typename A>
+inline void layer_norm_backward_row(const A* __restrict x, const A* __restrict dy, const A* __restrict w, A m, A rs,
+                                    std::int64_t cols, A inv_cols, T* __restrict dx, A* __restrict pw,
+                                    A* __restrict pb) {
+  const A mg = lane_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i]; }) * inv_cols;
+  const A mgx = lane_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i] * ((x[i] - m) * rs); }) * inv_cols;
+  for (std::int64_t i = 0; i < cols; ++i) {
+    const A xh = (x[i] - m) * rs;
+    dx[i] = round_to<T>(rs * (dy[i] * w[i] - mg - xh * mgx));
+    pw[i] += dy[i] * xh;
+    pb[i] += dy[i];
+  }
+}
+
+template <typename T, typename A>
+inline A rms_norm_row(const A* __restrict x, const A* __restrict w, T* __restrict y, std::int64_t cols, A inv_cols,
+                      A eps) {
+  const A ms = lane_sum<A>(cols, [&](std::int64_t i) { return x[i] * x[i]; }) * inv_cols;
+  const A rs = A(1) / std::sqrt(ms + eps);
+  for (std::int64_t i = 0; i < cols; ++i) y[i] = round_to<T>(x[i] * rs * w[i]);
+  return rs;
+}
+
+// dx = rstd * (g - xhat * mean(g * xhat)) with g = dy * weight, xhat = x * rstd; adds dy * xhat to the partial.
+template <typename T, typename A>
+inline void rms_norm_backward_row(const A* __restrict x, const A* __restrict dy, const A* __restrict w, A rs,
+                                  std::int64_t cols, A inv_cols, T* __restrict dx, A* __restrict pw) {
+  const A mgx = lane_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i] * (x[i] * rs); }) * inv_cols;
+  for (std::int64_t i = 0; i < cols; ++i) {
+    const A xh = x[i] * rs;
+    dx[i] = round_to<T>(rs * (dy[i] * w[i] - xh * mgx));
+    pw[i] += dy[i] * xh;
+  }
+}
+
+// --- whole tensors ---
+
 template <typename T>
 void layer_norm_forward_impl(const T* x, const T* weight, const T* bias, T* y, acc_t<T>* mean, acc_t<T>* rstd,
                              std::int64_t rows, std::int64_t cols, double eps) {
@@ -115,28 +174,11 @@ void layer_norm_forward_impl(const T* x, const T* weight, const T* bias, T* y, a
   const std::vector<A> w = to_acc(weight, cols);
   const std::vector<A> b = bias ? to_acc(bias, cols) : std::vector<A>(static_cast<std::size_t>(cols), A(0));
   const A inv_cols = A(1) / static_cast<A>(cols);
-  const A eps_a = static_cast<A>(eps);
   parallel_for(0, rows, row_grain(cols), [&](std::int64_t lo, std::int64_t hi) {
-    const A* wp = w.data();
-    const A* bp = b.data();
+    RowReader<T> read_x(cols);
     for (std::int64_t r = lo; r < hi; ++r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-      // Corrected two-pass: sum d and d^2 for d = x - m0; the sum of d repairs
-      // the rounding error of m0 (Chan, Golub & LeVeque).
-      const A m0 = lane_sum<A>(cols, [&](std::int64_t i) { return load(xr[i]); }) * inv_cols;
-      A sum_d, sum_d2;
-      lane_sum2<A>(cols, sum_d, sum_d2, [&](std::int64_t i, A& s1, A& s2) {
-        const A d = load(xr[i]) - m0;
-        s1 += d;
-        s2 += d * d;
-      });
-      const A m = m0 + sum_d * inv_cols;
-      const A var = std::max(A(0), (sum_d2 - sum_d * sum_d * inv_cols) * inv_cols);
-      const A rs = A(1) / std::sqrt(var + eps_a);
-      mean[r] = m;
-      rstd[r] = rs;
-      for (std::int64_t i = 0; i < cols; ++i) yr[i] = round_to<T>((load(xr[i]) - m) * rs * wp[i] + bp[i]);
+      layer_norm_row(read_x(x + r * cols, cols), w.data(), b.data(), y + r * cols, cols, inv_cols,
+                     static_cast<A>(eps), mean[r], rstd[r]);
     }
   });
 }
@@ -148,36 +190,17 @@ void layer_norm_backward_impl(const T* dy, const T* x, const T* weight, const ac
   const std::vector<A> w = to_acc(weight, cols);
   const A inv_cols = A(1) / static_cast<A>(cols);
   const std::int64_t max_blocks = (rows + rows_per_block(rows) - 1) / rows_per_block(rows);
-  std::vector<A> pw(static_cast<std::size_t>(max_blocks * cols));
-  std::vector<A> pb(dbias ? static_cast<std::size_t>(max_blocks * cols) : 0);
+  // The bias partials are formed even without a bias: one fused pass costs less than a branch.
+  std::vector<A> pw(static_cast<std::size_t>(max_blocks * cols)), pb(pw.size());
   const std::int64_t blocks = for_each_row_block(rows, [&](std::int64_t blk, std::int64_t r0, std::int64_t r1) {
-    const A* wp = w.data();
+    RowReader<T> read_x(cols), read_dy(cols);
     A* pwb = pw.data() + blk * cols;
-    A* pbb = dbias ? pb.data() + blk * cols : nullptr;
+    A* pbb = pb.data() + blk * cols;
     std::fill(pwb, pwb + cols, A(0));
-    if (pbb) std::fill(pbb, pbb + cols, A(0));
+    std::fill(pbb, pbb + cols, A(0));
     for (std::int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * cols;
-      const T* dyr = dy + r * cols;
-      T* dxr = dx + r * cols;
-      const A m = mean[r], rs = rstd[r];
-      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight.
-      A sum_g, sum_gx;
-      lane_sum2<A>(cols, sum_g, sum_gx, [&](std::int64_t i, A& s0, A& s1) {
-        const A g = load(dyr[i]) * wp[i];
-        s0 += g;
-        s1 += g * ((load(xr[i]) - m) * rs);
-      });
-      const A mg = sum_g * inv_cols, mgx = sum_gx * inv_cols;
-      for (std::int64_t i = 0; i < cols; ++i) {
-        const A d = load(dyr[i]);
-        const A xh = (load(xr[i]) - m) * rs;
-        dxr[i] = round_to<T>(rs * (d * wp[i] - mg - xh * mgx));
-        pwb[i] += d * xh;
-      }
-      if (pbb) {
-        for (std::int64_t i = 0; i < cols; ++i) pbb[i] += load(dyr[i]);
-      }
+      layer_norm_backward_row(read_x(x + r * cols, cols), read_dy(dy + r * cols, cols), w.data(), mean[r], rstd[r],
+                              cols, inv_cols, dx + r * cols, pwb, pbb);
     }
   });
   combine_partials(pw, blocks, cols, dweight);
@@ -190,19 +213,10 @@ void rms_norm_forward_impl(const T* x, const T* weight, T* y, acc_t<T>* rstd, st
   using A = acc_t<T>;
   const std::vector<A> w = to_acc(weight, cols);
   const A inv_cols = A(1) / static_cast<A>(cols);
-  const A eps_a = static_cast<A>(eps);
   parallel_for(0, rows, row_grain(cols), [&](std::int64_t lo, std::int64_t hi) {
-    const A* wp = w.data();
+    RowReader<T> read_x(cols);
     for (std::int64_t r = lo; r < hi; ++r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-      const A ms = lane_sum<A>(cols, [&](std::int64_t i) {
-                     const A v = load(xr[i]);
-                     return v * v;
-                   }) * inv_cols;
-      const A rs = A(1) / std::sqrt(ms + eps_a);
-      rstd[r] = rs;
-      for (std::int64_t i = 0; i < cols; ++i) yr[i] = round_to<T>(load(xr[i]) * rs * wp[i]);
+      rstd[r] = rms_norm_row(read_x(x + r * cols, cols), w.data(), y + r * cols, cols, inv_cols, static_cast<A>(eps));
     }
   });
 }
@@ -216,23 +230,12 @@ void rms_norm_backward_impl(const T* dy, const T* x, const T* weight, const acc_
   const std::int64_t max_blocks = (rows + rows_per_block(rows) - 1) / rows_per_block(rows);
   std::vector<A> pw(static_cast<std::size_t>(max_blocks * cols));
   const std::int64_t blocks = for_each_row_block(rows, [&](std::int64_t blk, std::int64_t r0, std::int64_t r1) {
-    const A* wp = w.data();
+    RowReader<T> read_x(cols), read_dy(cols);
     A* pwb = pw.data() + blk * cols;
     std::fill(pwb, pwb + cols, A(0));
     for (std::int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * cols;
-      const T* dyr = dy + r * cols;
-      T* dxr = dx + r * cols;
-      const A rs = rstd[r];
-      // dx = rstd * (g - xhat * mean(g * xhat)) with g = dy * weight, xhat = x * rstd.
-      const A mgx = lane_sum<A>(cols, [&](std::int64_t i) { return load(dyr[i]) * wp[i] * (load(xr[i]) * rs); }) *
-                    inv_cols;
-      for (std::int64_t i = 0; i < cols; ++i) {
-        const A d = load(dyr[i]);
-        const A xh = load(xr[i]) * rs;
-        dxr[i] = round_to<T>(rs * (d * wp[i] - xh * mgx));
-        pwb[i] += d * xh;
-      }
+      rms_norm_backward_row(read_x(x + r * cols, cols), read_dy(dy + r * cols, cols), w.data(), rstd[r], cols,
+                            inv_cols, dx + r * cols, pwb);
     }
   });
   combine_partials(pw, blocks, cols, dweight);
