@@ -127,7 +127,7 @@ const std::vector<Field>& fields() {
     MODEL(tie_embeddings); MODEL(from_pretrained);
 #undef MODEL
 #define DATA(n) f.push_back(field("data", #n, &C::data, &DataConfig::n))
-    DATA(tokenizer); DATA(paths); DATA(weights); DATA(split); DATA(cache_dir); DATA(prefetch);
+    DATA(tokenizer); DATA(paths); DATA(weights); DATA(split); DATA(valid_paths); DATA(cache_dir); DATA(prefetch);
 #undef DATA
 #define TRAIN(n) f.push_back(field("train", #n, &C::train, &TrainConfig::n))
     TRAIN(seq_len); TRAIN(micro_batch_size); TRAIN(global_batch_size); TRAIN(steps); TRAIN(seed);

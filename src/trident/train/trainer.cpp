@@ -202,6 +202,18 @@ DataSources open_data(const Config& c, std::int64_t train_samples) {
       valid.push_back(std::make_shared<data::GptDataset>(ds, g));
     }
   }
+  if (!c.data.valid_paths.empty()) {
+    valid.clear();
+    for (const auto& path : c.data.valid_paths) {
+      data::GptDatasetConfig g;
+      g.seq_len = c.train.seq_len;
+      g.seed = static_cast<std::uint64_t>(c.train.seed);
+      g.cache_dir = c.data.cache_dir.empty() ? fs::path(path).parent_path() / "index-cache" : fs::path(c.data.cache_dir);
+      auto ds = data::IndexedDataset::open(path);
+      g.documents = data::DocumentRange{0, static_cast<std::int64_t>(ds->size())};
+      valid.push_back(std::make_shared<data::GptDataset>(ds, g));
+    }
+  }
   if (train.size() == 1) {
     d.train = train[0];
   } else {
@@ -246,6 +258,9 @@ void validate_config(const Config& c, int world_size) {
   for (const auto& p : c.data.paths) {
     TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"),
                   "data.paths: '{}' has no {}.bin/.idx (run `trident preprocess` or scripts/prepare_corpus.sh)", p, p);
+  }
+  for (const auto& p : c.data.valid_paths) {
+    TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"), "data.valid_paths: '{}' has no {}.bin/.idx", p, p);
   }
   TRIDENT_CHECK(!c.data.tokenizer.empty(), "data.tokenizer is empty: give the tokenizer.json the data was made with");
   TRIDENT_CHECK(fs::exists(c.data.tokenizer), "data.tokenizer: '{}' does not exist", c.data.tokenizer);
