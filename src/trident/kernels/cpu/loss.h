@@ -11,7 +11,7 @@
 // Backward writes (does not add into) dlogits [rows, vocab] in the logits' dtype:
 //   dlogits[i, j] = (exp(x[i, j] - lse[i]) - [j == target[i]]) * grad_losses[i],
 // rounded once, and all zero for an ignored row.
-// f32 exponentials use a vectorised polynomial (about 2 ulp); f64 uses std::exp.
+// f32 exponentials use a vectorised polynomial (within about 1 ulp); f64 uses std::exp.
 // Each row is handled by one thread, so results do not depend on the thread count.
 #pragma once
 

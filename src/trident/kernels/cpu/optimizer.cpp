@@ -2,7 +2,9 @@
 // without -fno-math-errno the compiler keeps sqrt scalar (errno), which makes
 // the plain loop compute-bound at several times the memory time; the portable
 // scalar loop below is the fallback and handles f64, the tails and other
-// dtype combinations. Both apply the same operations in the same order.
+// dtype combinations. Both apply the same operations in the same order (the
+// compiler may fuse multiply-adds differently in each, which is harmless: the
+// 16-element blocking fixes which path updates an element for any thread count).
 #include "trident/kernels/cpu/optimizer.h"
 
 #include <bit>
@@ -245,7 +247,7 @@ void sgd_step(DType param_dtype, DType grad_dtype, void* param, const void* grad
 
 double sum_of_squares(DType dtype, const void* x, std::int64_t n) {
   constexpr std::int64_t kBlock = 4096;
-  constexpr int kLanes = 8;
+  constexpr int kLanes = 32;  // four independent f64 vector chains hide the add latency
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(static_cast<std::size_t>(blocks), 0.0);
   dispatch_float(dtype, "sum_of_squares", [&](auto tag) {
