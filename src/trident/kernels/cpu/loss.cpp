@@ -6,6 +6,7 @@
 // order, so the result depends only on the row, never on the threading.
 #include "trident/kernels/cpu/loss.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -23,13 +24,16 @@ constexpr int kLanes = 32;
 
 // exp(x) for f32 in plain arithmetic that vectorises: Cody–Waite reduction
 // x = n ln2 + r (|r| <= ln2/2), a degree-6 minimax polynomial for e^r (Cephes'
-// coefficients), and 2^n assembled in the exponent bits. Underflows to 0 below
-// -87 (where e^x < 1.7e-38 no longer matters to a softmax), NaN stays NaN.
+// coefficients), and 2^n assembled in the exponent bits straight from the
+// rounding constant's mantissa (no float-to-int conversion). Meant for x <= 0
+// (softmax arguments; larger x saturates near e^88); 0 below -87, where e^x
+// < 1.7e-38 no longer matters to a softmax; NaN stays NaN.
 inline float exp_f32(float x) {
-  const float xc = (x >= -87.0f && x <= 88.0f) ? x : (x > 88.0f ? 88.0f : -87.0f);
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float xc = std::min(std::max(x, -87.0f), 88.0f);  // a NaN passes through both
+  constexpr float kRound = 12582912.0f;                    // 1.5 * 2^23: adding it rounds to an integer
+  const float t = xc * 1.44269504088896341f + kRound;
+  const float n = t - kRound;
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -37,9 +41,10 @@ inline float exp_f32(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  const float scale = std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
-  const float y = p * scale;
-  return x < -87.0f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : y);
+  // t's low mantissa bits hold n (two's complement); shifting them into the exponent field gives 2^n.
+  const std::uint32_t scale_bits = (std::bit_cast<std::uint32_t>(t) << 23) + (127u << 23);
+  const float y = p * std::bit_cast<float>(scale_bits);
+  return x < -87.0f ? 0.0f : y;
 }
 
 template <typename A>
