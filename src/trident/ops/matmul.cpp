@@ -74,7 +74,15 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
+// This CPU has no f16 GEMM (no AVX512-FP16): f16 operands, exactly widened to
+// f32, are multiplied in f32 and the result rounded once to f16 — fp16
+// numerics for storage and loss scaling, at f32 speed.
+static bool both_f16(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.dtype() == DType::f16 && b.dtype() == DType::f16;
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  if (both_f16(a, b)) return matmul(a.to(DType::f32), b.to(DType::f32), trans_a, trans_b).to(DType::f16);
   const Plan p = plan_matmul(a, b, trans_a, trans_b, "matmul");
   Tensor out = Tensor::empty(p.out_shape, a.dtype(), a.device());
   kernels::cpu::gemm(a.dtype(), a.dtype(), p.gemm, 1.0, a.raw_data(), b.raw_data(), 0.0, out.raw_data());
@@ -82,6 +90,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 }
 
 void matmul_into(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool trans_b, double alpha, double beta) {
+  if (both_f16(a, b) && out.defined() && (out.dtype() == DType::f16 || out.dtype() == DType::f32)) {
+    Tensor acc = out.dtype() == DType::f16 ? out.to(DType::f32) : out;
+    matmul_into(a.to(DType::f32), b.to(DType::f32), acc, trans_a, trans_b, alpha, beta);
+    if (!acc.is_same(out)) out.copy_from(acc.to(DType::f16));
+    return;
+  }
   const Plan p = plan_matmul(a, b, trans_a, trans_b, "matmul_into");
   check_defined(out, "matmul_into", "out");
   TRIDENT_CHECK(out.shape() == p.out_shape, "matmul_into: out has shape {} but a {} times b {}{} gives {}", out.shape(),
@@ -97,6 +111,10 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bo
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (both_f16(x, weight)) {
+    return linear(x.to(DType::f32), weight.to(DType::f32), bias.defined() ? bias.to(DType::f32) : bias)
+        .to(DType::f16);
+  }
   check_defined(x, "linear", "x");
   check_defined(weight, "linear", "weight");
   TRIDENT_CHECK(x.rank() >= 1 && weight.rank() == 2,

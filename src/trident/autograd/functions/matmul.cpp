@@ -21,7 +21,7 @@ Tensor batch_summed_matmul(const Tensor& x, const Tensor& y, bool tx, bool ty) {
   const std::int64_t batch = x.shape().outer(x.rank() - 2);
   if (tx && !ty) return ops::matmul(x.view({batch * xr, xc}), y.view({batch * yr, yc}), true, false);
   const Tensor x3 = x.view({batch, xr, xc}), y3 = y.view({batch, yr, yc});
-  const DType acc = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();
+  const DType acc = (x.dtype() == DType::bf16 || x.dtype() == DType::f16) ? DType::f32 : x.dtype();
   Tensor out = Tensor::zeros({tx ? xc : xr, ty ? yr : yc}, acc, x.device());
   for (std::int64_t i = 0; i < batch; ++i) {
     ops::matmul_into(x3.select0(i), y3.select0(i), out, tx, ty, 1.0, i == 0 ? 0.0 : 1.0);

@@ -1,0 +1,168 @@
+// End-to-end training on a small synthetic corpus in the built-in corpus's
+// format (byte-level BPE tokenizer.json + Megatron .bin/.idx).
+#include "trident/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "trident/checkpoint/sharded.h"
+#include "trident/data/bpe_trainer.h"
+#include "trident/data/preprocess.h"
+#include "trident/data/tokenizer.h"
+
+namespace trident::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A corpus with learnable structure: sentences from a small grammar.
+std::string make_corpus(int lines) {
+  const std::vector<std::string> subjects = {"the king", "a shepherd", "the people", "my brother", "the servant"};
+  const std::vector<std::string> verbs = {"went unto", "spake to", "looked upon", "blessed", "followed"};
+  const std::vector<std::string> objects = {"the city", "the mountain", "his house", "the river", "the temple"};
+  std::mt19937 gen(42);
+  std::string out;
+  for (int i = 0; i < lines; ++i) {
+    out += subjects[gen() % subjects.size()] + " " + verbs[gen() % verbs.size()] + " " +
+           objects[gen() % objects.size()] + ", and " + subjects[gen() % subjects.size()] + " " +
+           verbs[gen() % verbs.size()] + " " + objects[gen() % objects.size()] + ".\n";
+  }
+  return out;
+}
+
+class Trainer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / fmt::format("trident-trainer-{}", ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const std::string text = make_corpus(3000);
+    std::ofstream(dir_ / "corpus.txt") << text;
+    data::BpeTrainerOptions bo;
+    bo.vocab_size = 320;
+    bo.special_tokens = {"<|endoftext|>"};
+    data::BpeTrainer trainer(bo);
+    trainer.feed(text);
+    data::write_tokenizer_json(trainer.train(), dir_ / "tokenizer.json");
+    data::PreprocessOptions po;
+    po.inputs = {dir_ / "corpus.txt"};
+    po.output_prefix = (dir_ / "corpus").string();
+    po.append_eod = true;
+    data::preprocess(data::Tokenizer::from_file(dir_ / "tokenizer.json"), po);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::vector<std::string> base(const std::string& run) {
+    return {"model.arch=gpt2", "model.n_layer=2", "model.n_head=4", "model.d_model=32", "model.max_seq_len=32",
+            "data.tokenizer=" + (dir_ / "tokenizer.json").string(), "data.paths=[\"" + (dir_ / "corpus").string() + "\"]",
+            "data.split=\"90,10,0\"", "data.cache_dir=" + (dir_ / ("cache-" + run)).string(), "train.seq_len=32",
+            "train.log_interval=1000", "train.eval_interval=0", "optim.lr=3e-3", "schedule.warmup_steps=2",
+            "train.threads=1"};
+  }
+  static TrainOptions options(const std::string& run, std::vector<std::string> extra) {
+    TrainOptions o;
+    o.overrides = base(run);
+    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
+    o.run_dir = (dir_ / run).string();
+    o.quiet = true;
+    return o;
+  }
+  static std::vector<double> final_params(const TrainSummary& s) {
+    checkpoint::CheckpointReader r(s.last_checkpoint);
+    std::vector<double> all;
+    for (const auto& key : r.keys()) {
+      if (!key.starts_with("model/")) continue;
+      auto v = r.read(key, DType::f64).to_vector<double>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
+  static inline fs::path dir_;
+};
+
+double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1e-3, std::fabs(b[i])));
+  }
+  return worst;
+}
+
+// micro-batch 2 × 4 accumulation steps = micro-batch 8 × 1 (fp32, dropout on).
+TEST_F(Trainer, GradientAccumulationIsEquivalent) {
+  const std::vector<std::string> common = {"train.steps=10", "model.dropout=0.1", "train.global_batch_size=8"};
+  auto a = options("accum1", common);
+  a.overrides.push_back("train.micro_batch_size=8");
+  auto b = options("accum4", common);
+  b.overrides.push_back("train.micro_batch_size=2");
+  const TrainSummary sa = train(a), sb = train(b);
+  ASSERT_EQ(sa.losses.size(), 10u);
+  ASSERT_EQ(sb.losses.size(), 10u);
+  EXPECT_LE(max_rel(sb.losses, sa.losses), 1e-6);
+  const auto pa = final_params(sa), pb = final_params(sb);
+  ASSERT_EQ(pa.size(), pb.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    num += (pa[i] - pb[i]) * (pa[i] - pb[i]);
+    den += pa[i] * pa[i];
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-6);
+}
+
+TEST_F(Trainer, ValidationLossFallsByAThird) {
+  auto o = options("falls", {"train.steps=300", "train.micro_batch_size=8", "train.eval_interval=300",
+                             "train.eval_steps=4", "optim.weight_decay=0.0"});
+  const TrainSummary s = train(o);
+  ASSERT_GE(s.val_losses.size(), 2u);
+  const double first = s.val_losses.front().second, last = s.val_losses.back().second;
+  EXPECT_LE(last, 0.7 * first) << "val loss " << first << " -> " << last;
+}
+
+TEST_F(Trainer, ResumeContinuesBitIdentically) {
+  const std::vector<std::string> common = {"train.steps=8", "train.micro_batch_size=4", "model.dropout=0.1",
+                                           "checkpoint.interval=4", "checkpoint.keep=5"};
+  const TrainSummary full = train(options("straight", common));
+  ASSERT_EQ(full.losses.size(), 8u);
+  auto resumed_opts = options("resumed", common);
+  resumed_opts.overrides.push_back("checkpoint.resume=" + (dir_ / "straight/checkpoints/step_00000004").string());
+  const TrainSummary resumed = train(resumed_opts);
+  ASSERT_EQ(resumed.losses.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.losses[i], full.losses[4 + i]) << "step " << 5 + i;
+  EXPECT_EQ(final_params(resumed), final_params(full));
+}
+
+TEST_F(Trainer, Bf16AndFp16Train) {
+  for (const char* precision : {"bf16", "fp16"}) {
+    auto o = options(std::string("prec-") + precision,
+                     {"train.steps=20", "train.micro_batch_size=8", std::string("train.precision=") + precision});
+    const TrainSummary s = train(o);
+    ASSERT_EQ(s.losses.size(), 20u);
+    EXPECT_LT(s.losses.back(), s.losses.front()) << precision;
+    for (double l : s.losses) EXPECT_TRUE(std::isfinite(l)) << precision;
+  }
+}
+
+TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {
+  auto o = options("bad", {"train.micro_batch_size=3", "train.global_batch_size=8"});
+  try {
+    train(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("train.global_batch_size=8 must be a multiple of micro_batch_size"), std::string::npos)
+        << e.message();
+  }
+  auto missing = options("missing", {"data.paths=[\"/nonexistent/corpus\"]"});
+  try {
+    train(missing);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("/nonexistent/corpus"), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace trident::train
