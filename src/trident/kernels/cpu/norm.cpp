@@ -1,7 +1,9 @@
 // LayerNorm / RMSNorm: one row per iteration, rows split over the threads.
-// Row reductions use 16 independent lanes so the compiler vectorises them
-// without reassociating (no -ffast-math), which also makes their rounding
-// independent of the thread count and of the vector width.
+// Row reductions use 64 independent lanes so the compiler vectorises them
+// without reassociating (no -ffast-math) and with four independent vector
+// accumulators (an FMA chain per register would otherwise be latency-bound);
+// the fixed lane order also makes their rounding independent of the thread
+// count and of the vector width.
 #include "trident/kernels/cpu/norm.h"
 
 #include <algorithm>
@@ -43,7 +45,7 @@ inline T round_to(A v) noexcept {
   }
 }
 
-// Σ term(i), i < n, in a fixed association: 16 running lanes, then a pairwise tree.
+// Σ term(i), i < n, in a fixed association: kLanes running lanes, then a pairwise tree.
 template <typename A, typename F>
 inline A lane_sum(std::int64_t n, F&& term) {
   A acc[kLanes] = {};

@@ -5,7 +5,7 @@
 // accumulation type acc_t (f32 for f32/bf16/f16, f64 for f64). Arguments are
 // already validated by ops:: (cols >= 1, pointers non-null unless noted).
 //
-// Numerics: every row is reduced in acc_t with a fixed 16-lane summation
+// Numerics: every row is reduced in acc_t with a fixed 64-lane summation
 // order (vectorisable, identical on every thread count); LayerNorm's variance
 // is a corrected two-pass one (mean, then sums of deviations and their
 // squares), so an offset much larger than the spread does not cancel.
