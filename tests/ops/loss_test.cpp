@@ -121,6 +121,18 @@ TEST(CrossEntropy, LargeAndMaskedLogitsStayFinite) {
   EXPECT_EQ(f64(dl)[100], 0.0);  // a masked class gets exactly no gradient
 }
 
+TEST(CrossEntropy, NanLogitPoisonsOnlyItsRow) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor logits = random({3, 40}, 15, -1.0, 1.0, DType::f64);
+    logits.span<double>()[40 + 17] = std::numeric_limits<double>::quiet_NaN();
+    auto r = ops::cross_entropy(logits.to(dtype), Tensor::from_vector<std::int64_t>({1, 2, 3}, {3}));
+    const auto l = f64(r.losses);
+    EXPECT_FALSE(std::isnan(l[0]));
+    EXPECT_TRUE(std::isnan(l[1])) << dtype_name(dtype);
+    EXPECT_FALSE(std::isnan(l[2]));
+  }
+}
+
 TEST(CrossEntropy, Bf16LogitsComputeInF32AndGradientIsBf16) {
   const std::int64_t N = 6, V = 1001;
   Tensor logits = random({N, V}, 4, -5.0, 5.0, DType::bf16);
