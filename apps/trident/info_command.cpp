@@ -7,6 +7,7 @@
 #include "trident/core/backend.h"
 #include "trident/core/parallel.h"
 #include "trident/core/version.h"
+#include "trident/dist/mpi_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
 
 namespace trident::cli {
@@ -21,6 +22,7 @@ void add_info_command(CLI::App& app) {
                std::thread::hardware_concurrency(), local_rank_count());
     fmt::print("cuda:            {}\n", backend_available(DeviceType::cuda) ? "built" : "not built");
     fmt::print("matmul backend:  {}\n", kernels::cpu::matmul_backend_description());
+    fmt::print("mpi:             built ({})\n", dist::mpi_library_version());
   });
 }
 

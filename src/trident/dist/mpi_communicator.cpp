@@ -313,6 +313,15 @@ void abort_job(int exit_code) {
   std::_Exit(exit_code);
 }
 
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown";
+  std::string v(buf, static_cast<std::size_t>(len));
+  if (auto nl = v.find_first_of(",\n"); nl != std::string::npos) v.resize(nl);
+  return v;
+}
+
 void finalize() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -21,5 +21,7 @@ bool launched_by_mpi();
 [[noreturn]] void abort_job(int exit_code);
 // Finalises MPI at normal exit (idempotent).
 void finalize();
+// The MPI library's version line ("Open MPI v4.1.4, ..."); callable before MPI starts.
+std::string mpi_library_version();
 
 }  // namespace trident::dist
