@@ -113,3 +113,25 @@ TEST(Tensor, ErrorCarriesRankAndLocation) {
 
 }  // namespace
 }  // namespace trident
+
+namespace trident {
+namespace {
+
+TEST(HostCache, ReusesLargeBlocksAndReleases) {
+  release_host_cache();
+  void* first = nullptr;
+  {
+    Tensor big = Tensor::empty({1 << 20}, DType::f32);  // 4 MiB
+    first = big.raw_data();
+  }
+  EXPECT_GE(host_cache_bytes(), std::size_t{4} << 20);
+  Tensor again = Tensor::empty({1 << 20}, DType::f32);
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(host_cache_bytes(), 0u);
+  again = Tensor();
+  release_host_cache();
+  EXPECT_EQ(host_cache_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace trident

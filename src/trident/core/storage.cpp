@@ -2,7 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "trident/core/backend.h"
 #include "trident/core/error.h"
@@ -10,15 +13,63 @@
 namespace trident {
 namespace {
 
+// Host memory with a cache of freed blocks of 1 MiB and more, reused for
+// requests of the same rounded size. A training step allocates the same large
+// activations, logits and gradients every step; without the cache each would
+// be a fresh mmap whose pages fault in on first touch — measured at 13 of the
+// 16 ms of a GPT-2 cross-entropy backward. Small blocks go straight to malloc.
 class CpuBackend final : public DeviceBackend {
  public:
+  static constexpr std::size_t kCacheMin = 1 << 20;
+
   void* allocate(std::size_t nbytes, int) override {
-    std::size_t rounded = (nbytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
-    void* p = std::aligned_alloc(kStorageAlignment, rounded == 0 ? kStorageAlignment : rounded);
+    const std::size_t size = rounded(nbytes);
+    if (size >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= size;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kStorageAlignment, size);
+    if (p == nullptr && size >= kCacheMin) {
+      release_cache();  // give the cached blocks back and try once more
+      p = std::aligned_alloc(kStorageAlignment, size);
+    }
     TRIDENT_CHECK(p != nullptr, "out of host memory allocating {} bytes", nbytes);
     return p;
   }
-  void deallocate(void* ptr, std::size_t, int) noexcept override { std::free(ptr); }
+  void deallocate(void* ptr, std::size_t nbytes, int) noexcept override {
+    const std::size_t size = rounded(nbytes);
+    if (size >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_bytes_ + size <= cache_limit()) {
+        try {
+          free_[size].push_back(ptr);
+          cached_bytes_ += size;
+          return;
+        } catch (...) {
+          // fall through to free
+        }
+      }
+    }
+    std::free(ptr);
+  }
+  void release_cache() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+      blocks.clear();
+    }
+    cached_bytes_ = 0;
+  }
+  std::size_t cached_bytes() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
   void copy(void* dst, Device, const void* src, Device, std::size_t nbytes) override {
     if (nbytes) std::memcpy(dst, src, nbytes);
   }
@@ -27,12 +78,33 @@ class CpuBackend final : public DeviceBackend {
   }
   void synchronize(int) override {}
   int device_count() const override { return 1; }
+
+ private:
+  static std::size_t rounded(std::size_t nbytes) {
+    const std::size_t r = (nbytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
+    return r == 0 ? kStorageAlignment : r;
+  }
+  // TRIDENT_HOST_CACHE_MB bounds the cache (default 4096 MiB; 0 disables it).
+  static std::size_t cache_limit() {
+    static const std::size_t limit = [] {
+      const char* v = std::getenv("TRIDENT_HOST_CACHE_MB");
+      const long mb = v ? std::strtol(v, nullptr, 10) : 4096;
+      return static_cast<std::size_t>(mb < 0 ? 0 : mb) << 20;
+    }();
+    return limit;
+  }
+  std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_bytes_ = 0;
 };
 
 CpuBackend g_cpu_backend;
 DeviceBackend* g_backends[2] = {&g_cpu_backend, nullptr};
 
 }  // namespace
+
+std::size_t host_cache_bytes() noexcept { return g_cpu_backend.cached_bytes(); }
+void release_host_cache() noexcept { g_cpu_backend.release_cache(); }
 
 void register_backend(DeviceType type, DeviceBackend* backend) noexcept {
   g_backends[static_cast<int>(type)] = backend;

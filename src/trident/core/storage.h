@@ -42,4 +42,9 @@ class Storage {
   std::function<void()> release_;
 };
 
+// Freed host blocks of 1 MiB or more are kept for reuse (TRIDENT_HOST_CACHE_MB
+// bounds them, default 4 GiB). Memory accounting counts live tensors only.
+std::size_t host_cache_bytes() noexcept;
+void release_host_cache() noexcept;
+
 }  // namespace trident
