@@ -31,6 +31,7 @@ OpCase unary_case(std::string name, Op op, Shape shape, Variable (*fn)(const Var
            [fn](const std::vector<Variable>& in) { return fn(in[0]); },
            [ref](const std::vector<Tensor>& in) { return map(in[0], ref); }};
   c.dtypes.push_back({DType::bf16, 1e-2});
+  c.dtypes.push_back({DType::f16, 2e-3});
   return c;
 }
 
@@ -52,6 +53,7 @@ std::vector<OpCase> make_activation_cases() {
                   return tensor_from(gate, in[0].shape());
                 }};
   swiglu.dtypes.push_back({DType::bf16, 1e-2});
+  swiglu.dtypes.push_back({DType::f16, 2e-3});
   cases.push_back(swiglu);
 
   OpCase bias_gelu{"bias_gelu_tanh", Op::gelu_tanh,
@@ -65,6 +67,7 @@ std::vector<OpCase> make_activation_cases() {
                      return tensor_from(x, in[0].shape());
                    }};
   bias_gelu.dtypes.push_back({DType::bf16, 1e-2});
+  bias_gelu.dtypes.push_back({DType::f16, 2e-3});
   cases.push_back(bias_gelu);
   return cases;
 }

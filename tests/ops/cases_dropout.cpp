@@ -31,6 +31,7 @@ std::vector<OpCase> make_dropout_cases() {
                [](const std::vector<Variable>& in) { return ag::dropout(in[0], 0.3, kRng); },
                [](const std::vector<Tensor>& in) { return reference_dropout_2d(in[0], 0.3, 0, 0, 23); }};
   whole.dtypes.push_back({DType::bf16, 1e-2});
+  whole.dtypes.push_back({DType::f16, 2e-3});
   cases.push_back(whole);
 
   // A [5, 7] shard at offsets (3, 9) of a [10, 30] tensor.
@@ -39,6 +40,7 @@ std::vector<OpCase> make_dropout_cases() {
                [slice](const std::vector<Variable>& in) { return ag::dropout(in[0], 0.45, kRng, slice); },
                [](const std::vector<Tensor>& in) { return reference_dropout_2d(in[0], 0.45, 3, 9, 30); }};
   shard.dtypes.push_back({DType::bf16, 1e-2});
+  shard.dtypes.push_back({DType::f16, 2e-3});
   cases.push_back(shard);
   return cases;
 }

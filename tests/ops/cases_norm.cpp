@@ -56,6 +56,7 @@ OpCase layer_norm_case(std::string name, Shape x_shape, bool with_bias, double e
              return reference_layer_norm(in[0], in[1], with_bias ? in[2] : Tensor(), eps);
            }};
   c.dtypes.push_back({DType::bf16, 1e-2});
+  c.dtypes.push_back({DType::f16, 2e-3});
   return c;
 }
 
@@ -68,6 +69,7 @@ OpCase rms_norm_case(std::string name, Shape x_shape, double eps) {
            [eps](const std::vector<Variable>& in) { return ag::rms_norm(in[0], in[1], eps); },
            [eps](const std::vector<Tensor>& in) { return reference_rms_norm(in[0], in[1], eps); }};
   c.dtypes.push_back({DType::bf16, 1e-2});
+  c.dtypes.push_back({DType::f16, 2e-3});
   return c;
 }
 
