@@ -30,28 +30,29 @@ Tensor reference_rope(const Tensor& x, const std::vector<double>& positions, dou
   return tensor_from(out, s);
 }
 
-std::vector<OpCase> make_rope_cases() {
-  std::vector<OpCase> cases;
-  OpCase offset;
-  offset.name = "rope_offset";
-  offset.op = ops::Op::rope;
-  offset.make_inputs = [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {2, 3, 2, 6})}; };
-  offset.forward = [](const std::vector<Variable>& in) { return ag::rope(in[0], 5); };
-  offset.reference = [](const std::vector<Tensor>& in) { return reference_rope(in[0], {5, 6, 7}, 10000.0); };
-  offset.dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-6}, {DType::bf16, 1e-2}};
-  cases.push_back(offset);
+OpCase rope_case(std::string name, std::function<std::vector<Variable>(std::mt19937_64&)> make_inputs,
+                 std::function<Variable(const std::vector<Variable>&)> forward,
+                 std::function<Tensor(const std::vector<Tensor>&)> reference) {
+  OpCase c{std::move(name), ops::Op::rope, std::move(make_inputs), std::move(forward), std::move(reference)};
+  c.dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-6}, {DType::bf16, 1e-2}};
+  return c;
+}
 
-  OpCase explicit_positions;
-  explicit_positions.name = "rope_positions_theta500";
-  explicit_positions.op = ops::Op::rope;
-  explicit_positions.make_inputs = [](std::mt19937_64& g) {
-    return std::vector<Variable>{param(g, {1, 4, 3, 8}), constant(Tensor::from_vector<std::int64_t>({7, 0, 3, 1000}, {4}))};
+std::vector<OpCase> make_rope_cases() {
+  return {
+      rope_case(
+          "rope_offset", [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {2, 3, 2, 6})}; },
+          [](const std::vector<Variable>& in) { return ag::rope(in[0], 5); },
+          [](const std::vector<Tensor>& in) { return reference_rope(in[0], {5, 6, 7}, 10000.0); }),
+      rope_case(
+          "rope_positions_theta500",
+          [](std::mt19937_64& g) {
+            return std::vector<Variable>{param(g, {1, 4, 3, 8}),
+                                         constant(Tensor::from_vector<std::int64_t>({7, 0, 3, 1000}, {4}))};
+          },
+          [](const std::vector<Variable>& in) { return ag::rope(in[0], in[1].data(), 500.0); },
+          [](const std::vector<Tensor>& in) { return reference_rope(in[0], values(in[1]), 500.0); }),
   };
-  explicit_positions.forward = [](const std::vector<Variable>& in) { return ag::rope(in[0], in[1].data(), 500.0); };
-  explicit_positions.reference = [](const std::vector<Tensor>& in) { return reference_rope(in[0], values(in[1]), 500.0); };
-  explicit_positions.dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-6}, {DType::bf16, 1e-2}};
-  cases.push_back(explicit_positions);
-  return cases;
 }
 
 TRIDENT_OP_CASES(make_rope_cases);

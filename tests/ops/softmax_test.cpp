@@ -28,6 +28,32 @@ TEST(SoftmaxKernel, ExpF32IsAccurateAndHandlesSpecialValues) {
   EXPECT_TRUE(std::isnan(kernels::cpu::exp_f32(std::numeric_limits<float>::quiet_NaN())));
 }
 
+#ifdef __AVX512F__
+TEST(SoftmaxKernel, VectorExpMatchesScalarAccuracy) {
+  double worst = 0;
+  alignas(64) float x[16], y[16];
+  for (float base = -87.0f; base <= 88.0f; base += 16 * 0.001953125f) {
+    for (int i = 0; i < 16; ++i) x[i] = base + static_cast<float>(i) * 0.001953125f;
+    _mm512_store_ps(y, kernels::cpu::exp_f32x16(_mm512_load_ps(x)));
+    for (int i = 0; i < 16; ++i) {
+      if (x[i] > 88.0f) continue;  // saturates by contract
+      const double ref = std::exp(static_cast<double>(x[i]));
+      worst = std::max(worst, std::fabs(y[i] - ref) / ref);
+    }
+  }
+  EXPECT_LT(worst, 3e-7);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[16] = {-inf, -100.0f, 0.0f, nan, -87.2f, 1.0f, -1.0f, 0.5f, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::copy(special, special + 16, x);
+  _mm512_store_ps(y, kernels::cpu::exp_f32x16(_mm512_load_ps(x)));
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 1.0f);
+  EXPECT_TRUE(std::isnan(y[3]));
+  EXPECT_GT(y[4], 0.0f);
+}
+#endif
+
 Tensor random_rows(std::int64_t rows, std::int64_t cols, double range, DType dtype) {
   std::mt19937_64 gen(static_cast<std::uint64_t>(rows * 1000 + cols));
   std::uniform_real_distribution<double> dist(-range, range);

@@ -1,20 +1,31 @@
 // Flash-style attention on the CPU (see attention.h for the contract).
 //
-// Every task copies its tiles into acc_t scratch (Q pre-multiplied by the
-// scale, K/V transposed where a product needs them that way, rows and columns
-// beyond the tensor zero-filled), then runs two register-blocked tile products:
-//   tile_abt:    C[M×64]  = A[M×K] · Btᵀ   (Bt stored [K×64], 4 rows × 64 lanes of accumulators)
-//   tile_ab_acc: C[M×Dp] += P[M×K] · B[K×Dp] (B stored [K×Dp], 4 rows × W lanes)
-// Both have fixed-size inner loops the compiler keeps in vector registers.
-// The online softmax keeps per row the running max m and sum l, rescaling the
-// output accumulator by exp(m_old − m_new) when the max grows.
+// Data movement. Every product runs on acc_t copies ("packs") of the inputs:
+// rows [n × Dp] (Dp = D rounded up to 16, padding zero; Q pre-multiplied by the
+// scale) and transposed key/value blocks [D × 64]. A thread packs the keys and
+// values of one (batch, kv head) once and reuses them for every query block
+// and every query head of the group it meets next (HeadPack), so the
+// transposes cost O(S·D) per head instead of per tile.
+//
+// Arithmetic. One register-blocked tile product, C[M×N] (+)= A·B with A read
+// through row/column strides (so Pᵀ·dO needs no transpose), does all the
+// FLOPs: 4 rows × 64 columns of accumulators, B rows held in registers
+// (AVX-512 path) or left to the compiler (portable path, and f64).
+// Score tiles are always [queries × keys], 64 × 64.
+//
+// Forward: online softmax per query row (running max m and sum l; the output
+// accumulator is rescaled by exp(m_old − m_new) when the max grows).
+// Backward: S is recomputed from Q, K and lse, P = exp(S − lse),
+// dS = P ∘ (dP − Di) with Di = Σ dout·out; dk/dv tasks (b, kv head, key block)
+// sum over the group's heads and query blocks in order, dq tasks (b, head,
+// query block) over key blocks in order. Each task owns its outputs.
 #include "trident/kernels/cpu/attention.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <new>
-#include <vector>
+#include <type_traits>
 
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
@@ -26,21 +37,21 @@ namespace {
 
 using i64 = std::int64_t;
 
-constexpr i64 kBlockQ = 64;  // queries per tile
-constexpr i64 kBlockK = 64;  // keys per tile
-constexpr i64 kTile = 64;    // width of a score tile (= kBlockQ = kBlockK)
-constexpr i64 kRows = 4;     // rows per micro-kernel step
-static_assert(kBlockQ == kTile && kBlockK == kTile);
+constexpr i64 kTile = 64;  // queries and keys per tile
+constexpr i64 kRows = 4;   // rows per micro-kernel step
 
 constexpr i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
 constexpr i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
 
-// A 64-byte-aligned scratch array owned by one task loop.
+template <typename A>
+constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+
+// A 64-byte-aligned scratch array.
 template <typename A>
 class Scratch {
  public:
   explicit Scratch(i64 n) {
-    const std::size_t bytes = static_cast<std::size_t>(round_up(std::max<i64>(n, 1) * static_cast<i64>(sizeof(A)), 64));
+    const auto bytes = static_cast<std::size_t>(round_up(std::max<i64>(n, 1) * static_cast<i64>(sizeof(A)), 64));
     p_ = static_cast<A*>(std::aligned_alloc(64, bytes));
     if (p_ == nullptr) throw std::bad_alloc();
   }
@@ -53,57 +64,185 @@ class Scratch {
   A* p_ = nullptr;
 };
 
-// c[m][n] = Σ_k a[m·lda + k] · bt[k·kTile + n] for m < M (a multiple of kRows), n < kTile.
-template <typename A>
-void tile_abt(const A* __restrict a, i64 lda, const A* __restrict bt, i64 K, A* __restrict c, i64 M) {
+// ---------------------------------------------------------------------------
+// Tile product: C[m][n] (+)= Σ_{k<K} a[m·a_rs + k·a_ks] · b[k·ldb + n] for
+// m < M (a multiple of kRows) and n < W.
+template <typename A, i64 W, bool kAccumulate>
+void gemm_strip(i64 M, i64 K, const A* a, i64 a_rs, i64 a_ks, const A* b, i64 ldb, A* c, i64 ldc) {
   for (i64 m = 0; m < M; m += kRows) {
-    A acc[kRows][kTile] = {};
-    const A* a0 = a + m * lda;
+    A acc[kRows][W];
+    for (i64 r = 0; r < kRows; ++r)
+      for (i64 n = 0; n < W; ++n) acc[r][n] = kAccumulate ? c[(m + r) * ldc + n] : A(0);
     for (i64 k = 0; k < K; ++k) {
-      const A* b = bt + k * kTile;
+      const A* bk = b + k * ldb;
       for (i64 r = 0; r < kRows; ++r) {
-        const A av = a0[r * lda + k];
-        for (i64 n = 0; n < kTile; ++n) acc[r][n] += av * b[n];
+        const A av = a[(m + r) * a_rs + k * a_ks];
+        for (i64 n = 0; n < W; ++n) acc[r][n] += av * bk[n];
       }
     }
     for (i64 r = 0; r < kRows; ++r)
-      for (i64 n = 0; n < kTile; ++n) c[(m + r) * kTile + n] = acc[r][n];
+      for (i64 n = 0; n < W; ++n) c[(m + r) * ldc + n] = acc[r][n];
   }
 }
 
-// c[m][0:Dp] += Σ_{k<K} p[m·kTile + k] · b[k·Dp + 0:Dp] for m < M (a multiple of kRows); W divides Dp.
-template <typename A, i64 W>
-void tile_ab_acc_w(const A* __restrict p, const A* __restrict b, i64 K, A* __restrict c, i64 Dp, i64 M) {
-  for (i64 m = 0; m < M; m += kRows) {
-    for (i64 d0 = 0; d0 < Dp; d0 += W) {
-      A acc[kRows][W];
-      for (i64 r = 0; r < kRows; ++r)
-        for (i64 n = 0; n < W; ++n) acc[r][n] = c[(m + r) * Dp + d0 + n];
-      for (i64 k = 0; k < K; ++k) {
-        const A* bk = b + k * Dp + d0;
-        for (i64 r = 0; r < kRows; ++r) {
-          const A pv = p[(m + r) * kTile + k];
-          for (i64 n = 0; n < W; ++n) acc[r][n] += pv * bk[n];
-        }
+#ifdef __AVX512F__
+// R rows × 64 columns of f32 accumulators (R·4 registers); each k loads the
+// four B vectors once into registers and reuses them for the R rows.
+template <int R, bool kAccumulate>
+void gemm_block64_f32(i64 K, const float* a, i64 a_rs, i64 a_ks, const float* b, i64 ldb, float* c, i64 ldc) {
+  __m512 acc[R][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; ++x) {
+      if constexpr (kAccumulate) {
+        acc[r][x] = _mm512_loadu_ps(c + r * ldc + 16 * x);
+      } else {
+        acc[r][x] = _mm512_setzero_ps();
       }
-      for (i64 r = 0; r < kRows; ++r)
-        for (i64 n = 0; n < W; ++n) c[(m + r) * Dp + d0 + n] = acc[r][n];
     }
   }
-}
-
-template <typename A>
-void tile_ab_acc(const A* p, const A* b, i64 K, A* c, i64 Dp, i64 M) {
-  if (Dp % 64 == 0) {
-    tile_ab_acc_w<A, 64>(p, b, K, c, Dp, M);
-  } else if (Dp % 32 == 0) {
-    tile_ab_acc_w<A, 32>(p, b, K, c, Dp, M);
-  } else {
-    tile_ab_acc_w<A, 16>(p, b, K, c, Dp, M);
+  for (i64 k = 0; k < K; ++k) {
+    const float* bk = b + k * ldb;
+    __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
+           b3 = _mm512_loadu_ps(bk + 48);
+    // Keep the B vectors in registers: GCC would otherwise fold the loads back into
+    // every FMA (one load per FMA), which makes the loop load-bound.
+    asm("" : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3));
+    const float* ak = a + k * a_ks;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ak[r * a_rs]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; ++x) _mm512_storeu_ps(c + r * ldc + 16 * x, acc[r][x]);
   }
 }
 
-// Tile copies into acc_t scratch. Rows [n, rows) and columns [D, Dp) are zero.
+// The f32 strip of 64 columns: blocks of 6 rows (24 accumulators), then 4 or 2.
+template <bool kAccumulate>
+void gemm_strip64_f32(i64 M, i64 K, const float* a, i64 a_rs, i64 a_ks, const float* b, i64 ldb, float* c, i64 ldc) {
+  i64 m = 0;
+  for (; m + 6 <= M; m += 6) gemm_block64_f32<6, kAccumulate>(K, a + m * a_rs, a_rs, a_ks, b, ldb, c + m * ldc, ldc);
+  if (M - m == 4) gemm_block64_f32<4, kAccumulate>(K, a + m * a_rs, a_rs, a_ks, b, ldb, c + m * ldc, ldc);
+  if (M - m == 2) gemm_block64_f32<2, kAccumulate>(K, a + m * a_rs, a_rs, a_ks, b, ldb, c + m * ldc, ldc);
+}
+#endif
+
+// C[M×N] (+)= A·B over N (a multiple of 16) in strips of 64, 32 or 16 columns.
+template <typename A, bool kAccumulate>
+void gemm_tile(i64 M, i64 N, i64 K, const A* a, i64 a_rs, i64 a_ks, const A* b, i64 ldb, A* c, i64 ldc) {
+  if (N % 64 == 0) {
+    for (i64 n0 = 0; n0 < N; n0 += 64) {
+#ifdef __AVX512F__
+      if constexpr (std::is_same_v<A, float>) {
+        gemm_strip64_f32<kAccumulate>(M, K, a, a_rs, a_ks, b + n0, ldb, c + n0, ldc);
+        continue;
+      }
+#endif
+      gemm_strip<A, 64, kAccumulate>(M, K, a, a_rs, a_ks, b + n0, ldb, c + n0, ldc);
+    }
+  } else if (N % 32 == 0) {
+    for (i64 n0 = 0; n0 < N; n0 += 32) gemm_strip<A, 32, kAccumulate>(M, K, a, a_rs, a_ks, b + n0, ldb, c + n0, ldc);
+  } else {
+    for (i64 n0 = 0; n0 < N; n0 += 16) gemm_strip<A, 16, kAccumulate>(M, K, a, a_rs, a_ks, b + n0, ldb, c + n0, ldc);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Row operations on one 64-wide score row.
+
+#ifdef __AVX512F__
+// Horizontal max / sum of 16 lanes by a fixed tree of lane swaps. Zero-masked
+// shuffles with an all-ones mask: the unmasked ones (and _mm512_reduce_*)
+// start from _mm512_undefined_*(), which GCC 12 reports as uninitialised.
+constexpr __mmask16 kAllLanes = 0xffff;
+template <typename Op>
+inline float lanes_reduce(__m512 v, Op op) {
+  v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0x4e));  // swap 256-bit halves
+  v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0xb1));  // swap 128-bit quarters
+  v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0x4e));        // swap 64-bit pairs
+  v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0xb1));        // swap neighbours
+  return _mm512_cvtss_f32(v);
+}
+inline float lanes_max(__m512 v) {
+  return lanes_reduce(v, [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(kAllLanes, a, b); });
+}
+inline float lanes_sum(__m512 v) {
+  return lanes_reduce(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
+}
+#endif
+
+// max(init, row[0..64)).
+template <typename A>
+A row_max(const A* row, A init) {
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<A, float>) {
+    const __m512 m = _mm512_maskz_max_ps(
+        kAllLanes, _mm512_maskz_max_ps(kAllLanes, _mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)),
+        _mm512_maskz_max_ps(kAllLanes, _mm512_loadu_ps(row + 32), _mm512_loadu_ps(row + 48)));
+    return std::max(init, lanes_max(m));
+  }
+#endif
+  A mx = init;
+  for (i64 j = 0; j < kTile; ++j) mx = std::max(mx, row[j]);
+  return mx;
+}
+
+// row[j] = exp(row[j] − mx) for j < 64; returns the sum (in a fixed lane order).
+template <typename A>
+A row_exp_sum(A* row, A mx) {
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<A, float>) {
+    const __m512 m = _mm512_set1_ps(mx);
+    __m512 sum = _mm512_setzero_ps();
+    for (i64 x = 0; x < kTile; x += 16) {
+      const __m512 p = exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(row + x), m));
+      _mm512_storeu_ps(row + x, p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    return lanes_sum(sum);
+  }
+#endif
+  A sum = 0;
+  for (i64 j = 0; j < kTile; ++j) sum += (row[j] = exp_acc(row[j] - mx));
+  return sum;
+}
+
+// For j < lim: p = exp(s[j] − lse), s[j] = p, dp[j] = p·(dp[j] − di); for j ≥ lim both are 0.
+template <typename A>
+void row_softmax_grad(A* s, A* dp, i64 lim, A lse, A di) {
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<A, float>) {
+    const __m512 l = _mm512_set1_ps(lse), d = _mm512_set1_ps(di);
+    for (i64 x = 0; x < kTile; x += 16) {
+      const i64 live = std::clamp<i64>(lim - x, 0, 16);
+      const auto keep = static_cast<__mmask16>((1u << live) - 1u);
+      const __m512 p = _mm512_maskz_mov_ps(keep, exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(s + x), l)));
+      _mm512_storeu_ps(s + x, p);
+      _mm512_storeu_ps(dp + x, _mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(dp + x), d)));
+    }
+    return;
+  }
+#endif
+  for (i64 j = 0; j < kTile; ++j) {
+    const A p = j < lim ? exp_acc(s[j] - lse) : A(0);
+    s[j] = p;
+    dp[j] = p * (dp[j] - di);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Packing.
+
+// dst[i·Dp + d] = src[i·stride + d]·factor for i < n, d < D; zero for d ∈ [D, Dp) and rows i ∈ [n, rows).
 template <typename T, typename A>
 void pack_rows(const T* src, i64 stride, i64 n, i64 rows, i64 D, i64 Dp, A factor, A* dst) {
   for (i64 i = 0; i < rows; ++i) {
@@ -118,43 +257,87 @@ void pack_rows(const T* src, i64 stride, i64 n, i64 rows, i64 D, i64 Dp, A facto
   }
 }
 
-// Transposed copy: dst[d·kTile + i] = src row i, element d, for d < D; columns [n, kTile) zero.
+// dst[d·kTile + i] = src[i·stride + d] for i < n, d < D; columns i ∈ [n, kTile) zero.
 template <typename T, typename A>
-void pack_cols(const T* src, i64 stride, i64 n, i64 D, A factor, A* dst) {
+void pack_cols(const T* src, i64 stride, i64 n, i64 D, A* dst) {
   for (i64 d = 0; d < D; ++d) {
     A* out = dst + d * kTile;
-    for (i64 i = 0; i < n; ++i) out[i] = load(src[i * stride + d]) * factor;
+    for (i64 i = 0; i < n; ++i) out[i] = load(src[i * stride + d]);
     for (i64 i = n; i < kTile; ++i) out[i] = A(0);
   }
 }
 
 // Tasks per thread chunk so that a chunk has at least ~2^18 multiply-adds: tiny
 // problems (decoding steps, unit tests) stay on one thread instead of paying
-// for a parallel region on a busy machine.
+// for a parallel region.
 i64 task_grain(i64 work_per_task) { return std::max<i64>(1, ceil_div(i64(1) << 18, std::max<i64>(work_per_task, 1))); }
-
-template <typename A>
-constexpr A kNegInf = -std::numeric_limits<A>::infinity();
 
 // Shared geometry: element offsets into the [B, T, H, D] / [B, S, Hkv, D] tensors.
 struct Geometry {
   explicit Geometry(const AttentionDims& d)
       : B(d.batch), T(d.q_len), S(d.kv_len), H(d.heads), Hkv(d.kv_heads), D(d.head_dim),
         group(d.heads / d.kv_heads), Dp(round_up(d.head_dim, 16)), shift(d.kv_len - d.q_len), causal(d.causal),
-        q_blocks(ceil_div(d.q_len, kBlockQ)), k_blocks(ceil_div(d.kv_len, kBlockK)) {}
+        q_blocks(ceil_div(d.q_len, kTile)), k_blocks(ceil_div(d.kv_len, kTile)) {}
   i64 q_offset(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   i64 kv_offset(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
   i64 q_stride() const { return H * D; }
   i64 kv_stride() const { return Hkv * D; }
   // Keys [0, kv_end) are visible to some query of the block starting at t0 with nq rows.
   i64 kv_end(i64 t0, i64 nq) const { return causal ? std::clamp<i64>(t0 + nq + shift, 0, S) : S; }
-  // Number of keys of the tile starting at s0 (nk keys) visible to query t.
+  // Keys of the tile starting at s0 (nk keys) visible to query t: a prefix of that many.
   i64 visible(i64 t, i64 s0, i64 nk) const { return causal ? std::clamp<i64>(t + shift - s0 + 1, 0, nk) : nk; }
 
   i64 B, T, S, H, Hkv, D, group, Dp, shift;
   bool causal;
   i64 q_blocks, k_blocks;
 };
+
+// The keys and values of one (batch, kv head), packed for the forward pass
+// (transposed keys, value rows) or the dq pass (transposed keys and values, key rows).
+template <typename A>
+class HeadPack {
+ public:
+  enum Layout { kForward, kGradQ };
+  HeadPack(const Geometry& g, Layout layout)
+      : layout_(layout), keys_t_(g.k_blocks * g.D * kTile), second_(layout == kForward ? g.k_blocks * kTile * g.Dp
+                                                                                         : g.k_blocks * g.D * kTile),
+        key_rows_(layout == kGradQ ? g.k_blocks * kTile * g.Dp : 1) {}
+
+  // Packs (b, hk) unless it is already the packed head.
+  template <typename T>
+  void pack(const Geometry& g, const T* k, const T* v, i64 b, i64 hk) {
+    if (b == b_ && hk == hk_) return;
+    for (i64 kb = 0; kb < g.k_blocks; ++kb) {
+      const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
+      const T* kr = k + g.kv_offset(b, s0, hk);
+      const T* vr = v + g.kv_offset(b, s0, hk);
+      pack_cols(kr, g.kv_stride(), nk, g.D, keys_t_.get() + kb * g.D * kTile);
+      if (layout_ == kForward) {
+        pack_rows(vr, g.kv_stride(), nk, kTile, g.D, g.Dp, A(1), second_.get() + kb * kTile * g.Dp);
+      } else {
+        pack_cols(vr, g.kv_stride(), nk, g.D, second_.get() + kb * g.D * kTile);
+        pack_rows(kr, g.kv_stride(), nk, kTile, g.D, g.Dp, A(1), key_rows_.get() + kb * kTile * g.Dp);
+      }
+    }
+    b_ = b;
+    hk_ = hk;
+  }
+  // [D × 64] transposed keys of block kb.
+  const A* keys_t(const Geometry& g, i64 kb) const { return keys_t_.get() + kb * g.D * kTile; }
+  // Forward: [64 × Dp] value rows of block kb.
+  const A* value_rows(const Geometry& g, i64 kb) const { return second_.get() + kb * kTile * g.Dp; }
+  // dq pass: [D × 64] transposed values and [64 × Dp] key rows of block kb.
+  const A* values_t(const Geometry& g, i64 kb) const { return second_.get() + kb * g.D * kTile; }
+  const A* key_rows(const Geometry& g, i64 kb) const { return key_rows_.get() + kb * kTile * g.Dp; }
+
+ private:
+  Layout layout_;
+  i64 b_ = -1, hk_ = -1;
+  Scratch<A> keys_t_, second_, key_rows_;
+};
+
+// ---------------------------------------------------------------------------
+// Forward.
 
 template <typename T>
 void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v, const T* mask, T* out,
@@ -163,212 +346,244 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
   const Geometry g(dims);
   const A scale = static_cast<A>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
-  const i64 grain = task_grain(2 * std::min(kBlockQ, g.T) * g.S * g.Dp);
+  const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.S * g.Dp);
   parallel_for(0, tasks, grain, [&](i64 lo, i64 hi) {
-    Scratch<A> qs(kBlockQ * g.Dp), kt(g.Dp * kTile), vp(kBlockK * g.Dp), sc(kBlockQ * kTile), acc(kBlockQ * g.Dp);
-    A row_max[kBlockQ], row_sum[kBlockQ];
+    HeadPack<A> head(g, HeadPack<A>::kForward);
+    Scratch<A> qs(kTile * g.Dp), sc(kTile * kTile), acc(kTile * g.Dp);
+    A running_max[kTile], running_sum[kTile];
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
-      const i64 hk = h / g.group;
-      const i64 t0 = qb * kBlockQ, nq = std::min(kBlockQ, g.T - t0), M = round_up(nq, kRows);
+      const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
+      const i64 kv_end = g.kv_end(t0, nq);
+      if (kv_end > 0) head.pack(g, k, v, b, h / g.group);
       pack_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, scale, qs.get());
       std::fill_n(acc.get(), M * g.Dp, A(0));
-      std::fill_n(row_max, kBlockQ, kNegInf<A>);
-      std::fill_n(row_sum, kBlockQ, A(0));
-      const i64 kv_end = g.kv_end(t0, nq);
-      for (i64 s0 = 0; s0 < kv_end; s0 += kBlockK) {
-        const i64 nk = std::min(kBlockK, g.S - s0);
-        pack_cols(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, A(1), kt.get());
-        pack_rows(v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, nk, g.D, g.Dp, A(1), vp.get());
-        tile_abt(qs.get(), g.Dp, kt.get(), g.D, sc.get(), M);
+      std::fill_n(running_max, kTile, kNegInf<A>);
+      std::fill_n(running_sum, kTile, A(0));
+      for (i64 kb = 0; kb * kTile < kv_end; ++kb) {
+        const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
+        gemm_tile<A, false>(M, kTile, g.D, qs.get(), g.Dp, 1, head.keys_t(g, kb), kTile, sc.get(), kTile);
         for (i64 i = 0; i < M; ++i) {
           A* row = sc.get() + i * kTile;
-          if (i >= nq) {
-            std::fill_n(row, kTile, A(0));
-            continue;
-          }
           const i64 t = t0 + i;
-          const i64 lim = g.visible(t, s0, nk);
-          if (mask != nullptr) {
+          const i64 lim = i < nq ? g.visible(t, s0, nk) : 0;
+          if (mask != nullptr && lim > 0) {
             const T* mrow = mask + t * g.S + s0;
             for (i64 j = 0; j < lim; ++j) row[j] += load(mrow[j]);
           }
           for (i64 j = lim; j < kTile; ++j) row[j] = kNegInf<A>;
-          A mx = row_max[i];
-#pragma omp simd reduction(max : mx)
-          for (i64 j = 0; j < kTile; ++j) mx = std::max(mx, row[j]);
-          if (mx == kNegInf<A>) {  // nothing visible to this query yet
+          const A mx = row_max(row, running_max[i]);
+          if (mx == kNegInf<A>) {  // nothing visible to this query yet (or a padding row)
             std::fill_n(row, kTile, A(0));
             continue;
           }
-          const A alpha = exp_acc(row_max[i] - mx);
-          A sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (i64 j = 0; j < kTile; ++j) {
-            const A p = exp_acc(row[j] - mx);
-            row[j] = p;
-            sum += p;
-          }
-          row_sum[i] = row_sum[i] * alpha + sum;
-          row_max[i] = mx;
+          const A alpha = exp_acc(running_max[i] - mx);
+          running_sum[i] = running_sum[i] * alpha + row_exp_sum(row, mx);
+          running_max[i] = mx;
           if (alpha != A(1)) {
             A* o = acc.get() + i * g.Dp;
             for (i64 d = 0; d < g.Dp; ++d) o[d] *= alpha;
           }
         }
-        tile_ab_acc(sc.get(), vp.get(), nk, acc.get(), g.Dp, M);
+        gemm_tile<A, true>(M, g.Dp, nk, sc.get(), kTile, 1, head.value_rows(g, kb), g.Dp, acc.get(), g.Dp);
       }
       A* lse_row = lse + (b * g.H + h) * g.T + t0;
       for (i64 i = 0; i < nq; ++i) {
         T* dst = out + g.q_offset(b, t0 + i, h);
         const A* o = acc.get() + i * g.Dp;
-        if (row_sum[i] > A(0)) {
-          const A inv = A(1) / row_sum[i];
-          for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(o[d] * inv);
-          lse_row[i] = row_max[i] + std::log(row_sum[i]);
-        } else {
-          for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(A(0));
-          lse_row[i] = kNegInf<A>;
-        }
+        const bool any = running_sum[i] > A(0);
+        const A inv = any ? A(1) / running_sum[i] : A(0);
+        for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(o[d] * inv);
+        lse_row[i] = any ? running_max[i] + std::log(running_sum[i]) : kNegInf<A>;
       }
     }
   });
 }
 
-// Di = Σ_d dout · out per (b, h, t), laid out like lse.
+// ---------------------------------------------------------------------------
+// Backward.
+
 template <typename T>
-std::vector<acc_t<T>> output_dot(const Geometry& g, const T* out, const T* dout) {
-  using A = acc_t<T>;
-  std::vector<A> di(static_cast<std::size_t>(g.B * g.H * g.T));
-  parallel_for(0, g.B * g.T, std::max<i64>(1, 4096 / std::max<i64>(g.H * g.D, 1)), [&](i64 lo, i64 hi) {
-    for (i64 bt = lo; bt < hi; ++bt) {
-      const i64 b = bt / g.T, t = bt % g.T;
-      for (i64 h = 0; h < g.H; ++h) {
-        const T* o = out + g.q_offset(b, t, h);
-        const T* dout_row = dout + g.q_offset(b, t, h);
+struct BackwardArgs {
+  const T *q, *k, *v, *mask, *out, *dout;
+  const acc_t<T>* lse;
+  T *dq, *dk, *dv;
+  acc_t<T> scale;
+};
+
+// The query side of the backward, packed: Q·scale and dout rows [rows × Dp]
+// and Di = Σ dout·out, for `heads` consecutive heads from row t0 (rows past T
+// are zero). dk/dv tasks pack every query row of their kv head's group once per
+// (b, kv head); dq tasks pack their own query block.
+template <typename A>
+class QueryPack {
+ public:
+  QueryPack(const Geometry& g, i64 heads, i64 rows)
+      : heads_(heads), rows_(rows), q_(heads * rows * g.Dp), dout_(heads * rows * g.Dp), di_(heads * rows) {}
+
+  // Packs heads [h0, h0 + heads) of batch b from row t0, unless already packed.
+  template <typename T>
+  void pack(const Geometry& g, const BackwardArgs<T>& a, i64 b, i64 h0, i64 t0) {
+    if (b == b_ && h0 == h0_ && t0 == t0_) return;
+    const i64 n = std::clamp<i64>(g.T - t0, 0, rows_);
+    for (i64 j = 0; j < heads_; ++j) {
+      const i64 at = g.q_offset(b, t0, h0 + j);
+      pack_rows(a.q + at, g.q_stride(), n, rows_, g.D, g.Dp, a.scale, q_.get() + j * rows_ * g.Dp);
+      pack_rows(a.dout + at, g.q_stride(), n, rows_, g.D, g.Dp, A(1), dout_.get() + j * rows_ * g.Dp);
+      A* di = di_.get() + j * rows_;
+      for (i64 i = 0; i < rows_; ++i) {
         A s = 0;
+        if (i < n) {
+          const T* o = a.out + at + i * g.q_stride();
+          const T* d_o = a.dout + at + i * g.q_stride();
 #pragma omp simd reduction(+ : s)
-        for (i64 d = 0; d < g.D; ++d) s += load(o[d]) * load(dout_row[d]);
-        di[static_cast<std::size_t>((b * g.H + h) * g.T + t)] = s;
+          for (i64 d = 0; d < g.D; ++d) s += load(o[d]) * load(d_o[d]);
+        }
+        di[i] = s;
       }
     }
-  });
-  return di;
-}
+    b_ = b;
+    h0_ = h0;
+    t0_ = t0;
+  }
+  // Row r (relative to t0) of head h0 + j.
+  const A* q(const Geometry& g, i64 j, i64 r) const { return q_.get() + (j * rows_ + r) * g.Dp; }
+  const A* dout(const Geometry& g, i64 j, i64 r) const { return dout_.get() + (j * rows_ + r) * g.Dp; }
+  const A* di(i64 j, i64 r) const { return di_.get() + j * rows_ + r; }
 
-// dk, dv: one task per (b, kv head, key block); sums over the group's query heads and all query blocks.
+ private:
+  i64 heads_, rows_;
+  i64 b_ = -1, h0_ = -1, t0_ = -1;
+  Scratch<A> q_, dout_, di_;
+};
+
+// Scores S = Q·Kᵀ and dP = dout·Vᵀ of one tile, turned in place into P and dS
+// (hidden entries, padding rows and rows with no visible key give 0).
 template <typename T>
-void backward_kv(const Geometry& g, acc_t<T> scale, const T* q, const T* k, const T* v, const T* mask,
-                 const acc_t<T>* lse, const acc_t<T>* di, const T* dout, T* dk, T* dv) {
+void tile_softmax_grad(const Geometry& g, const BackwardArgs<T>& a, const acc_t<T>* q_rows, const acc_t<T>* dout_rows,
+                       const acc_t<T>* di, const acc_t<T>* keys_t, const acc_t<T>* values_t, const acc_t<T>* lse_h,
+                       i64 t0, i64 nq, i64 M, i64 s0, i64 nk, acc_t<T>* s, acc_t<T>* dp) {
   using A = acc_t<T>;
-  const i64 tasks = g.B * g.Hkv * g.k_blocks;
-  const i64 grain = task_grain(4 * std::min(kBlockK, g.S) * g.group * g.T * g.Dp);
-  parallel_for(0, tasks, grain, [&](i64 lo, i64 hi) {
-    Scratch<A> kp(kBlockK * g.Dp), vp(kBlockK * g.Dp), qst(g.Dp * kTile), dot(g.Dp * kTile), qs(kBlockQ * g.Dp),
-        dop(kBlockQ * g.Dp), st(kBlockK * kTile), dpt(kBlockK * kTile), dka(kBlockK * g.Dp), dva(kBlockK * g.Dp);
-    for (i64 task = lo; task < hi; ++task) {
-      const i64 kb = task % g.k_blocks, hk = (task / g.k_blocks) % g.Hkv, b = task / (g.k_blocks * g.Hkv);
-      const i64 s0 = kb * kBlockK, nk = std::min(kBlockK, g.S - s0), M = round_up(nk, kRows);
-      pack_rows(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, M, g.D, g.Dp, A(1), kp.get());
-      pack_rows(v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, M, g.D, g.Dp, A(1), vp.get());
-      std::fill_n(dka.get(), M * g.Dp, A(0));
-      std::fill_n(dva.get(), M * g.Dp, A(0));
-      // Queries t see key s when t ≥ s − shift; the first key of the tile bounds the first query block.
-      const i64 t_first = g.causal ? std::max<i64>(0, s0 - g.shift) : 0;
-      for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
-        const A* lse_h = lse + (b * g.H + h) * g.T;
-        const A* di_h = di + (b * g.H + h) * g.T;
-        for (i64 qb = t_first / kBlockQ; qb < g.q_blocks; ++qb) {
-          const i64 t0 = qb * kBlockQ, nq = std::min(kBlockQ, g.T - t0);
-          pack_cols(q + g.q_offset(b, t0, h), g.q_stride(), nq, g.D, scale, qst.get());
-          pack_cols(dout + g.q_offset(b, t0, h), g.q_stride(), nq, g.D, A(1), dot.get());
-          pack_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, nq, g.D, g.Dp, scale, qs.get());
-          pack_rows(dout + g.q_offset(b, t0, h), g.q_stride(), nq, nq, g.D, g.Dp, A(1), dop.get());
-          tile_abt(kp.get(), g.Dp, qst.get(), g.D, st.get(), M);   // St[j][i] = scores
-          tile_abt(vp.get(), g.Dp, dot.get(), g.D, dpt.get(), M);  // dPt[j][i] = v_s · dout_t
-          for (i64 j = 0; j < M; ++j) {
-            A* p = st.get() + j * kTile;
-            A* ds = dpt.get() + j * kTile;
-            const i64 s = s0 + j;
-            const i64 i_lo = j >= nk ? kTile : g.causal ? std::clamp<i64>(s - g.shift - t0, 0, kTile) : 0;
-            const i64 i_hi = j >= nk ? kTile : nq;
-            for (i64 i = 0; i < i_lo; ++i) p[i] = ds[i] = A(0);
-            if (mask != nullptr) {
-              for (i64 i = i_lo; i < i_hi; ++i) p[i] += load(mask[(t0 + i) * g.S + s]);
-            }
-            for (i64 i = i_lo; i < i_hi; ++i) {
-              const A l = lse_h[t0 + i];
-              const A pv = l == kNegInf<A> ? A(0) : exp_acc(p[i] - l);
-              p[i] = pv;
-              ds[i] = pv * (ds[i] - di_h[t0 + i]);
-            }
-            for (i64 i = std::max(i_lo, i_hi); i < kTile; ++i) p[i] = ds[i] = A(0);
-          }
-          tile_ab_acc(st.get(), dop.get(), nq, dva.get(), g.Dp, M);  // dV += Pᵀ · dO
-          tile_ab_acc(dpt.get(), qs.get(), nq, dka.get(), g.Dp, M);  // dK += dSᵀ · Q·scale
-        }
-      }
-      for (i64 j = 0; j < nk; ++j) {
-        T* dkr = dk + g.kv_offset(b, s0 + j, hk);
-        T* dvr = dv + g.kv_offset(b, s0 + j, hk);
-        for (i64 d = 0; d < g.D; ++d) {
-          dkr[d] = store_fast<T>(dka.get()[j * g.Dp + d]);
-          dvr[d] = store_fast<T>(dva.get()[j * g.Dp + d]);
-        }
-      }
+  gemm_tile<A, false>(M, kTile, g.D, q_rows, g.Dp, 1, keys_t, kTile, s, kTile);
+  gemm_tile<A, false>(M, kTile, g.D, dout_rows, g.Dp, 1, values_t, kTile, dp, kTile);
+  for (i64 i = 0; i < M; ++i) {
+    A* srow = s + i * kTile;
+    const i64 t = t0 + i;
+    const bool live = i < nq && lse_h[t] != kNegInf<A>;
+    const i64 lim = live ? g.visible(t, s0, nk) : 0;
+    if (a.mask != nullptr && lim > 0) {
+      const T* mrow = a.mask + t * g.S + s0;
+      for (i64 j = 0; j < lim; ++j) srow[j] += load(mrow[j]);
     }
-  });
+    row_softmax_grad(srow, dp + i * kTile, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
+  }
 }
 
-// dq: one task per (b, head, query block).
+// Per-thread scratch of the dk/dv tasks.
+template <typename A>
+struct KvScratch {
+  explicit KvScratch(const Geometry& g)
+      : keys_t(g.D * kTile), values_t(g.D * kTile), p(kTile * kTile), ds(kTile * kTile), dk(kTile * g.Dp),
+        dv(kTile * g.Dp), queries(g, g.group, g.q_blocks * kTile) {}
+  Scratch<A> keys_t, values_t, p, ds, dk, dv;
+  QueryPack<A> queries;
+};
+
+// dk, dv of one (b, kv head, key block).
 template <typename T>
-void backward_q(const Geometry& g, acc_t<T> scale, const T* q, const T* k, const T* v, const T* mask,
-                const acc_t<T>* lse, const acc_t<T>* di, const T* dout, T* dq) {
+void backward_kv_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, KvScratch<acc_t<T>>& w) {
   using A = acc_t<T>;
-  const i64 tasks = g.B * g.H * g.q_blocks;
-  const i64 grain = task_grain(3 * std::min(kBlockQ, g.T) * g.S * g.Dp);
-  parallel_for(0, tasks, grain, [&](i64 lo, i64 hi) {
-    Scratch<A> qs(kBlockQ * g.Dp), dop(kBlockQ * g.Dp), kt(g.Dp * kTile), vt(g.Dp * kTile), kp(kBlockK * g.Dp),
-        sc(kBlockQ * kTile), dp(kBlockQ * kTile), dqa(kBlockQ * g.Dp);
-    for (i64 task = lo; task < hi; ++task) {
-      const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
-      const i64 hk = h / g.group;
-      const i64 t0 = qb * kBlockQ, nq = std::min(kBlockQ, g.T - t0), M = round_up(nq, kRows);
-      const A* lse_h = lse + (b * g.H + h) * g.T;
-      const A* di_h = di + (b * g.H + h) * g.T;
-      pack_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, scale, qs.get());
-      pack_rows(dout + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, A(1), dop.get());
-      std::fill_n(dqa.get(), M * g.Dp, A(0));
-      const i64 kv_end = g.kv_end(t0, nq);
-      for (i64 s0 = 0; s0 < kv_end; s0 += kBlockK) {
-        const i64 nk = std::min(kBlockK, g.S - s0);
-        pack_cols(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, A(1), kt.get());
-        pack_cols(v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, A(1), vt.get());
-        pack_rows(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, nk, g.D, g.Dp, A(1), kp.get());
-        tile_abt(qs.get(), g.Dp, kt.get(), g.D, sc.get(), M);   // scores
-        tile_abt(dop.get(), g.Dp, vt.get(), g.D, dp.get(), M);  // dP = dout · vᵀ
-        for (i64 i = 0; i < M; ++i) {
-          A* s = sc.get() + i * kTile;
-          A* ds = dp.get() + i * kTile;
-          const i64 t = t0 + i;
-          const bool live = i < nq && lse_h[t] != kNegInf<A>;
-          const i64 lim = live ? g.visible(t, s0, nk) : 0;
-          if (mask != nullptr && lim > 0) {
-            const T* mrow = mask + t * g.S + s0;
-            for (i64 j = 0; j < lim; ++j) s[j] += load(mrow[j]);
-          }
-          if (lim > 0) {
-            const A l = lse_h[t], dd = di_h[t];
-            for (i64 j = 0; j < lim; ++j) ds[j] = exp_acc(s[j] - l) * (ds[j] - dd);
-          }
-          for (i64 j = lim; j < kTile; ++j) ds[j] = A(0);
-        }
-        tile_ab_acc(dp.get(), kp.get(), nk, dqa.get(), g.Dp, M);  // dQ += dS · K
-      }
-      for (i64 i = 0; i < nq; ++i) {
-        T* dst = dq + g.q_offset(b, t0 + i, h);
-        const A* src = dqa.get() + i * g.Dp;
-        for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(src[d] * scale);
+  const i64 kb = task % g.k_blocks, hk = (task / g.k_blocks) % g.Hkv, b = task / (g.k_blocks * g.Hkv);
+  const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0), Mk = round_up(nk, kRows);
+  pack_cols(a.k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.keys_t.get());
+  pack_cols(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.values_t.get());
+  std::fill_n(w.dk.get(), Mk * g.Dp, A(0));
+  std::fill_n(w.dv.get(), Mk * g.Dp, A(0));
+  // Query t sees key s when t ≥ s − shift, so the tile's first key bounds the first query block.
+  const i64 t_first = g.causal ? std::max<i64>(0, s0 - g.shift) : 0;
+  if (t_first < g.T) w.queries.pack(g, a, b, hk * g.group, 0);
+  for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
+    const i64 j = h - hk * g.group;
+    const A* lse_h = a.lse + (b * g.H + h) * g.T;
+    for (i64 qb = t_first / kTile; qb < g.q_blocks; ++qb) {
+      const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
+      const A* q_rows = w.queries.q(g, j, t0);
+      const A* dout_rows = w.queries.dout(g, j, t0);
+      tile_softmax_grad(g, a, q_rows, dout_rows, w.queries.di(j, t0), w.keys_t.get(), w.values_t.get(), lse_h, t0, nq,
+                        M, s0, nk, w.p.get(), w.ds.get());
+      // dV += Pᵀ·dout and dK += dSᵀ·(Q·scale): A read column-wise (row stride 1, k stride 64).
+      gemm_tile<A, true>(Mk, g.Dp, nq, w.p.get(), 1, kTile, dout_rows, g.Dp, w.dv.get(), g.Dp);
+      gemm_tile<A, true>(Mk, g.Dp, nq, w.ds.get(), 1, kTile, q_rows, g.Dp, w.dk.get(), g.Dp);
+    }
+  }
+  for (i64 j = 0; j < nk; ++j) {
+    T* dkr = a.dk + g.kv_offset(b, s0 + j, hk);
+    T* dvr = a.dv + g.kv_offset(b, s0 + j, hk);
+    const A* dks = w.dk.get() + j * g.Dp;
+    const A* dvs = w.dv.get() + j * g.Dp;
+    for (i64 d = 0; d < g.D; ++d) {
+      dkr[d] = store_fast<T>(dks[d]);
+      dvr[d] = store_fast<T>(dvs[d]);
+    }
+  }
+}
+
+// Per-thread scratch of the dq tasks.
+template <typename A>
+struct QScratch {
+  explicit QScratch(const Geometry& g)
+      : head(g, HeadPack<A>::kGradQ), s(kTile * kTile), ds(kTile * kTile), dq(kTile * g.Dp), queries(g, 1, kTile) {}
+  HeadPack<A> head;
+  Scratch<A> s, ds, dq;
+  QueryPack<A> queries;
+};
+
+// dq of one (b, head, query block).
+template <typename T>
+void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScratch<acc_t<T>>& w) {
+  using A = acc_t<T>;
+  const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
+  const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
+  const A* lse_h = a.lse + (b * g.H + h) * g.T;
+  const i64 kv_end = g.kv_end(t0, nq);
+  std::fill_n(w.dq.get(), M * g.Dp, A(0));
+  if (kv_end > 0) {
+    w.head.pack(g, a.k, a.v, b, h / g.group);
+    w.queries.pack(g, a, b, h, t0);
+  }
+  for (i64 kb = 0; kb * kTile < kv_end; ++kb) {
+    const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
+    tile_softmax_grad(g, a, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
+                      w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.ds.get());
+    gemm_tile<A, true>(M, g.Dp, nk, w.ds.get(), kTile, 1, w.head.key_rows(g, kb), g.Dp, w.dq.get(), g.Dp);
+  }
+  for (i64 i = 0; i < nq; ++i) {
+    T* dst = a.dq + g.q_offset(b, t0 + i, h);
+    const A* src = w.dq.get() + i * g.Dp;
+    for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(src[d] * a.scale);
+  }
+}
+
+// Both kinds of task in one parallel region (one fork/join per backward),
+// interleaved in proportion so that every contiguous chunk gets a similar mix:
+// position i is a dk/dv task when ⌊(i+1)·n_kv/n⌋ > ⌊i·n_kv/n⌋.
+template <typename T>
+void backward_impl(const Geometry& g, const BackwardArgs<T>& a) {
+  using A = acc_t<T>;
+  const i64 n_kv = g.B * g.Hkv * g.k_blocks, n_q = g.B * g.H * g.q_blocks, n = n_kv + n_q;
+  if (n == 0) return;
+  const i64 work_kv = 4 * std::min(kTile, g.S) * g.group * g.T * g.Dp;
+  const i64 work_q = 3 * std::min(kTile, g.T) * g.S * g.Dp;
+  const i64 grain = task_grain((work_kv * n_kv + work_q * n_q) / n);
+  parallel_for(0, n, grain, [&](i64 lo, i64 hi) {
+    KvScratch<A> kv_scratch(g);
+    QScratch<A> q_scratch(g);
+    for (i64 i = lo; i < hi; ++i) {
+      const i64 kv_before = i * n_kv / n;
+      if ((i + 1) * n_kv / n > kv_before) {
+        backward_kv_task(g, a, kv_before, kv_scratch);
+      } else {
+        backward_q_task(g, a, i - kv_before, q_scratch);
       }
     }
   });
@@ -390,18 +605,13 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
                         void* dv) {
   TRIDENT_DISPATCH_FLOAT(dtype, "attention_backward", [&] {
     using T = scalar_t;
-    using A = acc_t<T>;
-    const Geometry g(dims);
-    const A scale = static_cast<A>(dims.scale);
-    const auto* qp = static_cast<const T*>(q);
-    const auto* kp = static_cast<const T*>(k);
-    const auto* vp = static_cast<const T*>(v);
-    const auto* mp = static_cast<const T*>(mask);
-    const auto* lp = static_cast<const A*>(lse);
-    const auto* dop = static_cast<const T*>(dout);
-    const std::vector<A> di = output_dot(g, static_cast<const T*>(out), dop);
-    backward_kv(g, scale, qp, kp, vp, mp, lp, di.data(), dop, static_cast<T*>(dk), static_cast<T*>(dv));
-    backward_q(g, scale, qp, kp, vp, mp, lp, di.data(), dop, static_cast<T*>(dq));
+    const BackwardArgs<T> args{static_cast<const T*>(q),          static_cast<const T*>(k),
+                               static_cast<const T*>(v),          static_cast<const T*>(mask),
+                               static_cast<const T*>(out),        static_cast<const T*>(dout),
+                               static_cast<const acc_t<T>*>(lse), static_cast<T*>(dq),
+                               static_cast<T*>(dk),               static_cast<T*>(dv),
+                               static_cast<acc_t<T>>(dims.scale)};
+    backward_impl(Geometry(dims), args);
   });
 }
 
