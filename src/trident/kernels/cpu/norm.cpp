@@ -101,7 +101,7 @@ void combine_partials(const std::vector<A>& partial, std::int64_t blocks, std::i
   });
 }
 
-// Runs block(b, r0, r1, partials...) for every row block and returns the number of blocks.
+// Runs block(b, r0, r1) for every row block [r0, r1) and returns the number of blocks.
 template <typename F>
 std::int64_t for_each_row_block(std::int64_t rows, F&& block) {
   const std::int64_t per = rows_per_block(rows);
@@ -114,7 +114,7 @@ std::int64_t for_each_row_block(std::int64_t rows, F&& block) {
 
 // --- one row each; restrict-qualified parameters let the loops vectorise without alias checks ---
 
-// Returns (mean, rstd) of the row and writes y.
+// Writes y and the row's mean and rstd.
 template <typename T, typename A>
 inline void layer_norm_row(const A* __restrict x, const A* __restrict w, const A* __restrict b, T* __restrict y,
                            std::int64_t cols, A inv_cols, A eps, A& mean, A& rstd) {
