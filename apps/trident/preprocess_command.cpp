@@ -40,7 +40,7 @@ void add_preprocess_command(CLI::App& app) {
   cmd->add_option("--eod-token", args->eod_token, "The end-of-document token (default: <|endoftext|> or similar)");
   cmd->add_flag("--skip-bad-lines", args->skip_bad, "Count and skip JSONL lines that are not JSON or lack the key");
   cmd->add_flag("--no-special-tokens", args->no_special, "Do not add the tokenizer's template tokens (e.g. BOS)");
-  cmd->add_option("--workers,-j", args->workers, "Encoding threads (default: all hardware threads)");
+  cmd->add_option("--workers,-j", args->workers, "Encoding threads (default: cores / ranks on this node, as trident info shows)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress line or summary");
   cmd->callback([args] {
     data::PreprocessOptions o;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "trident/core/error.h"
+#include "trident/core/parallel.h"
 #include "trident/data/added_vocabulary.h"
 #include "trident/data/atomic_file.h"
 #include "trident/data/byte_level.h"
@@ -85,7 +86,7 @@ void BpeTrainer::feed_file(const std::filesystem::path& path) {
   const AddedVocabulary specials = special_vocabulary(options_.special_tokens);
   const PreTokenizer pre = PreTokenizer::gpt2(false);
   const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
-                                                : std::max(1u, std::thread::hardware_concurrency());
+                                                : static_cast<unsigned>(num_threads());
   // Read a batch of blocks (one per thread), count them in parallel, repeat.
   std::string carry;
   bool eof = false;

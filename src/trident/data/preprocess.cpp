@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "trident/core/error.h"
+#include "trident/core/parallel.h"
 #include "trident/data/indexed_dataset.h"
 
 namespace trident::data {
@@ -117,7 +118,7 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
     }
   }
   const int workers = options.workers > 0 ? options.workers
-                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                                          : num_threads();
   DocumentReader reader(options.inputs, options.format);
   PreprocessSummary summary;
   summary.dtype = best_fitting_dtype(tokenizer.vocab_size());

@@ -30,7 +30,7 @@ struct PreprocessOptions {
   std::optional<std::string> eod_token;  // default: Tokenizer::eod_id()
   bool add_special_tokens = true;        // the tokenizer's post-processor template (e.g. BOS)
   bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
-  int workers = 0;                       // 0: hardware threads
+  int workers = 0;                       // 0: trident::num_threads()
 };
 
 struct PreprocessProgress {

@@ -1,0 +1,30 @@
+// Writes seed inputs for the fuzzers: a valid tokenizer.json (trained on a
+// sentence) and a valid .idx image prefixed by its .bin size.
+// usage: make_seeds TOKENIZER_CORPUS_DIR IDX_CORPUS_DIR
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "trident/data/bpe_trainer.h"
+#include "trident/data/indexed_dataset.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  trident::data::BpeTrainerOptions o;
+  o.vocab_size = 290;
+  o.min_frequency = 1;
+  o.special_tokens = {"<|endoftext|>"};
+  trident::data::BpeTrainer t(o);
+  t.feed("In the beginning God created the heaven and the earth. Don't   stop 123!\n");
+  std::ofstream(std::string(argv[1]) + "/seed.json", std::ios::binary) << trident::data::tokenizer_json(t.train());
+  trident::data::IndexContent c;
+  c.dtype = trident::data::TokenDType::u16;
+  c.sequence_lengths = {3, 1, 2};
+  c.sequence_pointers = {0, 6, 8};
+  c.document_indices = {0, 1, 2, 3};
+  const std::uint64_t bin = 12;
+  std::ofstream out(std::string(argv[2]) + "/seed.idx", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&bin), 8);
+  out << trident::data::serialize_index(c);
+  return 0;
+}
