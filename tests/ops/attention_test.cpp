@@ -91,6 +91,8 @@ TEST(AttentionKernel, GroupedQueryHeadsAndKvCache) {
 TEST(AttentionKernel, ReducedPrecision) {
   compare_with_naive({1, 150, 150, 4, 2, 64, true}, DType::bf16, 2e-2);
   compare_with_naive({1, 150, 150, 2, 2, 64, true}, DType::f16, 5e-3);
+  compare_with_naive({1, 100, 90, 2, 1, 40, true}, DType::bf16, 2e-2);  // D not a multiple of 16
+  compare_with_naive({1, 70, 130, 3, 3, 24, false, true}, DType::f16, 5e-3);
 }
 
 TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {

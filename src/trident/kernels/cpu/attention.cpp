@@ -2,23 +2,25 @@
 //
 // Data movement. Every product runs on acc_t copies ("packs") of the inputs:
 // rows [n × Dp] (Dp = D rounded up to 16, padding zero; Q pre-multiplied by the
-// scale) and transposed key/value blocks [D × 64]. A thread packs the keys and
-// values of one (batch, kv head) once and reuses them for every query block
-// and every query head of the group it meets next (HeadPack), so the
-// transposes cost O(S·D) per head instead of per tile.
+// scale) and transposed key/value blocks [D × 64]. A thread packs what a run of
+// its tasks shares once: the keys and values of one (batch, kv head) for the
+// forward and dq tasks (HeadPack), every query row of a kv head's group for
+// the dk/dv tasks (QueryPack). So the transposes cost O(S·D) per head, not per
+// tile.
 //
 // Arithmetic. One register-blocked tile product, C[M×N] (+)= A·B with A read
 // through row/column strides (so Pᵀ·dO needs no transpose), does all the
-// FLOPs: 4 rows × 64 columns of accumulators, B rows held in registers
-// (AVX-512 path) or left to the compiler (portable path, and f64).
-// Score tiles are always [queries × keys], 64 × 64.
+// FLOPs: AVX-512 f32 blocks of 6 rows × 64 columns (24 accumulators, the four
+// B vectors of each k held in registers); elsewhere (f64, other ISAs) 4-row
+// loops the compiler vectorises. Score tiles are [queries × keys], 64 × 64.
 //
 // Forward: online softmax per query row (running max m and sum l; the output
 // accumulator is rescaled by exp(m_old − m_new) when the max grows).
 // Backward: S is recomputed from Q, K and lse, P = exp(S − lse),
 // dS = P ∘ (dP − Di) with Di = Σ dout·out; dk/dv tasks (b, kv head, key block)
 // sum over the group's heads and query blocks in order, dq tasks (b, head,
-// query block) over key blocks in order. Each task owns its outputs.
+// query block) over key blocks in order. Each task owns its outputs, and both
+// kinds run in one parallel region.
 #include "trident/kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -38,7 +40,7 @@ namespace {
 using i64 = std::int64_t;
 
 constexpr i64 kTile = 64;  // queries and keys per tile
-constexpr i64 kRows = 4;   // rows per micro-kernel step
+constexpr i64 kRows = 4;   // tile row counts are rounded up to this (padding rows are zero)
 
 constexpr i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
 constexpr i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
@@ -180,31 +182,40 @@ inline float lanes_sum(__m512 v) {
 }
 #endif
 
-// max(init, row[0..64)).
+#ifdef __AVX512F__
+// Lanes x..x+15 of a row whose first `lim` entries are visible.
+inline __mmask16 visible_lanes(i64 lim, i64 x) {
+  return static_cast<__mmask16>((1u << std::clamp<i64>(lim - x, 0, 16)) - 1u);
+}
+#endif
+
+// max(init, row[j] for j < lim).
 template <typename A>
-A row_max(const A* row, A init) {
+A row_max(const A* row, i64 lim, A init) {
 #ifdef __AVX512F__
   if constexpr (std::is_same_v<A, float>) {
-    const __m512 m = _mm512_maskz_max_ps(
-        kAllLanes, _mm512_maskz_max_ps(kAllLanes, _mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)),
-        _mm512_maskz_max_ps(kAllLanes, _mm512_loadu_ps(row + 32), _mm512_loadu_ps(row + 48)));
+    const __m512 neg_inf = _mm512_set1_ps(kNegInf<float>);
+    __m512 m = neg_inf;
+    for (i64 x = 0; x < kTile; x += 16)
+      m = _mm512_maskz_max_ps(kAllLanes, m, _mm512_mask_loadu_ps(neg_inf, visible_lanes(lim, x), row + x));
     return std::max(init, lanes_max(m));
   }
 #endif
   A mx = init;
-  for (i64 j = 0; j < kTile; ++j) mx = std::max(mx, row[j]);
+  for (i64 j = 0; j < lim; ++j) mx = std::max(mx, row[j]);
   return mx;
 }
 
-// row[j] = exp(row[j] − mx) for j < 64; returns the sum (in a fixed lane order).
+// row[j] = exp(row[j] − mx) for j < lim and 0 beyond; returns the sum (in a fixed lane order).
 template <typename A>
-A row_exp_sum(A* row, A mx) {
+A row_exp_sum(A* row, i64 lim, A mx) {
 #ifdef __AVX512F__
   if constexpr (std::is_same_v<A, float>) {
     const __m512 m = _mm512_set1_ps(mx);
     __m512 sum = _mm512_setzero_ps();
     for (i64 x = 0; x < kTile; x += 16) {
-      const __m512 p = exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(row + x), m));
+      const __m512 p =
+          _mm512_maskz_mov_ps(visible_lanes(lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(row + x), m)));
       _mm512_storeu_ps(row + x, p);
       sum = _mm512_add_ps(sum, p);
     }
@@ -212,7 +223,7 @@ A row_exp_sum(A* row, A mx) {
   }
 #endif
   A sum = 0;
-  for (i64 j = 0; j < kTile; ++j) sum += (row[j] = exp_acc(row[j] - mx));
+  for (i64 j = 0; j < kTile; ++j) sum += (row[j] = j < lim ? exp_acc(row[j] - mx) : A(0));
   return sum;
 }
 
@@ -223,9 +234,7 @@ void row_softmax_grad(A* s, A* dp, i64 lim, A lse, A di) {
   if constexpr (std::is_same_v<A, float>) {
     const __m512 l = _mm512_set1_ps(lse), d = _mm512_set1_ps(di);
     for (i64 x = 0; x < kTile; x += 16) {
-      const i64 live = std::clamp<i64>(lim - x, 0, 16);
-      const auto keep = static_cast<__mmask16>((1u << live) - 1u);
-      const __m512 p = _mm512_maskz_mov_ps(keep, exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(s + x), l)));
+      const __m512 p = _mm512_maskz_mov_ps(visible_lanes(lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(s + x), l)));
       _mm512_storeu_ps(s + x, p);
       _mm512_storeu_ps(dp + x, _mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(dp + x), d)));
     }
@@ -257,9 +266,61 @@ void pack_rows(const T* src, i64 stride, i64 n, i64 rows, i64 D, i64 Dp, A facto
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TRIDENT_ATTENTION_VECTOR_PACK 1
+// 16 consecutive elements as f32; lanes outside `keep` read nothing and give 0.
+template <typename T>
+inline __m512 load16(const T* p, __mmask16 keep) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_maskz_loadu_ps(keep, p);
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAllLanes, _mm256_maskz_loadu_epi16(keep, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAllLanes, wide, 16));
+  } else {
+    static_assert(std::is_same_v<T, f16>);
+    return _mm512_maskz_cvtph_ps(kAllLanes, _mm256_maskz_loadu_epi16(keep, p));
+  }
+}
+
+// In-register transpose of 16 vectors in four rounds of two-source permutes:
+// round b swaps the off-diagonal b×b blocks of each 2b×2b block.
+inline void transpose16(__m512 (&r)[16]) {
+  for (int b = 8; b >= 1; b /= 2) {
+    alignas(64) std::int32_t lo[16], hi[16];
+    for (int j = 0; j < 16; ++j) {
+      lo[j] = (j & b) ? 16 + j - b : j;  // from the first vector keep j, take the partner's j − b
+      hi[j] = (j & b) ? 16 + j : j + b;  // from the second: its own j, the first's j + b
+    }
+    const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
+    for (int i = 0; i < 16; ++i) {
+      if (i & b) continue;
+      const __m512 x = r[i], y = r[i + b];
+      r[i] = _mm512_permutex2var_ps(x, ilo, y);
+      r[i + b] = _mm512_permutex2var_ps(x, ihi, y);
+    }
+  }
+}
+#endif
+
 // dst[d·kTile + i] = src[i·stride + d] for i < n, d < D; columns i ∈ [n, kTile) zero.
 template <typename T, typename A>
 void pack_cols(const T* src, i64 stride, i64 n, i64 D, A* dst) {
+#ifdef TRIDENT_ATTENTION_VECTOR_PACK
+  if constexpr (std::is_same_v<A, float>) {
+    // 16×16 blocks: masked row loads (rows past n and columns past D read as 0), transpose, store.
+    for (i64 i0 = 0; i0 < kTile; i0 += 16) {
+      for (i64 d0 = 0; d0 < D; d0 += 16) {
+        const auto cols = static_cast<__mmask16>((1u << std::min<i64>(D - d0, 16)) - 1u);
+        __m512 r[16];
+        for (i64 i = 0; i < 16; ++i)
+          r[i] = i0 + i < n ? load16(src + (i0 + i) * stride + d0, cols) : _mm512_setzero_ps();
+        transpose16(r);
+        for (i64 d = 0; d < 16 && d0 + d < D; ++d) _mm512_storeu_ps(dst + (d0 + d) * kTile + i0, r[d]);
+      }
+    }
+    return;
+  }
+#endif
   for (i64 d = 0; d < D; ++d) {
     A* out = dst + d * kTile;
     for (i64 i = 0; i < n; ++i) out[i] = load(src[i * stride + d]);
@@ -371,14 +432,13 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
             const T* mrow = mask + t * g.S + s0;
             for (i64 j = 0; j < lim; ++j) row[j] += load(mrow[j]);
           }
-          for (i64 j = lim; j < kTile; ++j) row[j] = kNegInf<A>;
-          const A mx = row_max(row, running_max[i]);
+          const A mx = row_max(row, lim, running_max[i]);
           if (mx == kNegInf<A>) {  // nothing visible to this query yet (or a padding row)
             std::fill_n(row, kTile, A(0));
             continue;
           }
           const A alpha = exp_acc(running_max[i] - mx);
-          running_sum[i] = running_sum[i] * alpha + row_exp_sum(row, mx);
+          running_sum[i] = running_sum[i] * alpha + row_exp_sum(row, lim, mx);
           running_max[i] = mx;
           if (alpha != A(1)) {
             A* o = acc.get() + i * g.Dp;

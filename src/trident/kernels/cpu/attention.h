@@ -12,11 +12,12 @@
 // keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
 // S > T). A row with no visible key gets out = 0 and lse = −inf.
 //
-// The T×S score matrix is never formed: each task holds one 64-query ×
-// 64-key tile of scores plus f32 copies of its Q, K, V tiles. Forward tasks are
-// (batch, head, query block). Backward recomputes the scores from q, k and lse
-// in two passes: dk/dv over (batch, kv head, key block), summing over the query
-// heads of the group and the query blocks in a fixed order, and dq over
+// The T×S score matrix is never formed: a task holds one 64-query × 64-key
+// tile of scores; a thread holds acc_t copies of the K/V (or Q/dout) rows of
+// the head it is working on (O(S·D) per thread). Forward tasks are (batch,
+// head, query block). Backward recomputes the scores from q, k and lse with
+// two kinds of task: dk/dv per (batch, kv head, key block), summing over the
+// query heads of the group and the query blocks in a fixed order, and dq per
 // (batch, head, query block). No task writes what another writes and every sum
 // has a fixed order, so results are identical for every thread count.
 #pragma once
