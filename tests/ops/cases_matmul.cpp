@@ -78,6 +78,7 @@ std::vector<OpCase> make_matmul_cases() {
   std::vector<OpCase> cases;
   // Odd sizes so no dimension hides a transposition error (M=5, K=7, N=4).
   cases.push_back(matmul_case("matmul_nn", {5, 7}, {7, 4}, false, false));
+  cases.back().dtypes.push_back({DType::f16, 1e-2});
   cases.push_back(matmul_case("matmul_nt", {5, 7}, {4, 7}, false, true));
   cases.push_back(matmul_case("matmul_tn", {7, 5}, {7, 4}, true, false));
   cases.push_back(matmul_case("matmul_tt", {7, 5}, {4, 7}, true, true));
@@ -97,6 +98,7 @@ std::vector<OpCase> make_matmul_cases() {
                    [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {2, 3, 5}), param(g, {4, 5}), param(g, {4})}; },
                    [](const std::vector<Variable>& in) { return ag::linear(in[0], in[1], in[2]); }, reference_linear};
   with_bias.dtypes.push_back({DType::bf16, 1e-2});
+  with_bias.dtypes.push_back({DType::f16, 1e-2});
   cases.push_back(with_bias);
   OpCase no_bias{"linear_no_bias", Op::matmul,
                  [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {7, 5}), param(g, {3, 5})}; },

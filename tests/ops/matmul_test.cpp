@@ -280,6 +280,16 @@ TEST(MatmulOp, LinearAddsBiasWithOneRounding) {
   for (std::size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(yv[i], ref[i], std::fabs(ref[i]) * 0x1p-8 + 1e-6) << i;
 }
 
+// No f16 GEMM on this CPU: f16 operands are widened exactly to f32 and the
+// result is rounded once to f16.
+TEST(MatmulOp, F16GoesThroughF32WithOneRounding) {
+  const Tensor a = random({2, 9, 31}, DType::f16, 24), b = random({31, 13}, DType::f16, 25);
+  const Tensor y = ops::matmul(a, b);
+  ASSERT_EQ(y.dtype(), DType::f16);
+  const Tensor expected = ops::matmul(a.to(DType::f32), b.to(DType::f32)).to(DType::f16);
+  EXPECT_EQ(y.to_vector<float>(), expected.to_vector<float>());
+}
+
 TEST(MatmulOp, ZeroSizedDimensions) {
   const Tensor a = Tensor::empty({3, 0}, DType::f32), b = Tensor::empty({0, 4}, DType::f32);
   const Tensor c = ops::matmul(a, b);
@@ -302,13 +312,16 @@ TEST(MatmulOp, ErrorsNameTheOpAndShapes) {
   throws([&] { ops::matmul(f32({3}), f32({3, 5})); }, "matmul: operands must have at least 2 dimensions, got a [3] and b [3, 5]");
   throws([&] { ops::matmul(f32({2, 3}), Tensor::zeros({3, 5}, DType::f64)); },
          "matmul: dtypes differ: a [2, 3] is f32 but b [3, 5] is f64");
-  throws([&] { ops::matmul(Tensor::zeros({2, 3}, DType::f16), Tensor::zeros({3, 5}, DType::f16)); },
-         "matmul: unsupported dtype f16 for a [2, 3] and b [3, 5]");
+  throws([&] { ops::matmul(Tensor::zeros({2, 3}, DType::i32), Tensor::zeros({3, 5}, DType::i32)); },
+         "matmul: unsupported dtype i32 for a [2, 3] and b [3, 5] (expected f32, f64, bf16 or f16)");
   Tensor out = f32({2, 6});
   throws([&] { ops::matmul_into(f32({2, 3}), f32({3, 5}), out); },
          "matmul_into: out has shape [2, 6] but a [2, 3] times b [3, 5] gives [2, 5]");
   Tensor out64 = Tensor::zeros({2, 5}, DType::f64);
   throws([&] { ops::matmul_into(f32({2, 3}), f32({3, 5}), out64); }, "matmul_into: out [2, 5] is f64 but a [2, 3] and b [3, 5] are f32");
+  Tensor out_bf16 = Tensor::zeros({2, 5}, DType::bf16);
+  throws([&] { ops::matmul_into(Tensor::zeros({2, 3}, DType::f16), Tensor::zeros({3, 5}, DType::f16), out_bf16); },
+         "matmul_into: out [2, 5] is bf16 but a [2, 3] and b [3, 5] are f16 (out must be f16 or f32)");
   Tensor square = f32({4, 4});
   throws([&] { ops::matmul_into(square, f32({4, 4}), square); }, "matmul_into: out [4, 4] overlaps an input");
   throws([&] { ops::linear(f32({2, 5}), f32({4, 6})); }, "linear: x [2, 5] has 5 input features but weight [4, 6] expects 6");

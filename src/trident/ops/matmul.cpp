@@ -28,8 +28,9 @@ Plan plan_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, s
                 a.shape(), b.shape());
   TRIDENT_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: a {} is {} but b {} is {}", op, a.shape(), a.dtype(),
                 b.shape(), b.dtype());
-  TRIDENT_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64 || a.dtype() == DType::bf16,
-                "{}: unsupported dtype {} for a {} and b {} (expected f32, f64 or bf16)", op, a.dtype(), a.shape(),
+  // f16 reaches here only to have its `out` checked: the entry points widen it to f32 first.
+  TRIDENT_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64 || a.dtype() == DType::bf16 || a.dtype() == DType::f16,
+                "{}: unsupported dtype {} for a {} and b {} (expected f32, f64, bf16 or f16)", op, a.dtype(), a.shape(),
                 b.shape());
   check_same_device(a, b, op);
   require_cpu(op, {&a, &b});
@@ -100,9 +101,10 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bo
   check_defined(out, "matmul_into", "out");
   TRIDENT_CHECK(out.shape() == p.out_shape, "matmul_into: out has shape {} but a {} times b {}{} gives {}", out.shape(),
                 a.shape(), b.shape(), transposes(trans_a, trans_b), p.out_shape);
-  TRIDENT_CHECK(out.dtype() == a.dtype() || (a.dtype() == DType::bf16 && out.dtype() == DType::f32),
+  const bool half = a.dtype() == DType::bf16 || a.dtype() == DType::f16;
+  TRIDENT_CHECK(out.dtype() == a.dtype() || (half && out.dtype() == DType::f32),
                 "matmul_into: out {} is {} but a {} and b {} are {} (out must be {}{})", out.shape(), out.dtype(),
-                a.shape(), b.shape(), a.dtype(), a.dtype(), a.dtype() == DType::bf16 ? " or f32" : "");
+                a.shape(), b.shape(), a.dtype(), a.dtype(), half ? " or f32" : "");
   check_same_device(a, out, "matmul_into");
   require_cpu("matmul_into", {&out});
   TRIDENT_CHECK(!overlaps(out, a) && !overlaps(out, b), "matmul_into: out {} overlaps an input (a {}, b {})",

@@ -5,8 +5,9 @@
 //   when trans_b); the result is [..., M, N]. The batch dimensions (all but the
 //   last two) of a and b are equal, or one operand is 2-D and multiplies every
 //   batch entry of the other (a weight shared over the batch).
-// Dtypes: a and b alike, f32, f64 or bf16; the result has their dtype (bf16
-// accumulates in f32 and rounds once). f16 has no GEMM on this CPU and is an error.
+// Dtypes: a and b alike, f32, f64, bf16 or f16; the result has their dtype
+// (bf16 accumulates in f32 and rounds once; f16, which has no GEMM on this CPU,
+// is widened exactly to f32, multiplied in f32 and rounded once).
 // Backends and numerics: see kernels/cpu/matmul.h.
 #pragma once
 
