@@ -94,8 +94,11 @@ std::string extract_document_text(RawDocument& doc, InputFormat format, std::str
   try {
     j = nlohmann::json::parse(doc.content);
   } catch (const nlohmann::json::parse_error& e) {
+    const std::string what = e.what();
     TRIDENT_FAIL("{}:{}: not a JSON line (at byte {} of the line: {})", file.string(), doc.line, e.byte,
-                 std::string(e.what()).substr(std::string(e.what()).find("]") + 2));
+                 what.substr(what.find(']') + 2));
+  } catch (const nlohmann::json::exception& e) {
+    TRIDENT_FAIL("{}:{}: not a JSON line ({})", file.string(), doc.line, e.what());
   }
   TRIDENT_CHECK(j.is_object(), "{}:{}: expected a JSON object, got {}", file.string(), doc.line, j.type_name());
   auto it = j.find(json_key);

@@ -37,6 +37,8 @@ Tokenizer Tokenizer::from_gpt2_files(const std::filesystem::path& vocab_json, co
     j = nlohmann::json::parse(vocab_text);
   } catch (const nlohmann::json::parse_error& e) {
     TRIDENT_FAIL("{}: invalid JSON at byte {}: {}", vocab_json.string(), e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    TRIDENT_FAIL("{}: invalid JSON: {}", vocab_json.string(), e.what());
   }
   TRIDENT_CHECK(j.is_object(), "{}: $: expected an object of token -> id, got {}", vocab_json.string(), j.type_name());
   Vocab vocab;

@@ -288,6 +288,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
     j = json::parse(json_text);
   } catch (const json::parse_error& e) {
     TRIDENT_FAIL("{}: invalid JSON at byte {}: {}", source, e.byte, e.what());
+  } catch (const json::exception& e) {  // e.g. out_of_range: a number too large
+    TRIDENT_FAIL("{}: invalid JSON: {}", source, e.what());
   }
   const Node root(j, "$", source);
   if (!j.is_object()) root.fail("a tokenizer.json object");
