@@ -268,20 +268,6 @@ void pack_rows(const T* src, i64 stride, i64 n, i64 rows, i64 D, i64 Dp, A facto
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define TRIDENT_ATTENTION_VECTOR_PACK 1
-// 16 consecutive elements as f32; lanes outside `keep` read nothing and give 0.
-template <typename T>
-inline __m512 load16(const T* p, __mmask16 keep) {
-  if constexpr (std::is_same_v<T, float>) {
-    return _mm512_maskz_loadu_ps(keep, p);
-  } else if constexpr (std::is_same_v<T, bf16>) {
-    const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAllLanes, _mm256_maskz_loadu_epi16(keep, p));
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAllLanes, wide, 16));
-  } else {
-    static_assert(std::is_same_v<T, f16>);
-    return _mm512_maskz_cvtph_ps(kAllLanes, _mm256_maskz_loadu_epi16(keep, p));
-  }
-}
-
 // In-register transpose of 16 vectors in four rounds of two-source permutes:
 // round b swaps the off-diagonal b×b blocks of each 2b×2b block.
 inline void transpose16(__m512 (&r)[16]) {
@@ -313,7 +299,7 @@ void pack_cols(const T* src, i64 stride, i64 n, i64 D, A* dst) {
         const auto cols = static_cast<__mmask16>((1u << std::min<i64>(D - d0, 16)) - 1u);
         __m512 r[16];
         for (i64 i = 0; i < 16; ++i)
-          r[i] = i0 + i < n ? load16(src + (i0 + i) * stride + d0, cols) : _mm512_setzero_ps();
+          r[i] = i0 + i < n ? load_f32x16(src + (i0 + i) * stride + d0, cols) : _mm512_setzero_ps();
         transpose16(r);
         for (i64 d = 0; d < 16 && d0 + d < D; ++d) _mm512_storeu_ps(dst + (d0 + d) * kTile + i0, r[d]);
       }

@@ -96,6 +96,24 @@ inline __m512 exp_f32x16(__m512 x) noexcept {
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// 16 consecutive f32, bf16 or f16 elements as f32; lanes outside `keep` read
+// nothing and give 0.
+template <typename T>
+inline __m512 load_f32x16(const T* p, __mmask16 keep) noexcept {
+  constexpr __mmask16 kAll = 0xffff;  // zero-masked forms: see exp_f32x16
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_maskz_loadu_ps(keep, p);
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(keep, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, wide, 16));
+  } else {
+    static_assert(std::is_same_v<T, f16>);
+    return _mm512_maskz_cvtph_ps(kAll, _mm256_maskz_loadu_epi16(keep, p));
+  }
+}
+#endif
+
 inline float exp_acc(float x) noexcept { return exp_f32(x); }
 inline double exp_acc(double x) noexcept { return std::exp(x); }
 
