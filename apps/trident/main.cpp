@@ -3,10 +3,25 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "trident/core/error.h"
 #include "trident/core/version.h"
+#include "trident/dist/mpi_communicator.h"
+
+namespace {
+// One clear line, then end the job: in a multi-rank run every other rank is
+// brought down too (MPI_Abort), so nobody hangs in a collective.
+[[noreturn]] void fail(const std::string& line) {
+  std::fprintf(stderr, "trident: error: %s\n", line.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  trident::dist::abort_job(1);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"trident: train large language models with 3D parallelism", "trident"};
@@ -26,11 +41,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const trident::Error& e) {
-    std::fprintf(stderr, "trident: error: %s\n", verbose ? e.what() : e.message().c_str());
-    return 1;
+    // In a multi-rank job the rank is part of the line.
+    const std::string where = e.rank() >= 0 ? fmt::format("rank {}: ", e.rank()) : std::string();
+    fail(verbose ? std::string(e.what()) : where + e.message());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "trident: error: %s\n", e.what());
-    return 1;
+    fail(e.what());
   }
+  trident::dist::finalize();
   return 0;
 }

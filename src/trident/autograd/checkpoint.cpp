@@ -4,9 +4,28 @@
 
 namespace trident::autograd {
 
-std::vector<Variable> checkpoint(const SegmentFn& fn, const std::vector<Variable>& inputs) {
+namespace {
+// Runs hooks.enter now and hooks.exit when it goes out of scope (also on errors).
+class HookScope {
+ public:
+  explicit HookScope(const SegmentHooks& hooks) : hooks_(hooks) {
+    if (hooks_.enter) hooks_.enter();
+  }
+  ~HookScope() {
+    if (hooks_.exit) hooks_.exit();
+  }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+
+ private:
+  const SegmentHooks& hooks_;
+};
+}  // namespace
+
+std::vector<Variable> checkpoint(const SegmentFn& fn, const std::vector<Variable>& inputs, const SegmentHooks& hooks) {
   std::vector<Tensor> outputs;
   {
+    HookScope scope(hooks);
     NoGradGuard no_grad;
     for (const Variable& v : fn(inputs)) outputs.push_back(v.data());
   }
@@ -23,7 +42,8 @@ std::vector<Variable> checkpoint(const SegmentFn& fn, const std::vector<Variable
     saved.push_back(v.data());
     input_requires.push_back(v.requires_grad());
   }
-  BackwardFn recompute = [fn, saved, input_requires](const GradContext& ctx) {
+  BackwardFn recompute = [fn, saved, input_requires, hooks](const GradContext& ctx) {
+    HookScope scope(hooks);
     std::vector<Variable> fresh;
     for (std::size_t i = 0; i < saved.size(); ++i) fresh.emplace_back(saved[i], input_requires[i]);
     std::vector<Variable> outs;

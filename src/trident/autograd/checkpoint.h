@@ -18,6 +18,14 @@ namespace trident::autograd {
 
 using SegmentFn = std::function<std::vector<Variable>(const std::vector<Variable>&)>;
 
-std::vector<Variable> checkpoint(const SegmentFn& fn, const std::vector<Variable>& inputs);
+// Called around the segment's forward and around its recomputation together
+// with the backward through it (ZeRO-3 gathers the segment's parameters there).
+struct SegmentHooks {
+  std::function<void()> enter;
+  std::function<void()> exit;
+};
+
+std::vector<Variable> checkpoint(const SegmentFn& fn, const std::vector<Variable>& inputs,
+                                 const SegmentHooks& hooks = {});
 
 }  // namespace trident::autograd

@@ -38,6 +38,14 @@ void Variable::set_data(const Tensor& data) {
   impl_->data = data;
 }
 
+void Variable::reset_data(const Tensor& data) {
+  TRIDENT_CHECK(impl_ != nullptr, "reset_data on an undefined Variable");
+  TRIDENT_CHECK(data.defined() && data.dtype() == impl_->data.dtype(),
+                "reset_data: new data {} does not match the dtype of {} of variable '{}'",
+                data.defined() ? data.describe() : "undefined", impl_->data.describe(), impl_->name);
+  impl_->data = data;
+}
+
 bool Variable::requires_grad() const { return impl_ && impl_->requires_grad; }
 
 void Variable::set_requires_grad(bool requires_grad) {

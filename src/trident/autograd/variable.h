@@ -32,6 +32,9 @@ class Variable {
   const Tensor& data() const;
   // Replaces the data in place (optimiser steps, loading weights); shape and dtype may not change.
   void set_data(const Tensor& data);
+  // Replaces the data with a tensor of any shape (ZeRO-3 swaps a parameter between
+  // its gathered full tensor and an empty placeholder). The dtype may not change.
+  void reset_data(const Tensor& data);
   const Shape& shape() const { return data().shape(); }
   DType dtype() const { return data().dtype(); }
   Device device() const { return data().device(); }

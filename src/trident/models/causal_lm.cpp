@@ -102,7 +102,49 @@ CausalLM::CausalLM(const TransformerSpec& spec) : nn::Module(""), spec_(spec) {
   }
 }
 
+Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute,
+                            const ForwardContext& ctx,
+                            const std::function<Variable(const std::vector<Variable>&)>& fn) const {
+  nn::ParameterGatherer* gatherer = ctx.gatherer;
+  if ((recompute || gatherer) && ctx.training && autograd::grad_enabled()) {
+    autograd::SegmentHooks hooks;
+    if (gatherer) {
+      hooks.enter = [gatherer, params] { gatherer->gather(params); };
+      hooks.exit = [gatherer, params] { gatherer->release(params); };
+    }
+    return autograd::checkpoint([fn](const std::vector<Variable>& in) { return std::vector<Variable>{fn(in)}; },
+                                inputs, hooks)[0];
+  }
+  nn::GatheredScope scope(gatherer, std::move(params));
+  return fn(inputs);
+}
+
+std::vector<nn::Parameter*> CausalLM::embed_parameters() const {
+  std::vector<nn::Parameter*> out = wte_->parameters();
+  if (wpe_) {
+    auto p = wpe_->parameters();
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
+}
+
+std::vector<nn::Parameter*> CausalLM::block_parameters(std::int64_t i) const {
+  return blocks_.at(static_cast<std::size_t>(i))->parameters();
+}
+
+std::vector<nn::Parameter*> CausalLM::head_parameters() const {
+  std::vector<nn::Parameter*> out = final_norm_->parameters();
+  out.push_back(lm_head_ ? lm_head_ : &wte_->weight());
+  return out;
+}
+
 Variable CausalLM::embed(const Tensor& ids, const ForwardContext& ctx) const {
+  return run_unit(embed_parameters(), {}, false, ctx, [this, ids, ctx](const std::vector<Variable>&) {
+    return embed_impl(ids, ctx);
+  });
+}
+
+Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) const {
   TRIDENT_CHECK(ids.rank() == 2, "CausalLM: token ids must be [batch, seq], got {}", ids.shape());
   const std::int64_t T = ids.shape()[1];
   TRIDENT_CHECK(ctx.position_offset + T <= spec_.max_seq_len,
@@ -123,12 +165,16 @@ Variable CausalLM::embed(const Tensor& ids, const ForwardContext& ctx) const {
 
 Variable CausalLM::block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const {
   const nn::TransformerBlock* b = blocks_.at(static_cast<std::size_t>(i));
-  if (!checkpointing_ || !ctx.training || !autograd::grad_enabled()) return b->forward(h, ctx);
-  return autograd::checkpoint([b, ctx](const std::vector<Variable>& in) { return std::vector<Variable>{b->forward(in[0], ctx)}; },
-                              {h})[0];
+  return run_unit(block_parameters(i), {h}, checkpointing_, ctx,
+                  [b, ctx](const std::vector<Variable>& in) { return b->forward(in[0], ctx); });
 }
 
 Variable CausalLM::head(const Variable& h, const ForwardContext& ctx) const {
+  return run_unit(head_parameters(), {h}, false, ctx,
+                  [this, ctx](const std::vector<Variable>& in) { return head_impl(in[0], ctx); });
+}
+
+Variable CausalLM::head_impl(const Variable& h, const ForwardContext& ctx) const {
   Variable x = spec_.arch == Arch::gpt2 ? static_cast<const nn::LayerNorm*>(final_norm_)->forward(h, ctx)
                                         : static_cast<const nn::RMSNorm*>(final_norm_)->forward(h, ctx);
   const nn::Parameter& w = lm_head_ ? *lm_head_ : wte_->weight();

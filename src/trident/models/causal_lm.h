@@ -6,6 +6,7 @@
 // run just its share of the layers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,7 +52,22 @@ class CausalLM : public nn::Module {
   // FLOPs per token for forward + backward (6·N + 12·L·h·s, the MFU convention).
   double flops_per_token(std::int64_t seq_len) const;
 
+  // The parameters of each unit ZeRO-3 gathers at once: the embeddings, each
+  // block, and the head (final norm and LM head — the token embedding when tied).
+  std::vector<nn::Parameter*> embed_parameters() const;
+  std::vector<nn::Parameter*> block_parameters(std::int64_t i) const;
+  std::vector<nn::Parameter*> head_parameters() const;
+
  private:
+  Variable embed_impl(const Tensor& ids, const ForwardContext& ctx) const;
+  Variable head_impl(const Variable& h, const ForwardContext& ctx) const;
+  // Runs fn(inputs) as one unit: with a gatherer, its parameters are gathered
+  // around it and (when training with grad) it is recomputed in backward;
+  // with activation checkpointing it is recomputed in backward.
+  Variable run_unit(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute,
+                    const ForwardContext& ctx,
+                    const std::function<Variable(const std::vector<Variable>&)>& fn) const;
+
   TransformerSpec spec_;
   nn::Embedding* wte_ = nullptr;
   nn::Embedding* wpe_ = nullptr;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "trident/nn/context.h"
+#include "trident/nn/gather.h"
 #include "trident/nn/layers.h"
 #include "trident/nn/module.h"
 #include "trident/nn/transformer.h"

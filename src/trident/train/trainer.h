@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "trident/core/memory.h"
 #include "trident/train/config.h"
 
 namespace trident::train {
@@ -31,6 +32,7 @@ struct TrainSummary {
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, val loss)
   std::string last_checkpoint;          // "" when none was written
   bool interrupted = false;             // stopped by SIGINT/SIGTERM (after saving)
+  MemoryStats memory_after_first_step;  // this rank's memory by category after its first step
 };
 
 // Checks the cross-field rules of a config for a job of `world_size` ranks;

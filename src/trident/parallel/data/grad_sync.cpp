@@ -1,0 +1,86 @@
+#include "trident/parallel/data/grad_sync.h"
+
+#include "trident/core/memory.h"
+
+namespace trident::parallel {
+
+GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp, GradSyncOptions options)
+    : dp_(std::move(dp)), options_(options) {
+  TRIDENT_CHECK(!params.empty(), "GradSync: no parameters");
+  const DType dtype = params.front()->var.dtype();
+  // Backward produces the gradients of the last-registered parameters first.
+  std::vector<nn::Parameter*> order(params.rbegin(), params.rend());
+  std::int64_t total = 0;
+  for (const nn::Parameter* p : order) {
+    TRIDENT_CHECK(p->var.dtype() == dtype, "GradSync: parameter '{}' is {} but others are {}", p->name,
+                  p->var.dtype(), dtype);
+    total += p->var.numel();
+  }
+  {
+    MemoryCategoryScope scope(MemoryCategory::gradients);
+    buffer_ = Tensor::zeros({total}, dtype);
+  }
+  stats_.bytes = static_cast<std::int64_t>(buffer_.nbytes());
+  const std::int64_t bucket_elems =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(options.bucket_mb * (1 << 20)) / static_cast<std::int64_t>(dtype_size(dtype)));
+  std::int64_t offset = 0;
+  for (nn::Parameter* p : order) {
+    const std::int64_t n = p->var.numel();
+    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= bucket_elems) {
+      buckets_.push_back(Bucket{offset, offset, 0, 0, nullptr, false});
+    }
+    Bucket& b = buckets_.back();
+    b.end = offset + n;
+    b.params += 1;
+    p->var.set_grad(buffer_.slice0(offset, offset + n).view(p->var.shape()));
+    const std::size_t index = buckets_.size() - 1;
+    p->var.add_grad_ready_hook([this, index](autograd::Variable&) {
+      Bucket& bucket = buckets_[index];
+      if (!sync_) return;
+      if (--bucket.pending == 0 && options_.overlap) launch(bucket);
+    });
+    offset += n;
+  }
+  stats_.buckets = static_cast<std::int64_t>(buckets_.size());
+}
+
+void GradSync::zero_grad() { buffer_.fill_zero(); }
+
+void GradSync::begin_micro_batch(bool last) {
+  sync_ = last;
+  if (!last) return;
+  for (Bucket& b : buckets_) {
+    b.pending = b.params;
+    b.launched = false;
+    b.work.reset();
+  }
+  any_launched_ = false;
+}
+
+void GradSync::launch(Bucket& b) {
+  if (b.launched) return;
+  if (!any_launched_) {
+    first_launch_ = std::chrono::steady_clock::now();
+    any_launched_ = true;
+  }
+  Tensor view = buffer_.slice0(b.begin, b.end);
+  b.work = dp_->all_reduce(view);
+  b.launched = true;
+  // Give MPI a chance to progress the buckets already in flight.
+  for (Bucket& other : buckets_)
+    if (other.work) other.work->test();
+}
+
+void GradSync::finish() {
+  TRIDENT_CHECK(sync_, "GradSync::finish: begin_micro_batch(true) was not called for the last micro-batch");
+  const auto end_of_backward = std::chrono::steady_clock::now();
+  for (Bucket& b : buckets_) launch(b);
+  stats_.backward_seconds =
+      any_launched_ ? std::chrono::duration<double>(end_of_backward - first_launch_).count() : 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Bucket& b : buckets_) b.work->wait();
+  stats_.exposed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sync_ = false;
+}
+
+}  // namespace trident::parallel

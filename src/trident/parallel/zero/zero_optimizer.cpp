@@ -1,0 +1,185 @@
+#include "trident/parallel/zero/zero_optimizer.h"
+
+#include "trident/core/memory.h"
+#include "trident/ops/elementwise.h"
+#include "trident/ops/optimizer.h"
+
+namespace trident::parallel {
+
+namespace {
+Shape rows_shape(const Shape& full, std::int64_t rows) {
+  std::vector<std::int64_t> dims(full.begin(), full.end());
+  if (dims.empty()) dims.push_back(1);
+  dims[0] = rows;
+  return Shape(dims);
+}
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp,
+                             optim::AdamWOptions options)
+    : stage_(stage), dp_(std::move(dp)), options_(options) {
+  TRIDENT_CHECK(stage >= 1 && stage <= 3, "dist.zero_stage must be 0, 1, 2 or 3, got {}", stage);
+  const std::int64_t d = dp_->size(), r = dp_->rank();
+  for (nn::Parameter* p : params) {
+    TRIDENT_CHECK(p->var.defined(), "ZeRO: parameter '{}' is not initialised", p->name);
+    Entry e;
+    e.param = p;
+    e.full_shape = p->var.shape();
+    e.rows = e.full_shape.rank() ? e.full_shape[0] : 1;
+    e.row_size = e.rows ? p->var.numel() / e.rows : 0;
+    e.chunk_rows = (e.rows + d - 1) / d;
+    e.begin = std::min(r * e.chunk_rows, e.rows);
+    e.end = std::min((r + 1) * e.chunk_rows, e.rows);
+    const DType dt = p->var.dtype();
+    {
+      MemoryCategoryScope scope(MemoryCategory::gradients);
+      e.grad_shard = Tensor::zeros({e.chunk_rows * e.row_size}, dt);
+    }
+    {
+      MemoryCategoryScope scope(MemoryCategory::optimizer);
+      e.exp_avg = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt);
+      e.exp_avg_sq = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt);
+    }
+    if (stage_ == 3) {
+      MemoryCategoryScope scope(MemoryCategory::parameters);
+      e.param_shard = p->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size).clone()
+                          .view(rows_shape(e.full_shape, e.end - e.begin));
+      p->var.reset_data(Tensor::empty({0}, dt));  // the full tensor is freed; gather() brings it back
+    }
+    index_[p] = entries_.size();
+    entries_.push_back(std::move(e));
+  }
+}
+
+ZeroOptimizer::Entry& ZeroOptimizer::entry(const nn::Parameter& p) {
+  auto it = index_.find(&p);
+  TRIDENT_CHECK(it != index_.end(), "ZeRO: parameter '{}' is not managed by this optimizer", p.name);
+  return entries_[it->second];
+}
+const ZeroOptimizer::Entry& ZeroOptimizer::entry(const nn::Parameter& p) const {
+  return const_cast<ZeroOptimizer*>(this)->entry(p);
+}
+
+std::pair<std::int64_t, std::int64_t> ZeroOptimizer::owned_rows(const nn::Parameter& p) const {
+  const Entry& e = entry(p);
+  return {e.begin, e.end};
+}
+
+const Tensor& ZeroOptimizer::parameter_shard(const nn::Parameter& p) const { return entry(p).param_shard; }
+
+void ZeroOptimizer::zero_grad() {
+  for (Entry& e : entries_) {
+    e.grad_shard.fill_zero();
+    if (stage_ == 1) {
+      e.param->var.zero_grad();
+    } else {
+      e.param->var.set_grad(Tensor());
+    }
+  }
+}
+
+void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad) {
+  const std::int64_t d = dp_->size();
+  const DType dt = e.grad_shard.dtype();
+  Tensor padded = Tensor::empty({d * e.chunk_rows * e.row_size}, dt);
+  const std::int64_t n = e.rows * e.row_size;
+  if (full_grad.defined()) {
+    padded.slice0(0, n).copy_from(full_grad.flatten().to(dt));
+  } else {
+    padded.slice0(0, n).fill_zero();  // an unused parameter still joins the collective
+  }
+  padded.slice0(n, padded.size(0)).fill_zero();
+  Tensor mine = Tensor::empty({e.chunk_rows * e.row_size}, dt);
+  dp_->reduce_scatter(padded, mine)->wait();
+  ops::add_(e.grad_shard, mine);
+}
+
+void ZeroOptimizer::reduce_gradients(bool last) {
+  if (stage_ == 1 && !last) return;  // stage 1 accumulates full gradients locally
+  for (Entry& e : entries_) {
+    reduce_scatter_into_shard(e, e.param->var.grad());
+    if (stage_ >= 2) e.param->var.set_grad(Tensor());  // keep only the shard
+  }
+}
+
+double ZeroOptimizer::grad_sum_of_squares() {
+  double local = 0;
+  for (const Entry& e : entries_) local += ops::sum_of_squares(e.grad_shard);
+  return dp_->all_reduce_scalar(local, dist::ReduceOp::sum);
+}
+
+Tensor ZeroOptimizer::all_gather_rows(const Entry& e, const Tensor& owned) const {
+  const std::int64_t d = dp_->size();
+  const DType dt = owned.dtype();
+  Tensor chunk = Tensor::zeros({e.chunk_rows * e.row_size}, dt);
+  const std::int64_t n = owned.numel();
+  if (n) chunk.slice0(0, n).copy_from(owned.flatten());
+  Tensor all = Tensor::empty({d * e.chunk_rows * e.row_size}, dt);
+  dp_->all_gather(chunk, all)->wait();
+  return all.slice0(0, e.rows * e.row_size).view(e.full_shape);
+}
+
+void ZeroOptimizer::step(double lr, double grad_scale) {
+  ++step_;
+  for (Entry& e : entries_) {
+    const std::int64_t n = (e.end - e.begin) * e.row_size;
+    if (n > 0) {
+      Tensor master = stage_ == 3 ? e.param_shard.flatten()
+                                  : e.param->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
+      Tensor grad = e.grad_shard.slice0(0, n);
+      Tensor m = e.exp_avg.flatten(), v = e.exp_avg_sq.flatten();
+      ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps,
+                           e.param->weight_decay ? options_.weight_decay : 0.0};
+      ops::adamw_step(master, grad, m, v, cfg, step_, grad_scale);
+    }
+    if (stage_ < 3) {
+      const Tensor data = e.param->var.data();
+      Tensor owned = data.flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
+      data.copy_from(all_gather_rows(e, owned));
+    }
+  }
+}
+
+void ZeroOptimizer::gather(const std::vector<nn::Parameter*>& params) {
+  if (stage_ != 3) return;
+  for (nn::Parameter* p : params) {
+    Entry& e = entry(*p);
+    if (e.gathered++ == 0) {
+      MemoryCategoryScope scope(MemoryCategory::parameters);
+      p->var.reset_data(all_gather_rows(e, e.param_shard).clone());
+    }
+  }
+}
+
+void ZeroOptimizer::release(const std::vector<nn::Parameter*>& params) {
+  if (stage_ != 3) return;
+  for (nn::Parameter* p : params) {
+    Entry& e = entry(*p);
+    TRIDENT_DCHECK(e.gathered > 0, "release without gather of {}", p->name);
+    if (--e.gathered == 0) p->var.reset_data(Tensor::empty({0}, e.param_shard.dtype()));
+  }
+}
+
+std::map<std::string, ZeroOptimizer::Shard> ZeroOptimizer::owned_state() const {
+  std::map<std::string, Shard> out;
+  for (const Entry& e : entries_) {
+    if (e.end <= e.begin) continue;
+    out["exp_avg/" + e.param->name] = Shard{e.exp_avg, e.begin};
+    out["exp_avg_sq/" + e.param->name] = Shard{e.exp_avg_sq, e.begin};
+    if (stage_ == 3) out["model/" + e.param->name] = Shard{e.param_shard, e.begin};
+  }
+  return out;
+}
+
+void ZeroOptimizer::load_state(
+    const std::function<Tensor(const std::string& key, std::int64_t row_begin, std::int64_t rows)>& read) {
+  for (Entry& e : entries_) {
+    const std::int64_t rows = e.end - e.begin;
+    if (rows <= 0) continue;
+    e.exp_avg.copy_from(read("exp_avg/" + e.param->name, e.begin, rows).to(e.exp_avg.dtype()));
+    e.exp_avg_sq.copy_from(read("exp_avg_sq/" + e.param->name, e.begin, rows).to(e.exp_avg_sq.dtype()));
+    if (stage_ == 3) e.param_shard.copy_from(read("model/" + e.param->name, e.begin, rows).to(e.param_shard.dtype()));
+  }
+}
+
+}  // namespace trident::parallel

@@ -1,0 +1,97 @@
+// ZeRO stages 1–3 (Rajbhandari et al. 2020) with AdamW.
+//
+// Each parameter is partitioned across the data-parallel group along its first
+// dimension: with R rows and d ranks, rank r owns rows [r·c, (r+1)·c) ∩ [0, R)
+// for c = ceil(R / d). A shard is therefore a box of the parameter — which is
+// what lets checkpoints describe it in global coordinates and lets any later
+// layout read it back.
+//
+//   stage 1: AdamW moments (and the update) live only on the owning rank; full
+//            gradients accumulate locally and are reduce-scattered after the
+//            last micro-batch; updated rows are all-gathered into the
+//            replicated parameters.
+//   stage 2: as 1, but gradients are reduce-scattered after every micro-batch
+//            and kept only as shards (the full gradient is transient).
+//   stage 3: as 2, and parameters too are kept only as shards; the model
+//            gathers each unit's parameters just before it runs (forward and
+//            recomputation in backward) and releases them after
+//            (nn::ParameterGatherer).
+//
+// Collectives are blocking here, after backward (stage 0 — plain data
+// parallelism — overlaps its bucketed all-reduce with backward instead, see
+// parallel/data/grad_sync.h).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/dist/communicator.h"
+#include "trident/nn/gather.h"
+#include "trident/optim/optimizer.h"
+
+namespace trident::parallel {
+
+class ZeroOptimizer final : public nn::ParameterGatherer {
+ public:
+  ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp,
+                optim::AdamWOptions options);
+
+  int stage() const noexcept { return stage_; }
+  // Rows [begin, end) of parameter `p` owned by this rank.
+  std::pair<std::int64_t, std::int64_t> owned_rows(const nn::Parameter& p) const;
+
+  void zero_grad();
+  // After each micro-batch's backward (`last`: the step's final micro-batch).
+  void reduce_gradients(bool last);
+  // Sum of squares of the reduced gradients over the whole group (every rank gets the total).
+  double grad_sum_of_squares();
+  // AdamW on the owned rows (grads multiplied by grad_scale), then (stages 1, 2)
+  // all-gather of the updated parameters.
+  void step(double lr, double grad_scale);
+  std::int64_t steps_taken() const noexcept { return step_; }
+  void set_step(std::int64_t s) noexcept { step_ = s; }
+
+  // ZeRO-3 gathering (nn::ParameterGatherer); no-ops for stages 1 and 2.
+  void gather(const std::vector<nn::Parameter*>& params) override;
+  void release(const std::vector<nn::Parameter*>& params) override;
+
+  // The shards this rank owns, for checkpoints: key "exp_avg/<name>" etc. →
+  // (tensor, row offset). Stage 3 also lists "model/<name>" (its parameter shard).
+  struct Shard {
+    Tensor data;
+    std::int64_t row_offset;
+  };
+  std::map<std::string, Shard> owned_state() const;
+  // Restores moments (and stage-3 parameter shards) from full tensors read by key.
+  void load_state(const std::function<Tensor(const std::string& key, std::int64_t row_begin, std::int64_t rows)>& read);
+
+  // Stage 3: the parameter's owned rows (the persistent copy).
+  const Tensor& parameter_shard(const nn::Parameter& p) const;
+
+ private:
+  struct Entry {
+    nn::Parameter* param;
+    std::int64_t rows = 0, row_size = 0, chunk_rows = 0;  // c = chunk_rows
+    std::int64_t begin = 0, end = 0;                      // owned rows
+    Tensor grad_shard;   // [chunk_rows · row_size] padded, accumulated reduced gradient
+    Tensor exp_avg, exp_avg_sq;  // [owned rows, ...]
+    Tensor param_shard;  // stage 3: [owned rows, ...]
+    Shape full_shape;
+    int gathered = 0;    // stage 3: nesting count of gather()
+  };
+  Entry& entry(const nn::Parameter& p);
+  const Entry& entry(const nn::Parameter& p) const;
+  void reduce_scatter_into_shard(Entry& e, const Tensor& full_grad);
+  Tensor all_gather_rows(const Entry& e, const Tensor& owned) const;
+
+  int stage_;
+  std::shared_ptr<dist::Communicator> dp_;
+  optim::AdamWOptions options_;
+  std::vector<Entry> entries_;
+  std::map<const nn::Parameter*, std::size_t> index_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace trident::parallel

@@ -1,0 +1,31 @@
+// Internal to the train module: this rank's place in the job and the
+// data-parallel machinery of the run.
+#pragma once
+
+#include <memory>
+
+#include "trident/dist/communicator.h"
+#include "trident/dist/mesh.h"
+#include "trident/optim/optimizer.h"
+#include "trident/parallel/data/grad_sync.h"
+#include "trident/parallel/zero/zero_optimizer.h"
+
+namespace trident::train::detail {
+
+struct ParallelState {
+  std::shared_ptr<dist::Communicator> world;  // the self communicator for a single process
+  std::shared_ptr<dist::Communicator> dp;
+  std::unique_ptr<dist::Mesh> mesh;
+  int rank = 0;
+  int dp_rank = 0;
+  int dp_size = 1;
+  int zero_stage = 0;
+  std::unique_ptr<optim::Optimizer> optimizer;      // stage 0 (replicated update)
+  std::unique_ptr<parallel::GradSync> grad_sync;    // stage 0 with dp > 1
+  std::unique_ptr<parallel::ZeroOptimizer> zero;    // stages 1–3
+
+  bool is_root() const noexcept { return rank == 0; }
+  std::int64_t optimizer_steps() const { return zero ? zero->steps_taken() : optimizer->steps_taken(); }
+};
+
+}  // namespace trident::train::detail

@@ -1,0 +1,176 @@
+#include "trident/train/setup.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "trident/data/blended_dataset.h"
+#include "trident/data/gpt_dataset.h"
+#include "trident/data/indexed_dataset.h"
+#include "trident/data/split.h"
+#include "trident/optim/schedule.h"
+#include "trident/train/trainer.h"
+
+namespace trident::train {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+DType compute_dtype(const std::string& precision) {
+  if (precision == "fp32") return DType::f32;
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  TRIDENT_FAIL("train.precision must be fp32, bf16 or fp16, got '{}'", precision);
+}
+
+std::int64_t accumulation_steps(const Config& c, int dp) {
+  const std::int64_t per_step = c.train.micro_batch_size * dp;
+  const std::int64_t global = c.train.global_batch_size > 0 ? c.train.global_batch_size : per_step;
+  return global / per_step;
+}
+
+models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len) {
+  models::TransformerSpec s;
+  if (!m.preset.empty()) {
+    s = models::preset(m.preset);
+  } else {
+    TRIDENT_CHECK(m.arch == "gpt2" || m.arch == "llama", "model.arch must be gpt2 or llama, got '{}'", m.arch);
+    s.arch = m.arch == "gpt2" ? nn::Arch::gpt2 : nn::Arch::llama;
+    s.tie_embeddings = s.arch == nn::Arch::gpt2 ? m.tie_embeddings : false;
+    s.norm_eps = m.norm_eps;
+  }
+  if (!m.preset.empty() && m.arch != "gpt2") {
+    TRIDENT_CHECK((m.arch == "llama") == (s.arch == nn::Arch::llama),
+                  "model.arch '{}' contradicts model.preset '{}'", m.arch, m.preset);
+  }
+  if (m.n_layer) s.n_layer = m.n_layer;
+  if (m.n_head) s.n_head = m.n_head;
+  if (m.d_model) s.d_model = m.d_model;
+  s.n_kv_head = m.n_kv_head ? m.n_kv_head : (s.n_kv_head && !m.n_head ? s.n_kv_head : s.n_head);
+  if (m.d_ff) s.d_ff = m.d_ff;
+  if (!s.d_ff || (m.d_model && !m.d_ff)) s.d_ff = models::default_d_ff(s.arch, s.d_model);
+  if (m.vocab_size) {
+    s.vocab_size = m.vocab_size;
+  } else if (tokenizer_vocab > 0) {
+    s.vocab_size = tokenizer_vocab;
+  }
+  if (m.max_seq_len) {
+    s.max_seq_len = m.max_seq_len;
+  } else if (s.max_seq_len == 0) {
+    s.max_seq_len = seq_len;
+  }
+  s.dropout = m.dropout;
+  s.rope_theta = m.rope_theta;
+  if (m.preset.empty()) s.norm_eps = m.norm_eps;
+  s.validate();
+  return s;
+}
+
+
+DataSources open_data(const Config& c, std::int64_t train_samples) {
+  DataSources d;
+  d.tokenizer = data::Tokenizer::load(c.data.tokenizer);
+  std::vector<std::shared_ptr<const data::SampleSource>> train, valid;
+  std::vector<double> weights = c.data.weights;
+  double wsum = 0;
+  for (double w : weights) wsum += w;
+  for (std::size_t i = 0; i < c.data.paths.size(); ++i) {
+    auto ds = data::IndexedDataset::open(c.data.paths[i]);
+    auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
+    // Blended sources must hold at least their share of the blend (Megatron's 0.5% margin).
+    const double share = weights.empty() ? 1.0 : weights[i] / wsum;
+    const bool blended = c.data.paths.size() > 1;
+    data::GptDatasetConfig g;
+    g.seq_len = c.train.seq_len;
+    g.seed = static_cast<std::uint64_t>(c.train.seed);
+    g.cache_dir = c.data.cache_dir.empty() ? fs::path(c.data.paths[i]).parent_path() / "index-cache"
+                                           : fs::path(c.data.cache_dir);
+    g.documents = ranges[0];
+    g.num_samples = blended ? static_cast<std::int64_t>(std::ceil(share * static_cast<double>(train_samples) * 1.005)) + 1 : 0;
+    TRIDENT_CHECK(ranges[0].size() > 0, "data.split '{}' leaves no training documents in '{}'", c.data.split,
+                  c.data.paths[i]);
+    train.push_back(std::make_shared<data::GptDataset>(ds, g));
+    if (ranges[1].size() > 0) {
+      g.documents = ranges[1];
+      g.num_samples = 0;
+      valid.push_back(std::make_shared<data::GptDataset>(ds, g));
+    }
+  }
+  if (!c.data.valid_paths.empty()) {
+    valid.clear();
+    for (const auto& path : c.data.valid_paths) {
+      data::GptDatasetConfig g;
+      g.seq_len = c.train.seq_len;
+      g.seed = static_cast<std::uint64_t>(c.train.seed);
+      g.cache_dir = c.data.cache_dir.empty() ? fs::path(path).parent_path() / "index-cache" : fs::path(c.data.cache_dir);
+      auto ds = data::IndexedDataset::open(path);
+      g.documents = data::DocumentRange{0, static_cast<std::int64_t>(ds->size())};
+      valid.push_back(std::make_shared<data::GptDataset>(ds, g));
+    }
+  }
+  if (train.size() == 1) {
+    d.train = train[0];
+  } else {
+    d.train = std::make_shared<data::BlendedDataset>(train, weights, train_samples);
+  }
+  if (!valid.empty()) d.valid = valid[0];  // validation on the first dataset's split
+  return d;
+}
+
+}  // namespace detail
+
+void validate_config(const Config& c, int world_size) {
+  (void)detail::compute_dtype(c.train.precision);
+  TRIDENT_CHECK(c.train.seq_len > 0, "train.seq_len must be positive, got {}", c.train.seq_len);
+  TRIDENT_CHECK(c.train.micro_batch_size > 0, "train.micro_batch_size must be positive, got {}",
+                c.train.micro_batch_size);
+  TRIDENT_CHECK(c.train.steps > 0, "train.steps must be positive, got {}", c.train.steps);
+  TRIDENT_CHECK(c.train.log_interval > 0, "train.log_interval must be positive, got {}", c.train.log_interval);
+  const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
+  TRIDENT_CHECK(tp >= 1 && pp >= 1, "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
+                "and {})", tp, pp);
+  TRIDENT_CHECK(tp == 1 && pp == 1,
+                "dist.tensor_parallel_size={} and pipeline_parallel_size={}: tensor and pipeline parallelism are not "
+                "in this build yet (data parallelism and ZeRO are)", tp, pp);
+  TRIDENT_CHECK(world_size % (tp * pp) == 0, "dist: tp × pp = {} does not divide the {} ranks of the job", tp * pp,
+                world_size);
+  const std::int64_t dp = c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / (tp * pp);
+  TRIDENT_CHECK(dp * tp * pp == world_size,
+                "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size = {} × {} × {} = {}, but "
+                "the job has {} rank(s)",
+                dp, tp, pp, dp * tp * pp, world_size);
+  TRIDENT_CHECK(c.dist.zero_stage >= 0 && c.dist.zero_stage <= 3, "dist.zero_stage must be 0, 1, 2 or 3, got {}",
+                c.dist.zero_stage);
+  TRIDENT_CHECK(c.dist.zero_stage == 0 || c.optim.name == "adamw",
+                "dist.zero_stage={} shards AdamW state; optim.name='{}' is not supported with ZeRO", c.dist.zero_stage,
+                c.optim.name);
+  TRIDENT_CHECK(c.dist.timeout_s > 0, "dist.timeout_s must be positive, got {}", c.dist.timeout_s);
+  const std::int64_t per_step = c.train.micro_batch_size * dp;
+  if (c.train.global_batch_size > 0) {
+    TRIDENT_CHECK(c.train.global_batch_size % per_step == 0,
+                  "train.global_batch_size={} must be a multiple of micro_batch_size × data_parallel_size = {} × {} "
+                  "= {}",
+                  c.train.global_batch_size, c.train.micro_batch_size, dp, per_step);
+  }
+  TRIDENT_CHECK(c.optim.name == "adamw" || c.optim.name == "sgd", "optim.name must be adamw or sgd, got '{}'",
+                c.optim.name);
+  TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());
+  TRIDENT_CHECK(c.optim.lr > 0, "optim.lr must be positive, got {}", c.optim.lr);
+  (void)optim::parse_decay(c.schedule.decay);
+  TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
+  TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),
+                "data.weights has {} entries for {} data.paths", c.data.weights.size(), c.data.paths.size());
+  for (const auto& p : c.data.paths) {
+    TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"),
+                  "data.paths: '{}' has no {}.bin/.idx (run `trident preprocess` or scripts/prepare_corpus.sh)", p, p);
+  }
+  for (const auto& p : c.data.valid_paths) {
+    TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"), "data.valid_paths: '{}' has no {}.bin/.idx", p, p);
+  }
+  TRIDENT_CHECK(!c.data.tokenizer.empty(), "data.tokenizer is empty: give the tokenizer.json the data was made with");
+  TRIDENT_CHECK(fs::exists(c.data.tokenizer), "data.tokenizer: '{}' does not exist", c.data.tokenizer);
+  TRIDENT_CHECK(c.train.device == "cpu", "train.device '{}' is not available in this build (cpu only)",
+                c.train.device);
+}
+
+}  // namespace trident::train

@@ -1,0 +1,27 @@
+// Internal to the train module: turning a Config into the pieces of a run.
+#pragma once
+
+#include <memory>
+
+#include "trident/data/sample_source.h"
+#include "trident/data/tokenizer.h"
+#include "trident/models/causal_lm.h"
+#include "trident/train/config.h"
+
+namespace trident::train::detail {
+
+DType compute_dtype(const std::string& precision);
+// Micro-batches per data-parallel rank per optimizer step.
+std::int64_t accumulation_steps(const Config& c, int dp);
+// The model's sizes: preset, explicit keys, tokenizer vocabulary, sequence length.
+models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len);
+
+struct DataSources {
+  data::Tokenizer tokenizer;
+  std::shared_ptr<const data::SampleSource> train;
+  std::shared_ptr<const data::SampleSource> valid;  // null when there is no validation data
+};
+// Opens the datasets; `train_samples` sizes blended datasets.
+DataSources open_data(const Config& c, std::int64_t train_samples);
+
+}  // namespace trident::train::detail
