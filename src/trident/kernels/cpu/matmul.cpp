@@ -35,7 +35,8 @@ namespace trident::kernels::cpu {
 namespace {
 
 // The f32 default, chosen from bench/matmul_bench at the LLM shapes on this
-// project's CPU (bench/RESULTS.md, "Matmul").
+// project's CPU (bench/RESULTS.md, "Matmul"): oneDNN's AVX-512 brgemm runs at
+// about twice Debian OpenBLAS 0.3.21's speed per core, whose Zen kernels are AVX2.
 constexpr MatmulBackend kDefaultF32Backend = MatmulBackend::onednn;
 
 // oneDNN reads OpenMP's thread count on the calling thread; trident's count is
@@ -165,8 +166,9 @@ void onednn_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const voi
 
 // C tiles: the largest of 256×1024 (packing fully amortised), 128×512 and
 // 128×256 that still gives 8 tiles, so 2–8 threads share even a 256-token GEMM.
-// Single-threaded OpenBLAS loses 0–3% at 256×1024 and ~7% at 128×256 to the
-// extra packing (CPU time, bench/RESULTS.md). The choice depends on the shape only.
+// Against one untiled call, single-threaded OpenBLAS loses 0–3% at 256×1024
+// tiles and ~7% at 128×256 to the extra packing (CPU time at the LLM shapes of
+// bench/matmul_bench). The choice depends on the shape only.
 std::pair<std::int64_t, std::int64_t> blas_tile_shape(std::int64_t m, std::int64_t n) {
   std::int64_t tm = 256, tn = 1024;
   auto tiles = [&] { return ((m + tm - 1) / tm) * ((n + tn - 1) / tn); };
@@ -315,15 +317,19 @@ std::string matmul_backend_description() {
   const dnnl_version_t* v = dnnl_version();
   std::string blas = "OpenBLAS";
   if (const char* config = openblas_get_config()) {
-    // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64": keep name and version.
+    // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... Haswell MAX_THREADS=64": keep name and version.
     std::string_view c(config);
     const auto first = c.find(' ');
     const auto second = first == std::string_view::npos ? first : c.find(' ', first + 1);
     blas = std::string(c.substr(0, second));
   }
+  // The kernel family OpenBLAS picked at load time (OPENBLAS_CORETYPE overrides it):
+  // 0.3.21 does not know AMD family 26 and falls back to AVX2 "Haswell" kernels.
+  const char* core = openblas_get_corename();
   const bool f32_onednn = matmul_backend(DType::f32) == MatmulBackend::onednn;
-  return fmt::format("oneDNN {}.{}.{} ({}bf16: {}), {} ({}f64)", v->major, v->minor, v->patch, f32_onednn ? "f32, " : "",
-                     isa_name(dnnl_get_effective_cpu_isa()), blas, f32_onednn ? "" : "f32, ");
+  return fmt::format("oneDNN {}.{}.{} ({}bf16: {}), {} ({}f64: {})", v->major, v->minor, v->patch,
+                     f32_onednn ? "f32, " : "", isa_name(dnnl_get_effective_cpu_isa()), blas, f32_onednn ? "" : "f32, ",
+                     core ? core : "unknown kernels");
 }
 
 double measure_matmul_peak_gflops(DType dtype) {

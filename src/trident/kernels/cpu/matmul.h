@@ -55,8 +55,9 @@ void broadcast_rows(DType dtype, const void* row, void* out, std::int64_t rows, 
 // library supports the dtype, else the default.
 MatmulBackend matmul_backend(DType ab_dtype);
 
-// "oneDNN 2.6.3 (f32, bf16: avx512_core_bf16), OpenBLAS 0.3.21 (f64)": the
-// libraries' versions, the ISA oneDNN detected at run time and which dtype each serves.
+// "oneDNN 2.6.3 (f32, bf16: avx512_core_bf16), OpenBLAS 0.3.21 (f64: Haswell)":
+// the libraries' versions, which dtypes each serves, and the ISA oneDNN and the
+// kernel family OpenBLAS picked at run time.
 std::string matmul_backend_description();
 
 // Runs square GEMMs of `dtype` (2048³, or 1024³ where one 2048³ takes too
