@@ -10,59 +10,23 @@
 #include <random>
 
 #include "trident/checkpoint/sharded.h"
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/preprocess.h"
-#include "trident/data/tokenizer.h"
+#include "corpus.h"
 
 namespace trident::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A corpus with learnable structure: sentences from a small grammar.
-std::string make_corpus(int lines) {
-  const std::vector<std::string> subjects = {"the king", "a shepherd", "the people", "my brother", "the servant"};
-  const std::vector<std::string> verbs = {"went unto", "spake to", "looked upon", "blessed", "followed"};
-  const std::vector<std::string> objects = {"the city", "the mountain", "his house", "the river", "the temple"};
-  std::mt19937 gen(42);
-  std::string out;
-  for (int i = 0; i < lines; ++i) {
-    out += subjects[gen() % subjects.size()] + " " + verbs[gen() % verbs.size()] + " " +
-           objects[gen() % objects.size()] + ", and " + subjects[gen() % subjects.size()] + " " +
-           verbs[gen() % verbs.size()] + " " + objects[gen() % objects.size()] + ".\n";
-  }
-  return out;
-}
-
 class Trainer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / fmt::format("trident-trainer-{}", ::getpid());
     fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const std::string text = make_corpus(3000);
-    std::ofstream(dir_ / "corpus.txt") << text;
-    data::BpeTrainerOptions bo;
-    bo.vocab_size = 320;
-    bo.special_tokens = {"<|endoftext|>"};
-    data::BpeTrainer trainer(bo);
-    trainer.feed(text);
-    data::write_tokenizer_json(trainer.train(), dir_ / "tokenizer.json");
-    data::PreprocessOptions po;
-    po.inputs = {dir_ / "corpus.txt"};
-    po.output_prefix = (dir_ / "corpus").string();
-    po.append_eod = true;
-    data::preprocess(data::Tokenizer::from_file(dir_ / "tokenizer.json"), po);
+    testing::make_corpus(dir_);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static std::vector<std::string> base(const std::string& run) {
-    return {"model.arch=gpt2", "model.n_layer=2", "model.n_head=4", "model.d_model=32", "model.max_seq_len=32",
-            "data.tokenizer=" + (dir_ / "tokenizer.json").string(), "data.paths=[\"" + (dir_ / "corpus").string() + "\"]",
-            "data.split=\"90,10,0\"", "data.cache_dir=" + (dir_ / ("cache-" + run)).string(), "train.seq_len=32",
-            "train.log_interval=1000", "train.eval_interval=0", "optim.lr=3e-3", "schedule.warmup_steps=2",
-            "train.threads=1"};
-  }
+  static std::vector<std::string> base(const std::string& run) { return testing::tiny_run(dir_, "cache-" + run); }
   static TrainOptions options(const std::string& run, std::vector<std::string> extra) {
     TrainOptions o;
     o.overrides = base(run);

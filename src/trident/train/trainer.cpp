@@ -57,9 +57,13 @@ void check_same_config(dist::Communicator& world, const Config& config) {
                 h, lo, hi);
 }
 
-ParallelState make_parallel(const Config& config) {
+ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communicator> world) {
   ParallelState par;
-  par.world = dist::launched_by_mpi() ? dist::mpi_world(config.dist.timeout_s) : dist::self_communicator();
+  if (world) {
+    par.world = std::move(world);
+  } else {
+    par.world = dist::launched_by_mpi() ? dist::mpi_world(config.dist.timeout_s) : dist::self_communicator();
+  }
   par.rank = par.world->rank();
   validate_config(config, par.world->size());
   check_same_config(*par.world, config);
@@ -109,7 +113,7 @@ void request_stop() noexcept { g_stop.store(true); }
 TrainSummary train(const TrainOptions& options) {
   Config config = load_config(options.config_path, options.overrides);
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
-  ParallelState par = make_parallel(config);
+  ParallelState par = make_parallel(config, options.world);
 
   const std::string run_dir = options.run_dir;
   const std::string ckpt_root = config.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string()

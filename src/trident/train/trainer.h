@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trident/core/memory.h"
+#include "trident/dist/communicator.h"
 #include "trident/train/config.h"
 
 namespace trident::train {
@@ -24,6 +25,10 @@ struct TrainOptions {
   std::string run_dir = "runs/default";
   bool resume = false;                  // continue from the run's latest checkpoint
   bool quiet = false;                   // no progress output (tests)
+  // The job's communicator; null = MPI's world when launched by mpirun/srun,
+  // else a single process. Tests pass dist::self_communicator() to run the
+  // single-process reference inside an MPI job.
+  std::shared_ptr<dist::Communicator> world;
 };
 
 struct TrainSummary {
