@@ -19,4 +19,7 @@ void add_train_command(CLI::App& app);
 // trident generate (generate_command.cpp)
 void add_generate_command(CLI::App& app);
 
+// trident launch (launch_command.cpp)
+void add_launch_command(CLI::App& app);
+
 }  // namespace trident::cli

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -44,7 +45,7 @@ class CpuBackend final : public DeviceBackend {
   }
   void deallocate(void* ptr, std::size_t nbytes, int) noexcept override {
     const std::size_t size = rounded(nbytes);
-    if (size >= kCacheMin) {
+    if (size >= kCacheMin && !shut_down_) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (cached_bytes_ + size <= cache_limit()) {
         try {
@@ -57,6 +58,11 @@ class CpuBackend final : public DeviceBackend {
       }
     }
     std::free(ptr);
+  }
+  // At exit: free the cache (leak checkers see no lost blocks) and stop caching.
+  void shut_down() noexcept {
+    shut_down_ = true;
+    release_cache();
   }
   void release_cache() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -96,9 +102,15 @@ class CpuBackend final : public DeviceBackend {
   std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_bytes_ = 0;
+  std::atomic<bool> shut_down_{false};
 };
 
-CpuBackend g_cpu_backend;
+// Never destroyed (tensors in other static objects may be freed after this
+// file's statics); its cache is emptied at exit by the releaser below.
+CpuBackend& g_cpu_backend = *new CpuBackend();
+struct CacheReleaser {
+  ~CacheReleaser() { g_cpu_backend.shut_down(); }
+} g_cache_releaser;
 DeviceBackend* g_backends[2] = {&g_cpu_backend, nullptr};
 
 }  // namespace

@@ -1,0 +1,73 @@
+// trident launch -n N [--hostfile FILE] [--] COMMAND...
+//
+// A convenience wrapper over Open MPI's mpirun: adds --oversubscribe when N
+// exceeds the cores (CPU ranks share cores; each rank then uses
+// cores / ranks threads), --allow-run-as-root when run as root, lets idle ranks
+// yield the CPU, and runs COMMAND (usually `trident train ...`) on N ranks.
+// `trident launch -n 4 -- trident train cfg.toml` is `mpirun -np 4 ... trident train cfg.toml`.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "commands.h"
+#include "trident/core/error.h"
+
+namespace trident::cli {
+
+namespace {
+
+struct LaunchOptions {
+  int ranks = 1;
+  std::string hostfile;
+  bool dry_run = false;
+  std::vector<std::string> command;
+};
+
+void launch(const LaunchOptions& o) {
+  TRIDENT_CHECK(o.ranks >= 1, "launch: -n must be at least 1, got {}", o.ranks);
+  TRIDENT_CHECK(!o.command.empty(), "launch: no command given (e.g. trident launch -n 4 -- trident train cfg.toml)");
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(o.ranks), "--bind-to", "none",
+                                   "-x", "OMPI_MCA_mpi_yield_when_idle=1"};
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (o.hostfile.empty() && static_cast<unsigned>(o.ranks) > cores) args.push_back("--oversubscribe");
+  if (!o.hostfile.empty()) {
+    args.push_back("--hostfile");
+    args.push_back(o.hostfile);
+  }
+  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  // The trident binary itself when the command starts with "trident".
+  std::vector<std::string> command = o.command;
+  if (command.front() == "trident") {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) command.front() = std::string(self, static_cast<std::size_t>(n));
+  }
+  args.insert(args.end(), command.begin(), command.end());
+  if (o.dry_run) {
+    fmt::print("{}\n", fmt::join(args, " "));
+    return;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvp("mpirun", argv.data());
+  TRIDENT_FAIL("launch: cannot run mpirun: {} (install Debian's openmpi-bin)", std::strerror(errno));
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("launch", "Run a command on N ranks through mpirun (e.g. trident train)");
+  auto o = std::make_shared<LaunchOptions>();
+  cmd->add_option("-n,--ranks", o->ranks, "Number of ranks")->required();
+  cmd->add_option("--hostfile", o->hostfile, "mpirun hostfile for several machines");
+  cmd->add_flag("--dry-run", o->dry_run, "Print the mpirun command instead of running it");
+  cmd->add_option("command", o->command, "The command to run on every rank")->required();
+  cmd->prefix_command();
+  cmd->callback([o] { launch(*o); });
+}
+
+}  // namespace trident::cli
