@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A rank that fails ends the whole job with a message naming the rank and the
+# cause, within the collective timeout; no rank hangs.
+#   failure_test.sh TRIDENT_BINARY
+#  1. a bad data file on one rank only (mpirun MPMD);
+#  2. a rank that stops responding (SIGSTOP): its peers' collective times out;
+#  3. a rank killed with SIGKILL mid-training.
+set -uo pipefail
+trident=$1
+work=$(mktemp -d /tmp/trident-failure.XXXXXX)
+trap 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl=self,vader TRIDENT_NUM_THREADS=1
+mpi=(mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle=1)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A tiny corpus.
+for i in $(seq 1 400); do echo "line $i of the test corpus, with words that repeat and repeat again."; done > "$work/c.txt"
+"$trident" tokenizer train --input "$work/c.txt" --vocab-size 300 --special-token '<|endoftext|>' \
+  --output "$work/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
+"$trident" preprocess --input "$work/c.txt" --tokenizer "$work/tok.json" --output-prefix "$work/c" --append-eod \
+  --quiet || fail "preprocess"
+common=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
+        --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2
+        --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
+        --set train.eval_interval=0 --set log.progress=off --set train.peak_gflops=1)
+
+# 1. Bad data file on rank 1 only.
+start=$SECONDS
+out=$(timeout 120 "${mpi[@]}" -np 1 "$trident" "${common[@]}" --set train.steps=5 : \
+      -np 1 "$trident" "${common[@]}" --set train.steps=5 --set 'data.paths=["/nonexistent/corpus"]' 2>&1)
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "bad data on one rank: exit code $rc (124 = hung)"
+grep -q "trident: error: rank 1: data.paths: '/nonexistent/corpus' has no" <<<"$out" || fail "bad data message: $out"
+echo "ok 1: bad data file on rank 1 ended the job in $((SECONDS - start)) s: $(grep 'trident: error' <<<"$out" | head -1)"
+
+# 2. A stuck rank: SIGSTOP rank 1 during training; rank 0's collective times out after dist.timeout_s.
+start=$SECONDS
+timeout 120 "${mpi[@]}" -np 2 "$trident" "${common[@]}" --set train.steps=100000 --set dist.timeout_s=5 \
+  > "$work/stuck.log" 2>&1 &
+launcher=$!
+for _ in $(seq 1 100); do [[ -s $work/run/metrics.jsonl ]] && break; sleep 0.2; done
+pids=($(pgrep -f -- "--run-dir $work/run" | sort -n))
+[[ ${#pids[@]} -ge 2 ]] || fail "stuck rank: ranks not found"
+kill -STOP "${pids[-1]}"
+wait $launcher
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "stuck rank: exit code $rc (124 = hung)"
+grep -q "timed out after 5 s" "$work/stuck.log" || fail "stuck rank message: $(cat "$work/stuck.log")"
+echo "ok 2: a stuck rank ended the job in $((SECONDS - start)) s: $(grep 'trident: error' "$work/stuck.log" | head -1)"
+
+# 3. A rank killed mid-training.
+rm -rf "$work/run"
+start=$SECONDS
+timeout 120 "${mpi[@]}" -np 2 "$trident" "${common[@]}" --set train.steps=100000 > "$work/kill.log" 2>&1 &
+launcher=$!
+for _ in $(seq 1 100); do [[ -s $work/run/metrics.jsonl ]] && break; sleep 0.2; done
+pids=($(pgrep -f -- "--run-dir $work/run" | sort -n))
+[[ ${#pids[@]} -ge 2 ]] || fail "killed rank: ranks not found"
+kill -KILL "${pids[-1]}"
+wait $launcher
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "killed rank: exit code $rc (124 = hung)"
+grep -qiE "signal 9|killed" "$work/kill.log" || fail "killed rank message: $(cat "$work/kill.log")"
+echo "ok 3: a killed rank ended the job in $((SECONDS - start)) s: $(grep -iE 'signal 9|killed' "$work/kill.log" | head -1)"
