@@ -7,6 +7,7 @@
 #include "trident/core/error.h"
 #include "trident/data/bpe_trainer.h"
 #include "trident/data/byte_level.h"
+#include "trident/data/unicode_compat.h"
 
 namespace trident::data {
 namespace {
@@ -53,6 +54,27 @@ TEST(ByteLevel, Gpt2Table) {
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   EXPECT_EQ(byte_level_to_bytes(bytes_to_byte_level(all)), all);
   EXPECT_FALSE(byte_level_to_bytes("a b"));  // ' ' is not a byte-level character
+}
+
+TEST(UnicodeCompat, WidensLettersAndNumbersInAndOutOfClasses) {
+  const std::string a = align_unicode_classes(R"( ?\p{L}+|[^\s\p{L}\p{N}]+|\pN|\P{L}|\p{Lu}|[\]\p{L}]|\Q\p{L}\E)");
+  EXPECT_EQ(a.rfind(R"( ?[\p{L}\x{1C89}-\x{1C8A})", 0), 0u) << a;
+  EXPECT_NE(a.find(R"([^\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\p{L}\x{1C89}-)"), std::string::npos) << a;
+  EXPECT_NE(a.find(R"(\p{N}\x{10D40}-\x{10D49})"), std::string::npos) << a;
+  EXPECT_NE(a.find(R"(|[\p{N}\x{10D40}-)"), std::string::npos) << a;  // \pN outside a class
+  EXPECT_NE(a.find(R"(|[^\p{L}\x{1C89}-)"), std::string::npos) << a;  // \P{L} outside a class
+  EXPECT_NE(a.find(R"(|\p{Lu}|)"), std::string::npos) << a;           // other properties untouched
+  EXPECT_NE(a.find(R"([\]\p{L}\x{1C89}-)"), std::string::npos) << a;  // escaped ] stays in the class
+  EXPECT_NE(a.find(R"(\Q\p{L}\E)"), std::string::npos) << a;          // literal text untouched
+  // A letter from Unicode 16 (Garay, U+10D50) is a letter for GPT-2's pattern, as in Hugging Face.
+  PreTokenizer pre = PreTokenizer::gpt2();
+  PreTokenizer::Scratch scratch;
+  std::vector<Piece> pieces;
+  pre.split("ab\xF0\x90\xB5\x90" "cd", pieces, scratch);
+  EXPECT_EQ(pieces.size(), 1u);
+  // U+180E is not white space (since Unicode 6.3): "a\u180e b" is "a", "\u180e", " b".
+  pre.split("a\xE1\xA0\x8E b", pieces, scratch);
+  EXPECT_EQ(pieces.size(), 3u);
 }
 
 TEST(Tokenizer, MergesByRankLeftmostFirst) {

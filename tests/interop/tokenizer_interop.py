@@ -145,6 +145,45 @@ ref.decoder = decoders.ByteLevel()
 ref.add_special_tokens(["<|endoftext|>"])
 compare("GPT-2 vocab.json + merges.txt", gpt2_dir, ref, small_path, small)
 
+# Pre-tokenizer character classes agree on every code point: with no merges
+# and a Split that removes \p{L} (or \p{N}), the ids between newlines show
+# whether each code point was matched (PCRE2's Unicode tables are older than
+# Oniguruma's; trident widens the classes to match).
+base = json.load(open(trident_json, encoding="utf-8"))
+base["model"]["merges"] = []
+base["model"]["vocab"] = {k: v for k, v in base["model"]["vocab"].items() if v < 257}
+cps = [c for c in range(0x110000) if not (0xD800 <= c <= 0xDFFF) and c != 10]
+cp_text = "".join(chr(c) + "\n" for c in cps)
+cp_path = os.path.join(tmp, "code_points.txt")
+write_text(cp_path, cp_text)
+for cls in (r"\p{L}", r"\p{N}", r"[^\s\p{L}\p{N}]"):
+    j = dict(base)
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": cls}, "behavior": "Removed", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    path = os.path.join(tmp, "classes.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    hf_tok = Tokenizer.from_file(path)
+    nl = hf_tok.token_to_id("\u010a")
+
+    def matched(ids):
+        out, run_len = [], 0
+        for i in ids:
+            if i == nl:
+                out.append(run_len == 0)
+                run_len = 0
+            else:
+                run_len += 1
+        return out
+
+    want, got = matched(hf_tok.encode(cp_text).ids), matched(trident_encode(trident, path, cp_path))
+    diff = [f"U+{cps[i]:04X}" for i in range(min(len(want), len(got))) if want[i] != got[i]]
+    if len(want) != len(got) or diff:
+        failures.append(f"class {cls}: {len(diff)} code points classified differently, e.g. {diff[:8]}")
+    else:
+        print(f"ok   class {cls}: identical on all {len(cps)} code points")
+
 # Byte-exact round trip of arbitrary bytes (invalid UTF-8 included).
 blob = bytes(range(256)) * 4 + b"\xff\xfe abc \xc3\x28 \xe2\x82 \xf0\x9f\x98 ok\xed\xa0\x80" + os.urandom(4096)
 blob_path = os.path.join(tmp, "blob.bin")

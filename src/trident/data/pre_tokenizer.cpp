@@ -2,6 +2,7 @@
 
 #include "trident/core/error.h"
 #include "trident/data/byte_level.h"
+#include "trident/data/unicode_compat.h"
 
 namespace trident::data {
 namespace {
@@ -119,6 +120,17 @@ void apply_split(const Step& step, std::string_view text, Piece piece, std::vect
   }
 }
 
+// Compiles `pattern` with \p{L} / \p{N} widened to Hugging Face's Unicode
+// version; errors quote the pattern as written.
+std::shared_ptr<const Regex> compile(std::string_view pattern) {
+  try {
+    return std::make_shared<const Regex>(align_unicode_classes(pattern));
+  } catch (const Error&) {
+    Regex as_written(pattern);  // throws with the user's pattern in the message
+    throw;
+  }
+}
+
 }  // namespace
 
 PreTokenizer PreTokenizer::gpt2(bool add_prefix_space) {
@@ -133,7 +145,7 @@ void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   if (steps_.empty()) add_prefix_space_ = add_prefix_space;
   byte_level_ = true;
   if (use_regex) {
-    static const auto gpt2 = std::make_shared<const Regex>(kGpt2Pattern);
+    static const auto gpt2 = compile(kGpt2Pattern);
     steps_.push_back({gpt2, SplitBehavior::isolated, false});
   } else {
     steps_.push_back({nullptr, SplitBehavior::isolated, false});
@@ -141,7 +153,7 @@ void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
 }
 
 void PreTokenizer::add_split(std::string_view regex_pattern, SplitBehavior behavior, bool invert) {
-  steps_.push_back({std::make_shared<const Regex>(regex_pattern), behavior, invert});
+  steps_.push_back({compile(regex_pattern), behavior, invert});
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<Piece>& out, Scratch& scratch) const {
