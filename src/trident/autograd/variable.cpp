@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "trident/autograd/variable_impl.h"
+#include "trident/core/memory.h"
 #include "trident/ops/elementwise.h"
 
 namespace trident::autograd {
@@ -144,6 +145,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     ops::add_(leaf->grad, g.dtype() == leaf->grad.dtype() ? g : ops::cast(g, leaf->grad.dtype()));
   } else {
     // Clone: the incoming tensor may be shared with other consumers' gradients.
+    MemoryCategoryScope scope(MemoryCategory::gradients);
     leaf->grad = g.dtype() == leaf->data.dtype() ? g.clone() : ops::cast(g, leaf->data.dtype());
   }
   if (!leaf->hooks.empty()) {

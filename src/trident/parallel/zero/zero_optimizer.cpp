@@ -31,7 +31,7 @@ ZeroOptimizer::ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std:
     e.begin = std::min(r * e.chunk_rows, e.rows);
     e.end = std::min((r + 1) * e.chunk_rows, e.rows);
     const DType dt = p->var.dtype();
-    {
+    if (stage_ >= 2) {  // stage 1 reduces into the owned rows of the full gradient instead
       MemoryCategoryScope scope(MemoryCategory::gradients);
       e.grad_shard = Tensor::zeros({e.chunk_rows * e.row_size}, dt);
     }
@@ -69,13 +69,21 @@ const Tensor& ZeroOptimizer::parameter_shard(const nn::Parameter& p) const { ret
 
 void ZeroOptimizer::zero_grad() {
   for (Entry& e : entries_) {
-    e.grad_shard.fill_zero();
     if (stage_ == 1) {
       e.param->var.zero_grad();
     } else {
+      e.grad_shard.fill_zero();
       e.param->var.set_grad(Tensor());
     }
   }
+}
+
+Tensor ZeroOptimizer::owned_grad(const Entry& e) const {
+  const std::int64_t n = (e.end - e.begin) * e.row_size;
+  if (stage_ >= 2) return e.grad_shard.slice0(0, n);
+  const Tensor& g = e.param->var.grad();
+  if (!g.defined()) return Tensor();
+  return g.flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
 }
 
 void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad) {
@@ -91,7 +99,13 @@ void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad)
   padded.slice0(n, padded.size(0)).fill_zero();
   Tensor mine = Tensor::empty({e.chunk_rows * e.row_size}, dt);
   dp_->reduce_scatter(padded, mine)->wait();
-  ops::add_(e.grad_shard, mine);
+  const std::int64_t owned = (e.end - e.begin) * e.row_size;
+  if (stage_ >= 2) {
+    ops::add_(e.grad_shard, mine);
+  } else if (owned > 0 && full_grad.defined()) {
+    // Stage 1: the reduced rows replace this rank's rows of its full gradient.
+    full_grad.flatten().slice0(e.begin * e.row_size, e.end * e.row_size).copy_from(mine.slice0(0, owned));
+  }
 }
 
 void ZeroOptimizer::reduce_gradients(bool last) {
@@ -104,7 +118,10 @@ void ZeroOptimizer::reduce_gradients(bool last) {
 
 double ZeroOptimizer::grad_sum_of_squares() {
   double local = 0;
-  for (const Entry& e : entries_) local += ops::sum_of_squares(e.grad_shard);
+  for (const Entry& e : entries_) {
+    const Tensor g = owned_grad(e);
+    if (g.defined() && g.numel() > 0) local += ops::sum_of_squares(g);
+  }
   return dp_->all_reduce_scalar(local, dist::ReduceOp::sum);
 }
 
@@ -126,11 +143,12 @@ void ZeroOptimizer::step(double lr, double grad_scale) {
     if (n > 0) {
       Tensor master = stage_ == 3 ? e.param_shard.flatten()
                                   : e.param->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
-      Tensor grad = e.grad_shard.slice0(0, n);
+      Tensor grad = owned_grad(e);
       Tensor m = e.exp_avg.flatten(), v = e.exp_avg_sq.flatten();
       ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps,
                            e.param->weight_decay ? options_.weight_decay : 0.0};
-      ops::adamw_step(master, grad, m, v, cfg, step_, grad_scale);
+      // An undefined gradient: the parameter took no part in the loss (on every rank alike).
+      if (grad.defined()) ops::adamw_step(master, grad, m, v, cfg, step_, grad_scale);
     }
     if (stage_ < 3) {
       const Tensor data = e.param->var.data();

@@ -75,12 +75,14 @@ class ZeroOptimizer final : public nn::ParameterGatherer {
     nn::Parameter* param;
     std::int64_t rows = 0, row_size = 0, chunk_rows = 0;  // c = chunk_rows
     std::int64_t begin = 0, end = 0;                      // owned rows
-    Tensor grad_shard;   // [chunk_rows · row_size] padded, accumulated reduced gradient
+    Tensor grad_shard;   // stages 2, 3: [chunk_rows · row_size] padded, accumulated reduced gradient
     Tensor exp_avg, exp_avg_sq;  // [owned rows, ...]
     Tensor param_shard;  // stage 3: [owned rows, ...]
     Shape full_shape;
     int gathered = 0;    // stage 3: nesting count of gather()
   };
+  // The reduced gradient of the owned rows (flat), or undefined.
+  Tensor owned_grad(const Entry& e) const;
   Entry& entry(const nn::Parameter& p);
   const Entry& entry(const nn::Parameter& p) const;
   void reduce_scatter_into_shard(Entry& e, const Tensor& full_grad);
