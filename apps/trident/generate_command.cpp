@@ -37,7 +37,7 @@ struct GenerateOptions {
 // A step directory, or a directory whose latest (or checkpoints/latest) names one.
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::exists(fs::path(path) / "meta.json")) return path;
-  for (const fs::path latest : {fs::path(path) / "latest", fs::path(path) / "checkpoints" / "latest"}) {
+  for (const fs::path& latest : {fs::path(path) / "latest", fs::path(path) / "checkpoints" / "latest"}) {
     const std::string dir = checkpoint::read_latest(latest.string());
     if (!dir.empty()) return dir;
   }

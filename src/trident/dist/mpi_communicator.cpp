@@ -86,7 +86,10 @@ class MpiWork final : public Work {
   }
 
   void wait() override {
-    auto sleep = std::chrono::microseconds(0);
+    // Poll MPI_Test: yielding the CPU for the first couple of milliseconds (cheap when
+    // nothing else wants the core, fair when ranks outnumber cores), then sleeping with
+    // back-off so a long wait for a slow peer costs no CPU.
+    auto sleep = std::chrono::microseconds(50);
     while (!test()) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       if (timeout_s_ > 0 && waited > timeout_s_) {
@@ -94,13 +97,11 @@ class MpiWork final : public Work {
                              timeout_s_);
         break;
       }
-      // Back off so oversubscribed ranks (8 ranks on 2 cores) leave the CPU to the ranks doing work.
-      if (sleep.count() == 0) {
+      if (waited < 2e-3) {
         std::this_thread::yield();
-        sleep = std::chrono::microseconds(1);
       } else {
         std::this_thread::sleep_for(sleep);
-        sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
+        sleep = std::min(sleep * 2, std::chrono::microseconds(2000));
       }
     }
     TRIDENT_CHECK(error_.empty(), "{}", error_);

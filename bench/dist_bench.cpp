@@ -1,0 +1,187 @@
+// Distributed benchmarks (run under mpirun / trident launch):
+//
+//   dist_bench memory    per-rank bytes of parameters, gradients and optimiser
+//                        state for ZeRO 0–3 against the formulas
+//   dist_bench allreduce all-reduce bus bandwidth through trident's communicator
+//                        and through raw MPI_Allreduce on the same buffers
+//   dist_bench overlap   fraction of data-parallel gradient communication hidden
+//                        behind backward (bucketed all-reduce launched from hooks)
+//
+// e.g. build/bin/trident launch -n 2 -- build/bin/dist_bench memory
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trident/autograd/autograd.h"
+#include "trident/core/memory.h"
+#include "trident/dist/mpi_communicator.h"
+#include "trident/models/causal_lm.h"
+#include "trident/optim/optimizer.h"
+#include "trident/parallel/data/grad_sync.h"
+#include "trident/parallel/zero/zero_optimizer.h"
+
+using namespace trident;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+Tensor random_ids(std::mt19937_64& gen, std::int64_t B, std::int64_t T, std::int64_t V) {
+  std::uniform_int_distribution<std::int64_t> d(0, V - 1);
+  Tensor t = Tensor::empty({B, T}, DType::i64);
+  for (auto& x : t.span<std::int64_t>()) x = d(gen);
+  return t;
+}
+
+models::TransformerSpec bench_spec() {
+  models::TransformerSpec s = models::preset("gpt2-small-corpus");  // 4 layers, d = 256, V = 4096
+  return s;
+}
+
+// One training step (B=2, T=64) of the bench model under ZeRO `stage`; returns this rank's bytes by category.
+MemoryStats memory_of_stage(const std::shared_ptr<dist::Communicator>& world, int stage, double* psi) {
+  models::CausalLM model(bench_spec());
+  model.initialize(1);
+  *psi = static_cast<double>(model.num_parameters());
+  std::unique_ptr<optim::AdamW> adamw;
+  std::unique_ptr<parallel::ZeroOptimizer> zero;
+  std::unique_ptr<parallel::GradSync> sync;
+  if (stage == 0) {
+    adamw = std::make_unique<optim::AdamW>(model.parameters(), optim::AdamWOptions{});
+    (void)adamw->state();
+    sync = std::make_unique<parallel::GradSync>(model.parameters(), world, parallel::GradSyncOptions{});
+  } else {
+    zero = std::make_unique<parallel::ZeroOptimizer>(stage, model.parameters(), world, optim::AdamWOptions{});
+  }
+  std::mt19937_64 gen(static_cast<std::uint64_t>(world->rank()));
+  nn::ForwardContext ctx;
+  ctx.training = true;
+  ctx.gatherer = stage == 3 ? zero.get() : nullptr;
+  if (sync) sync->begin_micro_batch(true);
+  model.loss(random_ids(gen, 2, 64, 4096), random_ids(gen, 2, 64, 4096), ctx).backward();
+  if (sync) sync->finish();
+  if (zero) {
+    zero->reduce_gradients(true);
+    zero->step(1e-4, 1.0);
+  } else {
+    adamw->step(1e-4);
+  }
+  return memory_stats(Device::cpu());
+}
+
+void bench_memory(const std::shared_ptr<dist::Communicator>& world) {
+  const double n = world->size();
+  if (world->rank() == 0) {
+    fmt::print("ZeRO memory per rank, fp32 AdamW, {} ranks (MiB; formula: weights 4Ψ, gradients 4Ψ, moments 8Ψ, the "
+               "stage's share divided by N)\n", world->size());
+    fmt::print("{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", "stage", "params", "grads", "optim", "total",
+               "formula", "ratio");
+  }
+  const auto idx = [](MemoryCategory c) { return static_cast<std::size_t>(c); };
+  for (int stage = 0; stage <= 3; ++stage) {
+    const MemoryStats before = memory_stats(Device::cpu());
+    double psi = 0;
+    const MemoryStats s = memory_of_stage(world, stage, &psi);
+    const double mib = 1 << 20;
+    const double p = static_cast<double>(s.current_by_category[idx(MemoryCategory::parameters)] -
+                                         before.current_by_category[idx(MemoryCategory::parameters)]);
+    const double g = static_cast<double>(s.current_by_category[idx(MemoryCategory::gradients)] -
+                                         before.current_by_category[idx(MemoryCategory::gradients)]);
+    const double o = static_cast<double>(s.current_by_category[idx(MemoryCategory::optimizer)] -
+                                         before.current_by_category[idx(MemoryCategory::optimizer)]);
+    const double fp = stage >= 3 ? 4 * psi / n : 4 * psi;
+    const double fg = stage >= 2 ? 4 * psi / n : 4 * psi;
+    const double fo = stage >= 1 ? 8 * psi / n : 8 * psi;
+    const double total = p + g + o, formula = fp + fg + fo;
+    if (world->rank() == 0) {
+      fmt::print("{:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>8.3f}\n", stage, p / mib, g / mib, o / mib,
+                 total / mib, formula / mib, total / formula);
+    }
+  }
+}
+
+void bench_allreduce(const std::shared_ptr<dist::Communicator>& world) {
+  const int n = world->size();
+  if (world->rank() == 0) {
+    fmt::print("all-reduce (sum, f32), {} ranks: bus bandwidth = 2(n-1)/n · bytes / time, median of 20\n", n);
+    fmt::print("{:>10} {:>14} {:>14} {:>10}\n", "bytes", "trident GB/s", "raw MPI GB/s", "overhead");
+  }
+  for (std::int64_t bytes = 1 << 10; bytes <= (64 << 20); bytes *= 4) {
+    Tensor t = Tensor::full({bytes / 4}, 1.0);
+    auto time_it = [&](auto&& fn) {
+      std::vector<double> ts;
+      for (int i = 0; i < 23; ++i) {
+        world->barrier();
+        const double t0 = now();
+        fn();
+        const double dt = now() - t0;
+        if (i >= 3) ts.push_back(dt);
+      }
+      std::sort(ts.begin(), ts.end());
+      return world->all_reduce_scalar(ts[ts.size() / 2], dist::ReduceOp::max);
+    };
+    const double ours = time_it([&] { world->all_reduce(t)->wait(); });
+    const double raw = time_it([&] {
+      MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    });
+    const double factor = 2.0 * (n - 1) / n * static_cast<double>(bytes) / 1e9;
+    if (world->rank() == 0) {
+      fmt::print("{:>10} {:>14.3f} {:>14.3f} {:>9.1f}%\n", bytes, factor / ours, factor / raw, 100 * (ours / raw - 1));
+    }
+  }
+}
+
+void bench_overlap(const std::shared_ptr<dist::Communicator>& world) {
+  models::CausalLM model(bench_spec());
+  model.initialize(1);
+  std::mt19937_64 gen(static_cast<std::uint64_t>(world->rank()));
+  auto run = [&](bool overlap, double* backward_s, double* exposed_s) {
+    parallel::GradSync sync(model.parameters(), world, parallel::GradSyncOptions{2.0, overlap});
+    std::vector<double> exposed, total;
+    for (int i = 0; i < 6; ++i) {
+      sync.zero_grad();
+      sync.begin_micro_batch(true);
+      nn::ForwardContext ctx;
+      ctx.training = true;
+      model.loss(random_ids(gen, 4, 64, 4096), random_ids(gen, 4, 64, 4096), ctx).backward();
+      sync.finish();
+      if (i > 0) {
+        exposed.push_back(sync.stats().exposed_seconds);
+        total.push_back(sync.stats().backward_seconds);
+      }
+    }
+    std::sort(exposed.begin(), exposed.end());
+    std::sort(total.begin(), total.end());
+    *exposed_s = world->all_reduce_scalar(exposed[exposed.size() / 2], dist::ReduceOp::max);
+    *backward_s = world->all_reduce_scalar(total[total.size() / 2], dist::ReduceOp::max);
+    return sync.bucket_count();
+  };
+  double b0 = 0, e0 = 0, b1 = 0, e1 = 0;
+  run(false, &b0, &e0);  // all buckets launched after backward: every second of communication is exposed
+  const std::size_t buckets = run(true, &b1, &e1);
+  if (world->rank() == 0) {
+    fmt::print("gradient all-reduce, {} ranks, {} buckets of 2 MiB, {:.1f} MiB of gradients\n", world->size(), buckets,
+               static_cast<double>(model.num_parameters()) * 4 / (1 << 20));
+    fmt::print("communication after backward (no overlap): {:.2f} ms; exposed with overlap: {:.2f} ms; hidden: "
+               "{:.0f}%\n", e0 * 1e3, e1 * 1e3, e0 > 0 ? 100 * std::max(0.0, 1 - e1 / e0) : 0.0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "all";
+  auto world = dist::mpi_world(600.0);
+  if (what == "memory" || what == "all") bench_memory(world);
+  if (what == "allreduce" || what == "all") bench_allreduce(world);
+  if (what == "overlap" || what == "all") bench_overlap(world);
+  world.reset();
+  dist::finalize();
+  return 0;
+}
