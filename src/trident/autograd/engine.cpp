@@ -4,6 +4,7 @@
 // number first (the reverse of the order they were recorded in), so the last
 // layers' parameter gradients become ready first — what data-parallel overlap
 // wants — and the traversal, hence every floating-point sum, is deterministic.
+#include <algorithm>
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -16,6 +17,12 @@ namespace trident::autograd {
 
 namespace {
 std::atomic<std::uint64_t> g_sequence{0};
+
+struct ProgressHooks {
+  std::vector<std::pair<int, std::function<void()>>> hooks;
+  int next_id = 0;
+};
+thread_local ProgressHooks t_progress;
 
 struct NodeState {
   std::vector<Tensor> grads;
@@ -79,6 +86,17 @@ void accumulate(Tensor& slot, const Tensor& g) {
   }
 }
 }  // namespace
+
+int add_backward_progress_hook(std::function<void()> hook) {
+  const int id = t_progress.next_id++;
+  t_progress.hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void remove_backward_progress_hook(int id) {
+  auto& h = t_progress.hooks;
+  h.erase(std::remove_if(h.begin(), h.end(), [id](const auto& e) { return e.first == id; }), h.end());
+}
 
 void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   TRIDENT_CHECK(roots.size() == grads.size(), "backward: {} roots but {} gradients", roots.size(), grads.size());
@@ -153,6 +171,7 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
     in.resize(std::max<std::size_t>(node->num_outputs(), 1));
     std::vector<Tensor> out = node->apply(std::move(in));
     if (!retain_graph) node->release();
+    for (const auto& [id, hook] : t_progress.hooks) hook();
     const auto& edges = node->next_edges();
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];

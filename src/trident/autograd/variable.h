@@ -85,6 +85,13 @@ class Variable {
 // segment); grads[i] is the gradient of roots[i] (undefined = ones for scalars).
 void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool retain_graph = false);
 
+// Called by the backward engine after every node it runs (on the thread running
+// backward). Data parallelism uses it to drive in-flight gradient reductions —
+// MPI progresses non-blocking operations only inside MPI calls. Returns an id for
+// remove_backward_progress_hook.
+int add_backward_progress_hook(std::function<void()> hook);
+void remove_backward_progress_hook(int id);
+
 // --- grad mode ---
 bool grad_enabled() noexcept;
 class NoGradGuard {

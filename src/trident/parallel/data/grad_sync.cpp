@@ -42,7 +42,15 @@ GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Com
     offset += n;
   }
   stats_.buckets = static_cast<std::int64_t>(buckets_.size());
+  // While backward runs, test the buckets in flight after every node so MPI moves them along.
+  progress_hook_ = autograd::add_backward_progress_hook([this] {
+    if (!any_launched_) return;
+    for (Bucket& b : buckets_)
+      if (b.work) b.work->test();
+  });
 }
+
+GradSync::~GradSync() { autograd::remove_backward_progress_hook(progress_hook_); }
 
 void GradSync::zero_grad() { buffer_.fill_zero(); }
 
@@ -66,9 +74,6 @@ void GradSync::launch(Bucket& b) {
   Tensor view = buffer_.slice0(b.begin, b.end);
   b.work = dp_->all_reduce(view);
   b.launched = true;
-  // Give MPI a chance to progress the buckets already in flight.
-  for (Bucket& other : buckets_)
-    if (other.work) other.work->test();
 }
 
 void GradSync::finish() {

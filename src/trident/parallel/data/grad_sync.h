@@ -37,6 +37,9 @@ struct GradSyncStats {
 class GradSync {
  public:
   GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp, GradSyncOptions options);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
 
   // Zeroes the gradient buffer (the parameters' .grad views stay installed).
   void zero_grad();
@@ -66,6 +69,7 @@ class GradSync {
   std::chrono::steady_clock::time_point first_launch_;
   bool any_launched_ = false;
   GradSyncStats stats_;
+  int progress_hook_ = -1;
 };
 
 }  // namespace trident::parallel

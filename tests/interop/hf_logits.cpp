@@ -1,0 +1,79 @@
+// A helper for the model interop test (tests/interop/hf_models_interop.py):
+//
+//   hf_logits load HF_DIR IDS OUT    load a transformers save_pretrained directory,
+//                                    write the fp32 logits of the token ids
+//   hf_logits save ARCH HF_DIR IDS OUT
+//                                    build a small random GPT-2 or LLaMA (ARCH = gpt2 | llama),
+//                                    save it in Hugging Face layout, write its logits
+//
+// IDS is a comma-separated list (one sequence); OUT receives raw little-endian f32 [T, V].
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trident/autograd/autograd.h"
+#include "trident/models/causal_lm.h"
+#include "trident/models/hf.h"
+
+using namespace trident;
+
+namespace {
+
+std::vector<std::int64_t> parse_ids(const std::string& csv) {
+  std::vector<std::int64_t> ids;
+  std::stringstream in(csv);
+  std::string item;
+  while (std::getline(in, item, ',')) ids.push_back(std::stoll(item));
+  return ids;
+}
+
+void write_logits(models::CausalLM& model, const std::vector<std::int64_t>& ids, const std::string& out) {
+  autograd::NoGradGuard no_grad;
+  nn::ForwardContext ctx;
+  Tensor logits = model.forward(Tensor::from_vector(ids, {1, static_cast<std::int64_t>(ids.size())}), ctx).data();
+  logits = logits.to(DType::f32);
+  std::ofstream f(out, std::ios::binary);
+  f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "load" && argc == 5) {
+      models::CausalLM model(models::read_hf_config(std::string(argv[2]) + "/config.json"));
+      model.initialize(0);
+      models::load_hf_weights(model, argv[2]);
+      write_logits(model, parse_ids(argv[3]), argv[4]);
+      return 0;
+    }
+    if (mode == "save" && argc == 6) {
+      const std::string arch = argv[2];
+      models::TransformerSpec spec = models::preset(arch == "gpt2" ? "gpt2-tiny" : "llama-tiny");
+      spec.vocab_size = 97;
+      spec.max_seq_len = 32;
+      spec.init_std = 0.2;  // larger than the default so every term of the logits matters
+      models::CausalLM model(spec);
+      model.initialize(11);
+      // Norm weights and biases away from 1 and 0, so their layout is exercised too.
+      for (nn::Parameter* p : model.parameters()) {
+        if (p->init.kind == nn::InitKind::normal) continue;
+        auto v = p->var.data().span<float>();
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] += 0.1f * static_cast<float>((i * 7919) % 13) / 13.0f - 0.05f;
+      }
+      models::save_hf(model, argv[3]);
+      write_logits(model, parse_ids(argv[4]), argv[5]);
+      return 0;
+    }
+    std::fprintf(stderr, "usage: hf_logits load HF_DIR IDS OUT | hf_logits save ARCH HF_DIR IDS OUT\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hf_logits: %s\n", e.what());
+    return 1;
+  }
+}
