@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SIGINT (and SIGTERM) finish the current step, save a checkpoint atomically
+# and exit 0; `trident train --resume` continues from it to the end.
+#   signal_test.sh TRIDENT_BINARY
+set -uo pipefail
+trident=$1
+work=$(mktemp -d /tmp/trident-signal.XXXXXX)
+trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+export TRIDENT_NUM_THREADS=1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+for i in $(seq 1 400); do echo "a line of text, number $i, for the signal test corpus."; done > "$work/c.txt"
+"$trident" tokenizer train --input "$work/c.txt" --vocab-size 300 --special-token '<|endoftext|>' \
+  --output "$work/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
+"$trident" preprocess --input "$work/c.txt" --tokenizer "$work/tok.json" --output-prefix "$work/c" --append-eod \
+  --quiet || fail "preprocess"
+args=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
+      --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2 --set train.steps=100000
+      --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
+      --set train.eval_interval=0 --set train.log_interval=1 --set log.progress=off --set train.peak_gflops=1)
+
+for sig in INT TERM; do
+  rm -rf "$work/run"
+  "$trident" "${args[@]}" > "$work/$sig.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 100); do [[ -s $work/run/metrics.jsonl ]] && break; sleep 0.1; done
+  kill -$sig $pid
+  wait $pid
+  rc=$?
+  [[ $rc -eq 0 ]] || fail "SIG$sig: exit code $rc: $(tail -5 "$work/$sig.log")"
+  grep -q "stopped by signal after step" "$work/$sig.log" || fail "SIG$sig: no stop message"
+  ckpt=$(cat "$work/run/checkpoints/latest")
+  [[ -f $work/run/checkpoints/$ckpt/meta.json ]] || fail "SIG$sig: no complete checkpoint"
+  step=${ckpt#step_}
+  step=$((10#$step))
+  echo "ok: SIG$sig stopped after step $step with checkpoint $ckpt"
+done
+
+# Resume the last one and run 3 more steps.
+"$trident" "${args[@]/train.steps=100000/train.steps=$((step + 3))}" --resume > "$work/resume.log" 2>&1 \
+  || fail "resume: $(tail -5 "$work/resume.log")"
+grep -q "resumed from .*$ckpt at step $step" "$work/resume.log" || fail "resume message: $(head -3 "$work/resume.log")"
+grep -q "^step .*$((step + 3))/$((step + 3))" "$work/resume.log" || fail "resume did not reach step $((step + 3))"
+echo "ok: --resume continued from step $step to $((step + 3))"
