@@ -111,7 +111,9 @@ TEST(Dropout, BackwardRegeneratesTheForwardMask) {
   const auto dyv = dy.to_vector<float>();
   for (std::size_t i = 0; i < y.size(); ++i) {
     EXPECT_EQ(y[i] == 0.0f, dx[i] == 0.0f) << i;
-    if (dx[i] != 0.0f) EXPECT_EQ(dx[i], dyv[i] * static_cast<float>(1.0 / 0.75)) << i;
+    if (dx[i] != 0.0f) {
+      EXPECT_EQ(dx[i], dyv[i] * static_cast<float>(1.0 / 0.75)) << i;
+    }
   }
   // Through autograd: the gradient of sum(dropout(x) * w) is dropout_backward(w).
   autograd::Variable xv(x, true);

@@ -51,17 +51,6 @@ bool is_floating(DType dtype) noexcept {
   return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f64;
 }
 
-std::uint16_t float_to_bf16_bits(float value) noexcept {
-  std::uint32_t u = std::bit_cast<std::uint32_t>(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep sign and payload top bits, force quiet
-    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  }
-  // Round to nearest even: add 0x7fff plus the lowest kept bit; overflow carries into the exponent,
-  // which correctly rounds the largest finite values up to infinity.
-  std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>((u + rounding) >> 16);
-}
-
 namespace {
 // Round a double to float with "round to odd": the result then rounds correctly
 // (to nearest even) to any format with at least two fewer significand bits,

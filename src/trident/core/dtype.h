@@ -25,7 +25,16 @@ DType parse_dtype(std::string_view name);
 bool is_floating(DType dtype) noexcept;
 
 // --- 16-bit float conversions (bit patterns) -------------------------------
-std::uint16_t float_to_bf16_bits(float value) noexcept;
+// Inline so that loops storing bf16 vectorise.
+inline std::uint16_t float_to_bf16_bits(float value) noexcept {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+  // Round to nearest even: add 0x7fff plus the lowest kept bit; a carry into the exponent
+  // correctly rounds the largest finite values up to infinity. NaN keeps its sign and top
+  // payload bits and is made quiet (so it can never turn into infinity).
+  const auto rounded = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const auto quiet_nan = static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  return (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+}
 std::uint16_t double_to_bf16_bits(double value) noexcept;
 inline float bf16_bits_to_float(std::uint16_t bits) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);

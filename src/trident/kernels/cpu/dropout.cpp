@@ -26,18 +26,10 @@ namespace {
 constexpr int kBatch = 16;  // Philox blocks per batch
 constexpr int kWords = 4 * kBatch;
 
-// Rounds to T; bf16 inline (nearest even, NaN kept quiet — the rule of core's
-// float_to_bf16_bits) so the store loop vectorises.
+// Rounds to T once (store<T> of core/dtype.h).
 template <typename T, typename A>
 inline T round_to(A v) noexcept {
-  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<A, float>) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-    const auto rounded = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    const auto quiet_nan = static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-    return bf16::from_bits((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-  } else {
-    return store<T>(v);
-  }
+  return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
 }
 
 constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // Philox-4x32 multipliers

@@ -56,17 +56,10 @@ inline A exp_acc(A x) {
   }
 }
 
-// Store with the same rounding as trident::bf16 (nearest even, NaN quieted), inline so it vectorises.
+// Rounds to T once (store<T> of core/dtype.h).
 template <typename T, typename A>
 inline T store_fast(A v) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
-    return bf16::from_bits(static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded));
-  } else {
-    return store<T>(v);
-  }
+  return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
 }
 
 template <typename T>

@@ -39,20 +39,55 @@ namespace {
 // about twice Debian OpenBLAS 0.3.21's speed per core, whose Zen kernels are AVX2.
 constexpr MatmulBackend kDefaultF32Backend = MatmulBackend::onednn;
 
-// oneDNN reads OpenMP's thread count on the calling thread; trident's count is
-// set on the thread that first asked for it, so re-assert it here.
-void sync_omp_threads() {
-  const int n = num_threads();
-  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+// Both libraries change a GEMM's rounding with the number of threads they
+// split it over: OpenBLAS's result at 2 threads differs from 1 thread, and
+// oneDNN's brgemm blocks and splits K differently for weight-gradient shapes
+// (small M·N, long K) at some thread counts (96×4096×80 at 4 threads, 16×100000×16 at 2). trident therefore splits C itself into
+// tiles fixed by the shape alone and has each library compute a tile on one
+// thread; the tiles are spread over num_threads() threads.
+//
+// Tiles cover all rows when M ≤ 512 (the tokens of a micro-batch), so each
+// column of B is packed once (bf16 repacks B into pairs of K), and split the
+// columns into at least 8 tiles (2–8 threads share even a 256-token GEMM) of
+// 128 to 1024 columns, a multiple of the libraries' 64-column blocks.
+std::pair<std::int64_t, std::int64_t> tile_shape(std::int64_t m, std::int64_t n) {
+  constexpr std::int64_t kMinTiles = 8;
+  const std::int64_t tm = m <= 512 ? std::max<std::int64_t>(m, 1) : 256;
+  const std::int64_t tiles_m = (m + tm - 1) / tm;
+  const std::int64_t n_tiles = std::max<std::int64_t>(1, (kMinTiles + tiles_m - 1) / tiles_m);
+  std::int64_t tn = ((n + n_tiles - 1) / n_tiles + 63) / 64 * 64;
+  tn = std::clamp<std::int64_t>(tn, 128, 1024);
+  return {tm, std::min(tn, std::max<std::int64_t>(n, 1))};
 }
 
-// OpenBLAS splits a GEMM across its threads in ways that change the rounding
-// (its result at 2 threads differs from 1 thread), so trident splits C into
-// tiles fixed by the shape alone and runs single-threaded OpenBLAS on each.
-void single_threaded_openblas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+constexpr double kMinParallelFlops = 8e6;  // ~40 us of one core
+
+// One tile of one batch entry: rows [i0, i0 + m) and columns [j0, j0 + n) of C.
+struct Tile {
+  std::int64_t batch, i0, j0, m, n;
+};
+
+// Runs run_tile(tile) for every tile of every batch entry, in parallel. Tiny
+// GEMMs stay on one thread: a parallel region costs more than their work.
+template <typename F>
+void for_each_tile(const GemmShape& s, F&& run_tile) {
+  const auto [tile_m, tile_n] = tile_shape(s.m, s.n);
+  const std::int64_t tiles_m = (s.m + tile_m - 1) / tile_m, tiles_n = (s.n + tile_n - 1) / tile_n;
+  const std::int64_t per_batch = tiles_m * tiles_n;
+  const double tile_flops = 2.0 * static_cast<double>(std::min(tile_m, s.m) * std::min(tile_n, s.n) * s.k);
+  const auto grain = static_cast<std::int64_t>(std::max(1.0, std::ceil(kMinParallelFlops / tile_flops)));
+  parallel_for(0, s.batch * per_batch, grain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t t = lo; t < hi; ++t) {
+      const std::int64_t i0 = (t % per_batch) / tiles_n * tile_m, j0 = t % tiles_n * tile_n;
+      run_tile(Tile{t / per_batch, i0, j0, std::min(tile_m, s.m - i0), std::min(tile_n, s.n - j0)});
+    }
+  });
 }
+
+// Element offsets of a tile's first element of op(A), op(B) and C within one batch entry.
+std::int64_t a_offset(const GemmShape& s, const Tile& t) { return s.trans_a ? t.i0 : t.i0 * s.k; }
+std::int64_t b_offset(const GemmShape& s, const Tile& t) { return s.trans_b ? t.j0 * s.k : t.j0; }
+std::int64_t c_offset(const GemmShape& s, const Tile& t) { return t.i0 * s.n + t.j0; }
 
 // ---------------------------------------------------------------- oneDNN --
 
@@ -69,58 +104,57 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// A row-major matrix (or batch of them) as oneDNN sees it: `rows`×`cols` of
-// the logical operand, stored transposed when `trans`.
-dnnl::memory::desc matrix_desc(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t cols, bool trans,
-                               bool batched) {
-  using dims = dnnl::memory::dims;
-  if (!batched) {
-    return {dims{rows, cols}, dnnl_type(dtype), trans ? dims{1, rows} : dims{cols, 1}};
-  }
-  return {dims{batch, rows, cols}, dnnl_type(dtype), trans ? dims{rows * cols, 1, rows} : dims{rows * cols, cols, 1}};
-}
-
-using PrimitiveKey = std::tuple<DType, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, bool,
-                                bool, bool, double, double>;
-
-constexpr std::size_t kMaxCachedPrimitives = 512;
+// A tile's primitive: m×n of C over all of K, addressing A, B and C with the
+// full matrices' leading dimensions; built for a single thread.
+struct TileKey {
+  DType ab, cd;
+  std::int64_t m, n, k, full_m, full_n;
+  bool trans_a, trans_b;
+  double alpha, beta;
+  auto operator<=>(const TileKey&) const = default;
+};
 
 struct CachedMatmul {
   dnnl::matmul primitive;
   dnnl::memory::desc a, b, c, scratchpad;
 };
 
-CachedMatmul make_primitive(DType ab, DType cd, const GemmShape& s, double alpha, double beta) {
-  const bool batched = s.batch > 1 || s.broadcast_a || s.broadcast_b;
-  const std::int64_t ba = s.broadcast_a ? 1 : s.batch;
-  const std::int64_t bb = s.broadcast_b ? 1 : s.batch;
-  const auto a_md = matrix_desc(ab, ba, s.m, s.k, s.trans_a, batched);
-  const auto b_md = matrix_desc(ab, bb, s.k, s.n, s.trans_b, batched);
-  const auto c_md = matrix_desc(cd, s.batch, s.m, s.n, false, batched);
+constexpr std::size_t kMaxCachedPrimitives = 512;
+
+CachedMatmul make_primitive(const TileKey& t) {
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc a_md(dims{t.m, t.k}, dnnl_type(t.ab), t.trans_a ? dims{1, t.full_m} : dims{t.k, 1});
+  const dnnl::memory::desc b_md(dims{t.k, t.n}, dnnl_type(t.ab), t.trans_b ? dims{1, t.k} : dims{t.full_n, 1});
+  const dnnl::memory::desc c_md(dims{t.m, t.n}, dnnl_type(t.cd), dims{t.full_n, 1});
   dnnl::primitive_attr attr;
-  // Scratchpads (bf16's repacked B, for one) are owned per calling thread below,
-  // so concurrent GEMMs from different threads never share one.
+  // Scratchpads (bf16's repacked B, for one) are owned per executing thread.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(alpha)});
-  if (beta != 0.0) {
+  if (t.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(t.alpha)});
+  if (t.beta != 0.0) {
     dnnl::post_ops ops;
-    ops.append_sum(static_cast<float>(beta));
+    ops.append_sum(static_cast<float>(t.beta));
     attr.set_post_ops(ops);
   }
-  dnnl::matmul::desc desc(a_md, b_md, c_md);
-  dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+  // oneDNN fixes a primitive's threading when it is created: with one thread
+  // it neither splits K nor opens parallel regions of its own.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{threads};
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cpu_engine());
   return {dnnl::matmul(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()};
 }
 
-CachedMatmul cached_primitive(DType ab, DType cd, const GemmShape& s, double alpha, double beta) {
+CachedMatmul cached_primitive(const TileKey& key) {
   static std::mutex mutex;
-  static std::map<PrimitiveKey, CachedMatmul> cache;
-  const PrimitiveKey key{ab, cd, s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.broadcast_a, s.broadcast_b, alpha, beta};
+  static std::map<TileKey, CachedMatmul> cache;
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   // A simple bound: a training run uses a few dozen shapes, so clearing is rare.
   if (cache.size() >= kMaxCachedPrimitives) cache.clear();
-  return cache.emplace(key, make_primitive(ab, cd, s, alpha, beta)).first->second;
+  return cache.emplace(key, make_primitive(key)).first->second;
 }
 
 // This thread's scratchpad, grown to the largest size asked for (like oneDNN's own).
@@ -141,91 +175,87 @@ void* thread_scratchpad(std::size_t bytes) {
 
 void onednn_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const void* a, const void* b, double beta,
                  void* c) {
-  sync_omp_threads();
+  const std::size_t ab_size = dtype_size(ab), c_size = dtype_size(cd);
+  const std::int64_t sa = s.broadcast_a ? 0 : s.m * s.k, sb = s.broadcast_b ? 0 : s.k * s.n;
+  // The (at most four) tile shapes' primitives are looked up before the
+  // parallel region, so creation happens once and on this thread.
+  const auto [tile_m, tile_n] = tile_shape(s.m, s.n);
+  auto key = [&](std::int64_t m, std::int64_t n) {
+    return TileKey{ab, cd, m, n, s.k, s.m, s.n, s.trans_a, s.trans_b, alpha, beta};
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, CachedMatmul> prims;
   try {
-    // Copied out under the lock (handles are reference counted); primitives may run concurrently.
-    const CachedMatmul mm = cached_primitive(ab, cd, s, alpha, beta);
-    auto& engine = cpu_engine();
-    dnnl::memory am(mm.a, engine, const_cast<void*>(a));
-    dnnl::memory bm(mm.b, engine, const_cast<void*>(b));
-    dnnl::memory cm(mm.c, engine, c);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-    if (const std::size_t bytes = mm.scratchpad.get_size()) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, engine, thread_scratchpad(bytes)));
+    for (std::int64_t m : {std::min(tile_m, s.m), s.m % tile_m}) {
+      for (std::int64_t n : {std::min(tile_n, s.n), s.n % tile_n}) {
+        if (m > 0 && n > 0 && !prims.count({m, n})) prims.emplace(std::pair{m, n}, cached_primitive(key(m, n)));
+      }
     }
-    thread_local dnnl::stream stream(engine);
-    mm.primitive.execute(stream, args);
-    stream.wait();
   } catch (const dnnl::error& e) {
-    TRIDENT_FAIL("matmul: oneDNN failed on {}x{}x{} (batch {}, {} -> {}): {} (status {})", s.m, s.k, s.n, s.batch,
+    TRIDENT_FAIL("matmul: oneDNN cannot build a {}x{}x{} GEMM ({} -> {}): {} (status {})", s.m, s.k, s.n,
                  dtype_name(ab), dtype_name(cd), e.what(), static_cast<int>(e.status));
   }
+  auto* a_bytes = static_cast<const char*>(a);
+  auto* b_bytes = static_cast<const char*>(b);
+  auto* c_bytes = static_cast<char*>(c);
+  // Tiles run on OpenMP threads, where exceptions must not escape: the first
+  // failure is kept and rethrown after the region.
+  std::mutex failure_mutex;
+  std::string failure;
+  for_each_tile(s, [&](const Tile& t) {
+    try {
+      const CachedMatmul& mm = prims.at({t.m, t.n});
+      auto& engine = cpu_engine();
+      auto* pa = a_bytes + static_cast<std::size_t>(t.batch * sa + a_offset(s, t)) * ab_size;
+      auto* pb = b_bytes + static_cast<std::size_t>(t.batch * sb + b_offset(s, t)) * ab_size;
+      auto* pc = c_bytes + static_cast<std::size_t>(t.batch * s.m * s.n + c_offset(s, t)) * c_size;
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(mm.a, engine, const_cast<char*>(pa))},
+                                                 {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, engine, const_cast<char*>(pb))},
+                                                 {DNNL_ARG_DST, dnnl::memory(mm.c, engine, pc)}};
+      if (const std::size_t bytes = mm.scratchpad.get_size()) {
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, engine, thread_scratchpad(bytes)));
+      }
+      thread_local dnnl::stream stream(engine);
+      mm.primitive.execute(stream, args);
+      stream.wait();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(failure_mutex);
+      if (failure.empty()) failure = e.what();
+    }
+  });
+  TRIDENT_CHECK(failure.empty(), "matmul: oneDNN failed on {}x{}x{} (batch {}, {} -> {}): {}", s.m, s.k, s.n, s.batch,
+                dtype_name(ab), dtype_name(cd), failure);
 }
 
 // -------------------------------------------------------------- OpenBLAS --
 
-// C tiles: the largest of 256×1024 (packing fully amortised), 128×512 and
-// 128×256 that still gives 8 tiles, so 2–8 threads share even a 256-token GEMM.
-// Against one untiled call, single-threaded OpenBLAS loses 0–3% at 256×1024
-// tiles and ~7% at 128×256 to the extra packing (CPU time at the LLM shapes of
-// bench/matmul_bench). The choice depends on the shape only.
-std::pair<std::int64_t, std::int64_t> blas_tile_shape(std::int64_t m, std::int64_t n) {
-  std::int64_t tm = 256, tn = 1024;
-  auto tiles = [&] { return ((m + tm - 1) / tm) * ((n + tn - 1) / tn); };
-  while (tiles() < 8) {
-    if (tn > 512) {
-      tn /= 2;
-    } else if (tm > 128) {
-      tm /= 2;
-    } else if (tn > 256) {
-      tn /= 2;
-    } else {
-      break;
-    }
-  }
-  return {tm, tn};
+void single_threaded_openblas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-constexpr double kMinParallelFlops = 8e6;  // ~40 us of one core
-
-// The rows [i0, i0 + m) × columns [j0, j0 + n) tile of one C = alpha·op(A)·op(B) + beta·C.
 template <typename T>
-void blas_tile(const GemmShape& s, std::int64_t i0, std::int64_t j0, std::int64_t m, std::int64_t n, double alpha,
-               const T* a, const T* b, double beta, T* c) {
+void blas_tile(const GemmShape& s, const Tile& t, double alpha, const T* a, const T* b, double beta, T* c) {
   const auto ta = s.trans_a ? CblasTrans : CblasNoTrans;
   const auto tb = s.trans_b ? CblasTrans : CblasNoTrans;
   const auto lda = static_cast<blasint>(s.trans_a ? s.m : s.k);
   const auto ldb = static_cast<blasint>(s.trans_b ? s.k : s.n);
-  const T* at = a + (s.trans_a ? i0 : i0 * s.k);
-  const T* bt = b + (s.trans_b ? j0 * s.k : j0);
-  T* ct = c + i0 * s.n + j0;
-  const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n), bk = static_cast<blasint>(s.k);
+  const auto m = static_cast<blasint>(t.m), n = static_cast<blasint>(t.n), k = static_cast<blasint>(s.k);
   const auto ldc = static_cast<blasint>(s.n);
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, bm, bn, bk, static_cast<float>(alpha), at, lda, bt, ldb, static_cast<float>(beta),
-                ct, ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, static_cast<float>(beta), c,
+                ldc);
   } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, bm, bn, bk, alpha, at, lda, bt, ldb, beta, ct, ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
 template <typename T>
 void openblas_gemm(const GemmShape& s, double alpha, const T* a, const T* b, double beta, T* c) {
   single_threaded_openblas();
-  const std::int64_t sa = s.broadcast_a ? 0 : s.m * s.k;
-  const std::int64_t sb = s.broadcast_b ? 0 : s.k * s.n;
-  const auto [tile_m, tile_n] = blas_tile_shape(s.m, s.n);
-  const std::int64_t tiles_m = (s.m + tile_m - 1) / tile_m, tiles_n = (s.n + tile_n - 1) / tile_n;
-  const std::int64_t per_batch = tiles_m * tiles_n;
-  // Tiny GEMMs stay on one thread: a parallel region costs more than their work.
-  const double tile_flops = 2.0 * static_cast<double>(std::min(tile_m, s.m) * std::min(tile_n, s.n) * s.k);
-  const auto grain = static_cast<std::int64_t>(std::max(1.0, std::ceil(kMinParallelFlops / tile_flops)));
-  parallel_for(0, s.batch * per_batch, grain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t t = lo; t < hi; ++t) {
-      const std::int64_t batch = t / per_batch, i0 = (t % per_batch) / tiles_n * tile_m, j0 = t % tiles_n * tile_n;
-      blas_tile<T>(s, i0, j0, std::min(tile_m, s.m - i0), std::min(tile_n, s.n - j0), alpha, a + batch * sa,
-                   b + batch * sb, beta, c + batch * s.m * s.n);
-    }
+  const std::int64_t sa = s.broadcast_a ? 0 : s.m * s.k, sb = s.broadcast_b ? 0 : s.k * s.n;
+  for_each_tile(s, [&](const Tile& t) {
+    blas_tile<T>(s, t, alpha, a + t.batch * sa + a_offset(s, t), b + t.batch * sb + b_offset(s, t), beta,
+                 c + t.batch * s.m * s.n + c_offset(s, t));
   });
 }
 

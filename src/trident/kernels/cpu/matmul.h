@@ -13,11 +13,12 @@
 // Backends: f64 always OpenBLAS; bf16 always oneDNN; f32 uses the default
 // measured for this CPU (see matmul.cpp) unless TRIDENT_MATMUL_BACKEND=onednn|openblas
 // or the `backend` argument says otherwise.
-// Threads and determinism: a result never depends on the thread count. oneDNN
-// runs on OpenMP with trident's num_threads() and splits only M and N (checked
-// at the LLM shapes by tests/ops/matmul_test.cpp); OpenBLAS's own threading
-// does change the rounding, so OpenBLAS runs single-threaded on tiles of C fixed
-// by the shape, spread over num_threads() threads.
+// Threads and determinism: a result never depends on the thread count. Left
+// to themselves both libraries change the rounding with it (oneDNN re-blocks K for
+// weight-gradient shapes at some counts, OpenBLAS whenever it threads), so C is
+// split into tiles fixed by the shape alone, each computed by the library on one
+// thread, and the tiles are spread over trident's num_threads() threads
+// (tests/ops/matmul_test.cpp compares 1–4 threads bit for bit).
 // Thread safety: gemm may be called from several threads; the primitive cache is locked.
 #pragma once
 

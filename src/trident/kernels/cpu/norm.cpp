@@ -31,18 +31,10 @@ std::int64_t rows_per_block(std::int64_t rows) {
   return std::max(kMinBlockRows, (rows + kMaxBlocks - 1) / kMaxBlocks);
 }
 
-// Rounds to T. bf16 is rounded inline (same rule as core's float_to_bf16_bits:
-// nearest even, NaN kept quiet) so the store loops vectorise.
+// Rounds to T once (store<T> of core/dtype.h).
 template <typename T, typename A>
 inline T round_to(A v) noexcept {
-  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<A, float>) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-    const auto rounded = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    const auto quiet_nan = static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-    return bf16::from_bits((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-  } else {
-    return store<T>(v);
-  }
+  return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
 }
 
 // Σ term(i), i < n, in a fixed association: kLanes running lanes, then a pairwise tree.

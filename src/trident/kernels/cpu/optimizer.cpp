@@ -49,15 +49,11 @@ inline P widen(G v) {
   }
 }
 
-// Rounds the arithmetic value to the copy's type once (bf16 inline so loops vectorise).
+// Rounds the arithmetic value to the copy's type once (bf16 rounding is inline in
+// core/dtype.h, so loops vectorise).
 template <typename C, typename P>
 inline C narrow(P v) {
-  if constexpr (std::is_same_v<C, bf16> && std::is_same_v<P, float>) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
-    return bf16::from_bits(static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded));
-  } else if constexpr (std::is_same_v<C, bf16> || std::is_same_v<C, f16>) {
+  if constexpr (std::is_same_v<C, bf16> || std::is_same_v<C, f16>) {
     return C(v);  // single rounding from float or double
   } else {
     return static_cast<C>(v);

@@ -54,19 +54,10 @@ inline float exp_f32(float x) noexcept {
   return x < kLo ? 0.0f : y;
 }
 
-// store<T>() with bf16 rounded inline (round to nearest even, NaN kept quiet —
-// the rule of core's float_to_bf16_bits, which is out of line and so would stop
-// a loop from vectorising).
+// Rounds to T once (store<T> of core/dtype.h).
 template <typename T, typename A>
 inline T store_fast(A v) noexcept {
-  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<A, float>) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-    const auto rounded = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    const auto quiet_nan = static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-    return bf16::from_bits((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-  } else {
-    return store<T>(v);
-  }
+  return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
 }
 
 #ifdef __AVX512F__
