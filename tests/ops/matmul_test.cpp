@@ -207,7 +207,8 @@ TEST(MatmulKernel, ResultDoesNotDependOnThreadCount) {
     std::int64_t m, k, n;
     bool ta, tb;
   };
-  for (const Case& c : {Case{64, 768, 96, false, false}, Case{96, 4096, 80, true, false}, Case{48, 3000, 40, false, true}}) {
+  for (const Case& c : {Case{64, 768, 96, false, false}, Case{96, 4096, 80, true, false}, Case{48, 3000, 40, false, true},
+                        Case{16, 30000, 16, true, false}}) {
     for (DType dtype : {DType::f32, DType::bf16}) {
       for (auto backend : {kc::MatmulBackend::onednn, kc::MatmulBackend::openblas}) {
         if (dtype == DType::bf16 && backend == kc::MatmulBackend::openblas) continue;
