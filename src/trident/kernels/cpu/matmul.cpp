@@ -1,19 +1,20 @@
 // GEMM through oneDNN and OpenBLAS (see matmul.h for the contract).
 //
-// oneDNN: one matmul primitive per (shape, dtypes, transposes, alpha, beta),
-// cached here because building a primitive descriptor costs tens of
-// microseconds even when oneDNN's own cache hits, which dominates small GEMMs.
+// Both backends compute C in tiles fixed by the shape (tile_shape below), one
+// tile per library call on one thread, the tiles spread over trident's threads:
+// that keeps every result independent of the thread count.
+// oneDNN: one matmul primitive per tile shape (dtypes, transposes, leading
+// dimensions, alpha, beta), cached here because rebuilding one costs more than
+// a small GEMM even when oneDNN's own primitive cache hits (bench/RESULTS.md).
 // alpha is an output scale and beta a sum post-op, so C is rounded once.
-// OpenBLAS: single-threaded cblas_{s,d}gemm on fixed tiles of C, in parallel.
-// A broadcast B with an untransposed A is folded into one GEMM of batch·M rows
-// for either backend.
+// OpenBLAS: cblas_{s,d}gemm per tile with OpenBLAS's own threading off.
+// A broadcast B with an untransposed A is folded into one GEMM of batch·M rows.
 #include "trident/kernels/cpu/matmul.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -23,7 +24,6 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
