@@ -32,7 +32,10 @@ void launch(const LaunchOptions& o) {
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(o.ranks), "--bind-to", "none",
                                    "-x", "OMPI_MCA_mpi_yield_when_idle=1"};
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (o.hostfile.empty() && static_cast<unsigned>(o.ranks) > cores) args.push_back("--oversubscribe");
+  if (o.hostfile.empty() && static_cast<unsigned>(o.ranks) > cores) {
+    // More ranks than cores: let idle OpenMP threads sleep instead of spinning on a shared core.
+    args.insert(args.end(), {"--oversubscribe", "-x", "OMP_WAIT_POLICY=passive"});
+  }
   if (!o.hostfile.empty()) {
     args.push_back("--hostfile");
     args.push_back(o.hostfile);

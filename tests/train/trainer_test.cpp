@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "trident/checkpoint/sharded.h"
+#include "trident/models/hf.h"
 #include "corpus.h"
 
 namespace trident::train {
@@ -108,6 +110,33 @@ TEST_F(Trainer, Bf16AndFp16Train) {
     EXPECT_LT(s.losses.back(), s.losses.front()) << precision;
     for (double l : s.losses) EXPECT_TRUE(std::isfinite(l)) << precision;
   }
+}
+
+TEST_F(Trainer, StartsFromHuggingFaceWeights) {
+  // A model in Hugging Face layout (as transformers.save_pretrained writes it) to start from.
+  models::TransformerSpec spec = models::preset("gpt2-tiny");
+  spec.vocab_size = 320;
+  spec.max_seq_len = 32;
+  spec.d_model = 32;
+  models::CausalLM pretrained(spec);
+  pretrained.initialize(77);
+  const std::string hf = (dir_ / "hf-start").string();
+  models::save_hf(pretrained, hf);
+  auto o = options("from-hf", {"train.steps=2", "train.micro_batch_size=4", "model.from_pretrained=" + hf,
+                               "model.arch=gpt2"});
+  // tiny_run() sets sizes; from_pretrained fixes them, so they must be unset.
+  o.overrides.erase(std::remove_if(o.overrides.begin(), o.overrides.end(),
+                                   [](const std::string& s) {
+                                     return s.starts_with("model.n_layer") || s.starts_with("model.n_head") ||
+                                            s.starts_with("model.d_model") || s.starts_with("model.max_seq_len");
+                                   }),
+                    o.overrides.end());
+  const TrainSummary s = train(o);
+  ASSERT_EQ(s.losses.size(), 2u);
+  checkpoint::CheckpointReader r(s.last_checkpoint);
+  EXPECT_EQ(r.global_shape("model/transformer.h.1.attn.c_attn.weight"), (Shape{32, 96}));
+  auto clash = options("from-hf-clash", {"model.from_pretrained=" + hf});
+  EXPECT_THROW(train(clash), Error);  // n_layer etc. set as well
 }
 
 TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {

@@ -7,6 +7,7 @@
 #include "trident/data/gpt_dataset.h"
 #include "trident/data/indexed_dataset.h"
 #include "trident/data/split.h"
+#include "trident/models/hf.h"
 #include "trident/optim/schedule.h"
 #include "trident/train/trainer.h"
 
@@ -31,6 +32,17 @@ std::int64_t accumulation_steps(const Config& c, int dp) {
 
 models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len) {
   models::TransformerSpec s;
+  if (!m.from_pretrained.empty()) {
+    // The architecture and sizes are those of the pretrained model; only dropout may be set here.
+    TRIDENT_CHECK(m.preset.empty() && m.n_layer == 0 && m.n_head == 0 && m.d_model == 0 && m.vocab_size == 0,
+                  "model.from_pretrained='{}' fixes the model's sizes: leave model.preset, n_layer, n_head, d_model "
+                  "and vocab_size unset",
+                  m.from_pretrained);
+    s = models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string());
+    s.dropout = m.dropout;
+    s.validate();
+    return s;
+  }
   if (!m.preset.empty()) {
     s = models::preset(m.preset);
   } else {

@@ -15,6 +15,7 @@
 #include "trident/dist/mpi_communicator.h"
 #include "trident/dist/self_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
+#include "trident/models/hf.h"
 #include "trident/optim/loss_scaler.h"
 #include "trident/optim/schedule.h"
 #include "trident/train/metrics.h"
@@ -125,6 +126,8 @@ TrainSummary train(const TrainOptions& options) {
   par.world->barrier();
   MetricsLogger log((fs::path(run_dir) / config.log.metrics_file).string(), config.log.progress,
                     !options.quiet && par.is_root());
+  log.message("# resolved configuration (also in " + (fs::path(run_dir) / "config.toml").string() + ")\n" +
+              to_toml(config));
 
   const int dp = par.dp_size;
   const std::int64_t mb = config.train.micro_batch_size;
@@ -140,6 +143,10 @@ TrainSummary train(const TrainOptions& options) {
 
   models::CausalLM model(spec);
   model.initialize(static_cast<std::uint64_t>(config.train.seed));
+  if (!config.model.from_pretrained.empty()) {
+    models::load_hf_weights(model, config.model.from_pretrained);
+    log.message(fmt::format("loaded pretrained weights from {}", config.model.from_pretrained));
+  }
   model.set_activation_checkpointing(config.train.activation_checkpointing);
   const std::string resume_from = resume_directory(config, options, ckpt_root);
   std::unique_ptr<checkpoint::CheckpointReader> reader;
