@@ -29,7 +29,13 @@ struct Result {
   double ms_per_step = 0;
   double tokens_per_s = 0;
   double gflops = 0;
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;  // medians of the parts
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_t T, int steps) {
   models::CausalLM model(models::preset(preset));
@@ -42,7 +48,8 @@ Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_
     for (auto& x : t.span<std::int64_t>()) x = tok(gen);
     return t;
   };
-  std::vector<double> times;
+  std::vector<double> times, fwd, bwd, upd;
+  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   for (int s = 0; s < steps + 1; ++s) {  // the first step warms up (allocations, primitive creation)
     Tensor ids = batch(), labels = batch();
     const auto t0 = std::chrono::steady_clock::now();
@@ -51,14 +58,24 @@ Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_
     ctx.training = true;
     ctx.step = s + 1;
     ctx.compute_dtype = compute;
-    model.loss(ids, labels, ctx).backward();
+    autograd::Variable loss = model.loss(ids, labels, ctx);
+    const double t_fwd = since(t0);
+    loss.backward();
+    const double t_bwd = since(t0) - t_fwd;
     opt.step(1e-4);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0) times.push_back(dt);
+    const double dt = since(t0);
+    if (s > 0) {
+      times.push_back(dt);
+      fwd.push_back(t_fwd);
+      bwd.push_back(t_bwd);
+      upd.push_back(dt - t_fwd - t_bwd);
+    }
   }
-  std::sort(times.begin(), times.end());
-  const double med = times[times.size() / 2];
+  const double med = median(times);
   Result r;
+  r.forward_ms = 1e3 * median(fwd);
+  r.backward_ms = 1e3 * median(bwd);
+  r.optimizer_ms = 1e3 * median(upd);
   r.ms_per_step = med * 1e3;
   r.tokens_per_s = static_cast<double>(B * T) / med;
   r.gflops = model.flops_per_token(T) * r.tokens_per_s / 1e9;
@@ -85,10 +102,14 @@ int main(int argc, char** argv) {
   const Result f32 = run(preset, DType::f32, B, T, steps);
   fmt::print("fp32: {:8.1f} ms/step {:8.1f} tokens/s {:7.1f} GFLOP/s = {:5.1f}% of the fp32 matmul peak\n",
              f32.ms_per_step, f32.tokens_per_s, f32.gflops, 100 * f32.gflops / peak32);
+  fmt::print("      forward {:.1f} ms, backward {:.1f} ms, optimizer {:.1f} ms\n", f32.forward_ms, f32.backward_ms,
+             f32.optimizer_ms);
   const Result b16 = run(preset, DType::bf16, B, T, steps);
   fmt::print("bf16: {:8.1f} ms/step {:8.1f} tokens/s {:7.1f} GFLOP/s = {:5.1f}% of the fp32 matmul peak, "
              "{:5.1f}% of the bf16 peak\n",
              b16.ms_per_step, b16.tokens_per_s, b16.gflops, 100 * b16.gflops / peak32, 100 * b16.gflops / peak16);
+  fmt::print("      forward {:.1f} ms, backward {:.1f} ms, optimizer {:.1f} ms\n", b16.forward_ms, b16.backward_ms,
+             b16.optimizer_ms);
   fmt::print("bf16 / fp32 tokens/s: {:.2f}x\n", b16.tokens_per_s / f32.tokens_per_s);
   return 0;
 }

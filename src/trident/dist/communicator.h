@@ -27,6 +27,10 @@ std::string reduce_op_name(ReduceOp op);
 struct CollectiveOptions {
   ReduceOp op = ReduceOp::sum;
   double timeout_s = 0;  // 0 = the communicator's default
+  // The caller waits right away: the backend may use its blocking (often faster)
+  // algorithm, with the timeout enforced by a watchdog that ends the process with
+  // the same message instead of throwing. The returned Work is already complete.
+  bool blocking = false;
 };
 
 class Work {
@@ -81,7 +85,10 @@ class Communicator {
   void reset_traffic() noexcept { traffic_ = {}; }
 
   // Convenience: blocking forms.
-  void all_reduce_sync(Tensor& tensor, const CollectiveOptions& options = {}) { all_reduce(tensor, options)->wait(); }
+  void all_reduce_sync(Tensor& tensor, CollectiveOptions options = {}) {
+    options.blocking = true;
+    all_reduce(tensor, options)->wait();
+  }
   double all_reduce_scalar(double value, ReduceOp op = ReduceOp::sum);
 
  protected:

@@ -3,6 +3,9 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
 #include <climits>
 #include <cstdlib>
 #include <functional>
@@ -58,6 +61,70 @@ int count_of(const Tensor& t, const std::string& what) {
   return static_cast<int>(t.numel());
 }
 
+// Guards blocking MPI calls: if one outlives its deadline, prints the same line a
+// timed-out Work would throw and ends the process, which brings the job down
+// (mpirun and srun end every rank when one exits). One watchdog thread per process.
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static Watchdog* w = new Watchdog();  // never destroyed: may be needed until exit
+    return *w;
+  }
+  void arm(std::string what, double timeout_s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    what_ = std::move(what);
+    timeout_s_ = timeout_s;
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(timeout_s));
+    armed_ = true;
+    // Wake the watchdog only from its untimed sleep; otherwise it is already waiting
+    // on some deadline and re-checks when that passes (waking it each call would cost
+    // a context switch per collective).
+    if (idle_) cv_.notify_one();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  Watchdog() : thread_([this] { run(); }) { thread_.detach(); }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      if (!armed_) {
+        idle_ = true;
+        cv_.wait(lock);
+        idle_ = false;
+        continue;
+      }
+      const auto deadline = deadline_;
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && armed_ && deadline_ == deadline) {
+        const int rank = error_rank();
+        std::fprintf(stderr, "trident: error: %s%s timed out after %.0f s (a peer rank is stuck, dead or did not call it)\n",
+                     rank >= 0 ? fmt::format("rank {}: ", rank).c_str() : "", what_.c_str(), timeout_s_);
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string what_;
+  double timeout_s_ = 0;
+  std::chrono::steady_clock::time_point deadline_;
+  bool armed_ = false;
+  bool idle_ = false;
+  std::thread thread_;
+};
+
+class DoneWork final : public Work {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+  std::string error() const override { return ""; }
+};
+
 // A pending MPI request with a deadline and a completion step.
 class MpiWork final : public Work {
  public:
@@ -86,7 +153,7 @@ class MpiWork final : public Work {
   }
 
   void wait() override {
-    // Poll MPI_Test: yielding the CPU for the first couple of milliseconds (cheap when
+    // Poll MPI_Test: yielding the CPU for the first 100 ms (cheap when
     // nothing else wants the core, fair when ranks outnumber cores), then sleeping with
     // back-off so a long wait for a slow peer costs no CPU.
     auto sleep = std::chrono::microseconds(50);
@@ -97,7 +164,7 @@ class MpiWork final : public Work {
                              timeout_s_);
         break;
       }
-      if (waited < 2e-3) {
+      if (waited < 0.1) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(sleep);
@@ -145,10 +212,17 @@ class MpiCommunicator final : public Communicator {
                   tensor.describe());
     Tensor target = tensor;
     const int n = size_;
-    auto work = make_work("all_reduce", o, [buffer, target, o, n]() mutable {
+    auto finish = [buffer, target, o, n]() mutable {
       if (o.op == ReduceOp::avg) ops::scale_(buffer, 1.0 / n);
       if (!buffer.is_same(target)) target.copy_from(buffer.to(target.dtype()));
-    });
+    };
+    if (o.blocking) {
+      return run_blocking("all_reduce", o, [&] {
+        return MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
+                             mpi_op(o.op), comm_);
+      }, finish);
+    }
+    auto work = make_work("all_reduce", o, finish);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
                              mpi_op(o.op), comm_, work->request()));
     return work;
@@ -166,10 +240,17 @@ class MpiCommunicator final : public Communicator {
     Tensor out = widened(output.dtype()) ? Tensor::empty(output.shape(), DType::f32) : output;
     Tensor target = output;
     const int n = size_;
-    auto work = make_work("reduce_scatter", o, [in, out, target, o, n]() mutable {
+    auto finish = [in, out, target, o, n]() mutable {
       if (o.op == ReduceOp::avg) ops::scale_(out, 1.0 / n);
       if (!out.is_same(target)) target.copy_from(out.to(target.dtype()));
-    });
+    };
+    if (o.blocking) {
+      return run_blocking("reduce_scatter", o, [&] {
+        return MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
+                                        mpi_type(out.dtype()), mpi_op(o.op), comm_);
+      }, finish);
+    }
+    auto work = make_work("reduce_scatter", o, finish);
     MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
                                         mpi_type(out.dtype()), mpi_op(o.op), comm_, work->request()));
     return work;
@@ -184,6 +265,12 @@ class MpiCommunicator final : public Communicator {
     traffic_.all_gather_bytes += static_cast<std::int64_t>(output.nbytes());
     ++traffic_.calls;
     Tensor in = input, out = output;
+    if (o.blocking) {
+      return run_blocking("all_gather", o, [&] {
+        return MPI_Allgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
+                             count_of(in, "all_gather"), mpi_type(in.dtype()), comm_);
+      }, {});
+    }
     auto work = make_work("all_gather", o, [in, out] {});
     MPI_CHECK(MPI_Iallgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
                              count_of(in, "all_gather"), mpi_type(in.dtype()), comm_, work->request()));
@@ -224,9 +311,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier(const CollectiveOptions& o) override {
-    auto work = make_work("barrier", o, {});
-    MPI_CHECK(MPI_Ibarrier(comm_, work->request()));
-    work->wait();
+    run_blocking("barrier", o, [&] { return MPI_Barrier(comm_); }, {});
   }
 
   std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& groups, const std::string& label) override {
@@ -256,6 +341,18 @@ class MpiCommunicator final : public Communicator {
     TRIDENT_CHECK(t.device().is_cpu(), "{} on {}: MpiCommunicator moves CPU tensors, got {}", op, name_,
                   t.describe());
   }
+  // Runs a blocking MPI call under the watchdog, then the completion step.
+  std::unique_ptr<Work> run_blocking(const std::string& op, const CollectiveOptions& o, const std::function<int()>& call,
+                                     const std::function<void()>& done) {
+    Watchdog& w = Watchdog::instance();
+    w.arm(fmt::format("{} on {} (rank {} of {})", op, name_, rank_, size_), o.timeout_s > 0 ? o.timeout_s : timeout_s_);
+    const int rc = call();
+    w.disarm();
+    MPI_CHECK(rc);
+    if (done) done();
+    return std::make_unique<DoneWork>();
+  }
+
   std::unique_ptr<MpiWork> make_work(const std::string& op, const CollectiveOptions& o, std::function<void()> done) {
     return std::make_unique<MpiWork>(fmt::format("{} on {} (rank {} of {})", op, name_, rank_, size_),
                                      o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
@@ -282,7 +379,7 @@ std::string reduce_op_name(ReduceOp op) {
 
 double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   Tensor t = Tensor::full(Shape{1}, value, DType::f64);
-  all_reduce(t, CollectiveOptions{op, 0})->wait();
+  all_reduce(t, CollectiveOptions{op, 0, true})->wait();
   return t.item();
 }
 

@@ -98,7 +98,7 @@ void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad)
   }
   padded.slice0(n, padded.size(0)).fill_zero();
   Tensor mine = Tensor::empty({e.chunk_rows * e.row_size}, dt);
-  dp_->reduce_scatter(padded, mine)->wait();
+  dp_->reduce_scatter(padded, mine, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
   const std::int64_t owned = (e.end - e.begin) * e.row_size;
   if (stage_ >= 2) {
     ops::add_(e.grad_shard, mine);
@@ -132,7 +132,7 @@ Tensor ZeroOptimizer::all_gather_rows(const Entry& e, const Tensor& owned) const
   const std::int64_t n = owned.numel();
   if (n) chunk.slice0(0, n).copy_from(owned.flatten());
   Tensor all = Tensor::empty({d * e.chunk_rows * e.row_size}, dt);
-  dp_->all_gather(chunk, all)->wait();
+  dp_->all_gather(chunk, all, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
   return all.slice0(0, e.rows * e.row_size).view(e.full_shape);
 }
 
