@@ -9,12 +9,13 @@
 namespace trident {
 namespace {
 
-int env_int(const char* name) {
+int env_int(const char* name, bool leading = false) {
   const char* v = std::getenv(name);
   if (!v || !*v) return 0;
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
-  return (end && *end == '\0' && x > 0 && x < 1 << 20) ? static_cast<int>(x) : 0;
+  // `leading`: Slurm writes task counts like "4(x2)" (4 tasks on each of 2 nodes).
+  return (end && (leading || *end == '\0') && x > 0 && x < 1 << 20) ? static_cast<int>(x) : 0;
 }
 
 int g_threads = 0;  // 0 = not yet decided
@@ -22,9 +23,13 @@ int g_threads = 0;  // 0 = not yet decided
 }  // namespace
 
 int local_rank_count() noexcept {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
-                           "PMI_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
+                           "LOCAL_WORLD_SIZE"}) {
     if (int n = env_int(name)) return n;
+  }
+  // srun: tasks on this node (the first node's count when it differs across nodes).
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    if (int n = env_int(name, /*leading=*/true)) return n;
   }
   return 1;
 }

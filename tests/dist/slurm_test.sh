@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# trident under Slurm: `srun --mpi=pmix -n 2 trident train ...` is detected as a
+# 2-rank job (data parallel) and follows the single-process run's losses.
+# Skips (exit 77) unless a Slurm controller answers (`sinfo`); scripts/slurm_local.sh
+# starts a single-node Slurm on this machine.
+#   slurm_test.sh TRIDENT_BINARY
+set -uo pipefail
+trident=$1
+if ! command -v srun >/dev/null 2>&1 || ! timeout 10 sinfo >/dev/null 2>&1; then
+  echo "SKIP: no Slurm cluster answers (start one with scripts/slurm_local.sh)"
+  exit 77
+fi
+work=$(mktemp -d /tmp/trident-slurm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export TRIDENT_NUM_THREADS=1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+for i in $(seq 1 400); do echo "a line of text, number $i, for the slurm test corpus."; done > "$work/c.txt"
+"$trident" tokenizer train --input "$work/c.txt" --vocab-size 300 --special-token '<|endoftext|>' \
+  --output "$work/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
+"$trident" preprocess --input "$work/c.txt" --tokenizer "$work/tok.json" --output-prefix "$work/c" --append-eod \
+  --quiet || fail "preprocess"
+args=(train --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 --set model.max_seq_len=16
+      --set train.seq_len=16 --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=4
+      --set train.log_interval=1 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
+      --set data.split=\"90,10,0\" --set train.eval_interval=0 --set log.progress=off --set train.peak_gflops=1)
+"$trident" "${args[@]}" --run-dir "$work/one" > "$work/one.log" 2>&1 || fail "single process: $(tail -3 "$work/one.log")"
+timeout 300 srun --mpi=pmix -n 2 "$trident" "${args[@]}" --run-dir "$work/two" > "$work/two.log" 2>&1 \
+  || fail "srun: $(tail -5 "$work/two.log")"
+grep -q "dp=2 × tp=1 × pp=1 (2 ranks)" "$work/two.log" || fail "srun job not seen as 2 ranks: $(grep trident: "$work/two.log")"
+diff <(grep '^step ' "$work/one.log" | cut -d'|' -f2) <(grep '^step ' "$work/two.log" | cut -d'|' -f2) \
+  || fail "losses differ between one process and srun -n 2"
+echo "ok: srun --mpi=pmix -n 2 follows the single-process losses: $(grep '^step ' "$work/two.log" | cut -d'|' -f2 | tr '\n' ' ')"
