@@ -4,16 +4,12 @@
 #   signal_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
+source "$(dirname "$0")/tiny_corpus.sh"
 work=$(mktemp -d /tmp/trident-signal.XXXXXX)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export TRIDENT_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-for i in $(seq 1 400); do echo "a line of text, number $i, for the signal test corpus."; done > "$work/c.txt"
-"$trident" tokenizer train --input "$work/c.txt" --vocab-size 300 --special-token '<|endoftext|>' \
-  --output "$work/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
-"$trident" preprocess --input "$work/c.txt" --tokenizer "$work/tok.json" --output-prefix "$work/c" --append-eod \
-  --quiet || fail "preprocess"
+make_tiny_corpus "$trident" "$work"
 args=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
       --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2 --set train.steps=100000
       --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"

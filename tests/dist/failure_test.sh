@@ -7,19 +7,14 @@
 #  3. a rank killed with SIGKILL mid-training.
 set -uo pipefail
 trident=$1
+source "$(dirname "$0")/../cli/tiny_corpus.sh"
 work=$(mktemp -d /tmp/trident-failure.XXXXXX)
 trap 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader TRIDENT_NUM_THREADS=1
 mpi=(mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle=1)
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# A tiny corpus.
-for i in $(seq 1 400); do echo "line $i of the test corpus, with words that repeat and repeat again."; done > "$work/c.txt"
-"$trident" tokenizer train --input "$work/c.txt" --vocab-size 300 --special-token '<|endoftext|>' \
-  --output "$work/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
-"$trident" preprocess --input "$work/c.txt" --tokenizer "$work/tok.json" --output-prefix "$work/c" --append-eod \
-  --quiet || fail "preprocess"
+make_tiny_corpus "$trident" "$work"
 common=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
         --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2
         --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"

@@ -4,16 +4,12 @@
 #   launch_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
+source "$(dirname "$0")/../cli/tiny_corpus.sh"
 work=$(mktemp -d /tmp/trident-launch.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export TRIDENT_NUM_THREADS=1 OMPI_MCA_btl=self,vader
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-for i in $(seq 1 400); do echo "In the beginning was line $i, and the line was with the corpus."; done > "$work/c.txt"
-"$trident" tokenizer train --input "$work/c.txt" --vocab-size 300 --special-token '<|endoftext|>' \
-  --output "$work/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
-"$trident" preprocess --input "$work/c.txt" --tokenizer "$work/tok.json" --output-prefix "$work/c" --append-eod \
-  --quiet || fail "preprocess"
+make_tiny_corpus "$trident" "$work"
 timeout 300 "$trident" launch -n 4 -- "$trident" train --run-dir "$work/run" --set model.n_layer=2 \
   --set model.n_head=2 --set model.d_model=32 --set model.max_seq_len=32 --set train.seq_len=32 \
   --set train.micro_batch_size=2 --set train.global_batch_size=16 --set train.steps=12 --set train.log_interval=4 \
