@@ -12,14 +12,7 @@ cd "$(dirname "$0")/.."
 run_dir=${RUN_DIR:-runs/kjv}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-quiet() {  # quiet LOG CMD...: run CMD, show its output only if it fails
-  local log=$1; shift
-  if ! "$@" >"$log" 2>&1; then
-    echo "run.sh: '$*' failed; log follows" >&2
-    tail -n 60 "$log" >&2
-    exit 1
-  fi
-}
+source scripts/lib.sh
 
 echo "==> [1/5] dependencies"
 ./scripts/install_deps.sh

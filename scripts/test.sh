@@ -9,14 +9,7 @@ cd "$(dirname "$0")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
 log_dir=build/logs
-quiet() {  # quiet LOG CMD...: run CMD, show its output only if it fails
-  local log=$1; shift
-  if ! "$@" >"$log" 2>&1; then
-    echo "test.sh: '$*' failed; log follows" >&2
-    tail -n 60 "$log" >&2
-    exit 1
-  fi
-}
+source scripts/lib.sh
 
 echo "==> dependencies"
 ./scripts/install_deps.sh

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/helpers.h"
+
 #include <filesystem>
 #include <fstream>
 
@@ -80,38 +82,29 @@ TEST_F(Safetensors, ViewOutlivesFileObject) {
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{3, 4}));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-
 TEST_F(Safetensors, BadFilesNameFileAndProblem) {
   std::ofstream(path("short.safetensors")) << "abc";
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(path("short.safetensors")); }).find("shorter than"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("short.safetensors")); }).find("shorter than"), std::string::npos);
 
   write_raw("json.safetensors", "{not json", "");
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(path("json.safetensors")); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("json.safetensors")); }).find("not valid JSON"), std::string::npos);
 
   write_raw("trunc.safetensors", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0'));
-  std::string msg = error_of([&] { SafetensorsFile::open(path("trunc.safetensors")); });
+  std::string msg = test::error_message([&] { SafetensorsFile::open(path("trunc.safetensors")); });
   EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("outside the data section"), std::string::npos) << msg;
 
   write_raw("size.safetensors", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  msg = error_of([&] { SafetensorsFile::open(path("size.safetensors")); });
+  msg = test::error_message([&] { SafetensorsFile::open(path("size.safetensors")); });
   EXPECT_NE(msg.find("expected 12"), std::string::npos) << msg;
 
   write_raw("overlap.safetensors",
             R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
             std::string(12, '\0'));
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(path("overlap.safetensors")); }).find("overlap"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("overlap.safetensors")); }).find("overlap"), std::string::npos);
 
   write_raw("dtype.safetensors", R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", std::string(2, '\0'));
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(path("dtype.safetensors")); }).find("F8_E4M3"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("dtype.safetensors")); }).find("F8_E4M3"), std::string::npos);
 
   write_raw("len.safetensors", "", "");
   {
@@ -119,9 +112,9 @@ TEST_F(Safetensors, BadFilesNameFileAndProblem) {
     std::uint64_t n = 1000;
     for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
   }
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(path("len.safetensors")); }).find("header length 1000"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("len.safetensors")); }).find("header length 1000"), std::string::npos);
 
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(path("missing.safetensors")); }).find("missing.safetensors"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("missing.safetensors")); }).find("missing.safetensors"), std::string::npos);
 }
 
 TEST_F(Safetensors, MissingTensorAndBadBox) {
@@ -129,8 +122,8 @@ TEST_F(Safetensors, MissingTensorAndBadBox) {
   w.add("w", Tensor::zeros({2, 2}));
   w.write(path("w.safetensors"));
   auto f = SafetensorsFile::open(path("w.safetensors"));
-  EXPECT_NE(error_of([&] { f.info("v"); }).find("no tensor 'v'"), std::string::npos);
-  EXPECT_NE(error_of([&] { f.read_box("w", {1, 1}, {2, 1}); }).find("exceeds"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { f.info("v"); }).find("no tensor 'v'"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { f.read_box("w", {1, 1}, {2, 1}); }).find("exceeds"), std::string::npos);
 }
 
 TEST_F(Safetensors, ProducerMismatchLeavesNoFile) {

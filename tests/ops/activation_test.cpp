@@ -4,6 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "testing/helpers.h"
+
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -137,14 +141,7 @@ TEST(ActivationKernel, BiasGeluTanhEqualsUnfusedInF64) {
 }
 
 TEST(ActivationErrors, MessagesNameTheOpAndShapes) {
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [](const std::function<void()>& f) { return test::error_what(f); };
   const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
   EXPECT_THAT(message([&] { ops::swiglu(a, b); }),
               AllOf(HasSubstr("swiglu"), HasSubstr("up"), HasSubstr("[3, 2]"), HasSubstr("[2, 3]")));

@@ -4,6 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "testing/helpers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -142,14 +146,7 @@ TEST(Dropout, ZeroProbabilityReturnsTheInput) {
 }
 
 TEST(Dropout, ErrorsNameTheOpAndShapes) {
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [](const std::function<void()>& f) { return test::error_what(f); };
   const Tensor x = random({4, 6}, 8);
   EXPECT_THAT(message([&] { ops::dropout(x, 1.0, kRng); }), AllOf(HasSubstr("dropout"), HasSubstr("[0, 1)"), HasSubstr("1")));
   EXPECT_THAT(message([&] { ops::dropout(x, -0.1, kRng); }), AllOf(HasSubstr("dropout"), HasSubstr("-0.1")));

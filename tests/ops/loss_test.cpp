@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/helpers.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,17 +19,13 @@
 namespace trident {
 namespace {
 
+using test::f64;
+using test::random_tensor;
+using test::rel_err;
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 namespace ag = trident::autograd;
-
-Tensor random(Shape shape, std::uint64_t seed, double lo, double hi, DType dtype = DType::f32) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t = Tensor::empty(std::move(shape), DType::f64);
-  for (double& v : t.span<double>()) v = dist(gen);
-  return t.to(dtype);
-}
 
 Tensor random_targets(std::int64_t n, std::int64_t vocab, std::uint64_t seed, DType dtype = DType::i64) {
   std::mt19937_64 gen(seed);
@@ -35,17 +33,6 @@ Tensor random_targets(std::int64_t n, std::int64_t vocab, std::uint64_t seed, DT
   Tensor t = Tensor::empty(Shape{n}, DType::i64);
   for (auto& v : t.span<std::int64_t>()) v = dist(gen);
   return t.to(dtype);
-}
-
-std::vector<double> f64(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-
-double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
@@ -84,7 +71,7 @@ Naive naive(const Tensor& logits, const Tensor& targets, const std::vector<doubl
 
 TEST(CrossEntropy, Gpt2SizedRowsMatchNaiveLogSoftmax) {
   const std::int64_t N = 9, V = 50257;  // odd vocabulary: vector body plus tail
-  Tensor logits = random({N, V}, 1, -8.0, 8.0);
+  Tensor logits = random_tensor({N, V}, 1, -8.0, 8.0);
   Tensor targets = random_targets(N, V, 2);
   targets.span<std::int64_t>()[4] = -100;
   auto r = ops::cross_entropy(logits, targets);
@@ -104,7 +91,7 @@ TEST(CrossEntropy, Gpt2SizedRowsMatchNaiveLogSoftmax) {
 
 TEST(CrossEntropy, LargeAndMaskedLogitsStayFinite) {
   // Logits around 100 overflow f32 exp without the max shift; -inf entries are masked classes.
-  Tensor logits = random({3, 100}, 3, 80.0, 100.0, DType::f64);
+  Tensor logits = random_tensor({3, 100}, 3, 80.0, 100.0, DType::f64);
   auto x = logits.span<double>();
   for (int j = 0; j < 100; j += 3) x[static_cast<std::size_t>(100 + j)] = -std::numeric_limits<double>::infinity();
   Tensor targets = Tensor::from_vector<std::int64_t>({5, 7, 99}, {3});
@@ -123,7 +110,7 @@ TEST(CrossEntropy, LargeAndMaskedLogitsStayFinite) {
 
 TEST(CrossEntropy, NanLogitPoisonsOnlyItsRow) {
   for (DType dtype : {DType::f32, DType::f64}) {
-    Tensor logits = random({3, 40}, 15, -1.0, 1.0, DType::f64);
+    Tensor logits = random_tensor({3, 40}, 15, -1.0, 1.0, DType::f64);
     logits.span<double>()[40 + 17] = std::numeric_limits<double>::quiet_NaN();
     auto r = ops::cross_entropy(logits.to(dtype), Tensor::from_vector<std::int64_t>({1, 2, 3}, {3}));
     const auto l = f64(r.losses);
@@ -135,7 +122,7 @@ TEST(CrossEntropy, NanLogitPoisonsOnlyItsRow) {
 
 TEST(CrossEntropy, Bf16LogitsComputeInF32AndGradientIsBf16) {
   const std::int64_t N = 6, V = 1001;
-  Tensor logits = random({N, V}, 4, -5.0, 5.0, DType::bf16);
+  Tensor logits = random_tensor({N, V}, 4, -5.0, 5.0, DType::bf16);
   Tensor targets = random_targets(N, V, 5, DType::i32);
   auto r = ops::cross_entropy(logits, targets);
   ASSERT_EQ(r.losses.dtype(), DType::f32);
@@ -157,10 +144,10 @@ TEST(CrossEntropy, ResultsDoNotDependOnThreadCount) {
   ThreadGuard guard;
   const std::int64_t N = 37, V = 3001;
   for (DType dtype : {DType::f32, DType::bf16}) {
-    Tensor logits = random({N, V}, 6, -6.0, 6.0, dtype);
+    Tensor logits = random_tensor({N, V}, 6, -6.0, 6.0, dtype);
     Tensor targets = random_targets(N, V, 7);
     targets.span<std::int64_t>()[3] = -100;
-    Tensor g = random({N}, 8, 0.0, 1.0);
+    Tensor g = random_tensor({N}, 8, 0.0, 1.0);
     set_num_threads(1);
     auto a = ops::cross_entropy(logits, targets);
     Tensor da = ops::cross_entropy_backward(logits, targets, a.lse, g);
@@ -174,7 +161,7 @@ TEST(CrossEntropy, ResultsDoNotDependOnThreadCount) {
 }
 
 TEST(CrossEntropy, AllIgnoredMeanIsZeroWithZeroGradient) {
-  ag::Variable x(random({4, 6}, 9, -1.0, 1.0, DType::f64), true);
+  ag::Variable x(random_tensor({4, 6}, 9, -1.0, 1.0, DType::f64), true);
   Tensor targets = Tensor::full(Shape{4}, -100.0, DType::i64);
   auto r = ops::cross_entropy(x.data(), targets);
   EXPECT_EQ(r.count, 0);
@@ -188,7 +175,7 @@ TEST(CrossEntropy, MicroBatchSharesOfTheGlobalTokenMeanAddUp) {
   // The global batch (8 rows, 2 ignored) split into micro-batches of 3 and 5 rows:
   // with normalizer = global token count, losses and gradients sum to the whole batch's mean.
   const std::int64_t V = 11;
-  Tensor logits = random({8, V}, 10, -2.0, 2.0, DType::f64);
+  Tensor logits = random_tensor({8, V}, 10, -2.0, 2.0, DType::f64);
   Tensor targets = random_targets(8, V, 11);
   targets.span<std::int64_t>()[1] = -100;
   targets.span<std::int64_t>()[6] = -100;
@@ -213,7 +200,7 @@ TEST(CrossEntropy, MicroBatchSharesOfTheGlobalTokenMeanAddUp) {
 }
 
 TEST(CrossEntropy, TargetOutsideVocabularyNamesRowTargetAndV) {
-  Tensor logits = random({4, 10}, 12, -1.0, 1.0);
+  Tensor logits = random_tensor({4, 10}, 12, -1.0, 1.0);
   for (std::int64_t bad : {12, -5}) {
     Tensor targets = Tensor::from_vector<std::int32_t>({1, 2, -100, static_cast<std::int32_t>(bad)}, {4});
     try {
@@ -225,17 +212,17 @@ TEST(CrossEntropy, TargetOutsideVocabularyNamesRowTargetAndV) {
     }
   }
   // Through autograd, for 3-D logits: the row is the flattened position.
-  Tensor logits3 = random({2, 2, 10}, 13, -1.0, 1.0);
+  Tensor logits3 = random_tensor({2, 2, 10}, 13, -1.0, 1.0);
   Tensor targets3 = Tensor::from_vector<std::int64_t>({0, 1, 10, 3}, {2, 2});
   EXPECT_THAT([&] { ag::cross_entropy(ag::Variable(logits3, true), targets3); },
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("target 10"), HasSubstr("row 2"))));
 }
 
 TEST(CrossEntropy, BadShapesAndDtypesAreNamed) {
-  Tensor logits = random({4, 10}, 14, -1.0, 1.0);
+  Tensor logits = random_tensor({4, 10}, 14, -1.0, 1.0);
   EXPECT_THAT([&] { ops::cross_entropy(logits, random_targets(5, 10, 1)); },
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("cross_entropy"), HasSubstr("[4, 10]"), HasSubstr("[5]"))));
-  EXPECT_THAT([&] { ops::cross_entropy(logits, random({4}, 1, 0.0, 1.0)); },
+  EXPECT_THAT([&] { ops::cross_entropy(logits, random_tensor({4}, 1, 0.0, 1.0)); },
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("cross_entropy"), HasSubstr("i32 or i64"))));
   EXPECT_THAT([&] { ops::cross_entropy(random_targets(4, 10, 1).view({2, 2}), random_targets(2, 10, 1)); },
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("cross_entropy"), HasSubstr("logits"))));

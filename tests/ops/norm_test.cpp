@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/helpers.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,27 +17,12 @@
 namespace trident {
 namespace {
 
+using test::f64;
+using test::random_tensor;
+using test::rel_err;
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-Tensor random(Shape shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0, DType dtype = DType::f32) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t = Tensor::empty(std::move(shape), DType::f64);
-  for (double& v : t.span<double>()) v = dist(gen);
-  return t.to(dtype);
-}
-
-std::vector<double> f64(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-
-double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
@@ -90,8 +77,8 @@ class ThreadCount : public ::testing::Test {
 };
 
 TEST(LayerNormKernel, Gpt2SizedRowsMatchNaiveF64) {
-  const Tensor x = random({300, 768}, 1, -2.0, 3.0), w = random({768}, 2, 0.5, 1.5), b = random({768}, 3);
-  const Tensor dy = random({300, 768}, 4);
+  const Tensor x = random_tensor({300, 768}, 1, -2.0, 3.0), w = random_tensor({768}, 2, 0.5, 1.5), b = random_tensor({768}, 3);
+  const Tensor dy = random_tensor({300, 768}, 4);
   const Naive n = naive_norm(x, w, b, dy, 1e-5, false);
   auto out = ops::layer_norm(x, w, b, 1e-5);
   EXPECT_LT(rel_err(f64(out.y), n.y), 1e-6);
@@ -104,7 +91,7 @@ TEST(LayerNormKernel, Gpt2SizedRowsMatchNaiveF64) {
 }
 
 TEST(RmsNormKernel, LlamaSizedRowsMatchNaiveF64) {
-  const Tensor x = random({300, 768}, 5, -2.0, 1.0), w = random({768}, 6, 0.5, 1.5), dy = random({300, 768}, 7);
+  const Tensor x = random_tensor({300, 768}, 5, -2.0, 1.0), w = random_tensor({768}, 6, 0.5, 1.5), dy = random_tensor({300, 768}, 7);
   const Naive n = naive_norm(x, w, Tensor(), dy, 1e-6, true);
   auto out = ops::rms_norm(x, w, 1e-6);
   EXPECT_LT(rel_err(f64(out.y), n.y), 1e-6);
@@ -115,8 +102,8 @@ TEST(RmsNormKernel, LlamaSizedRowsMatchNaiveF64) {
 }
 
 TEST(LayerNormKernel, Bf16ComputesInF32WithF32Statistics) {
-  const Tensor x = random({37, 768}, 8, -2.0, 3.0, DType::bf16), w = random({768}, 9, 0.5, 1.5, DType::bf16);
-  const Tensor b = random({768}, 10, -1.0, 1.0, DType::bf16), dy = random({37, 768}, 11, -1.0, 1.0, DType::bf16);
+  const Tensor x = random_tensor({37, 768}, 8, -2.0, 3.0, DType::bf16), w = random_tensor({768}, 9, 0.5, 1.5, DType::bf16);
+  const Tensor b = random_tensor({768}, 10, -1.0, 1.0, DType::bf16), dy = random_tensor({37, 768}, 11, -1.0, 1.0, DType::bf16);
   auto out = ops::layer_norm(x, w, b, 1e-5);
   EXPECT_EQ(out.y.dtype(), DType::bf16);
   EXPECT_EQ(out.mean.dtype(), DType::f32);
@@ -133,7 +120,7 @@ TEST(LayerNormKernel, Bf16ComputesInF32WithF32Statistics) {
 }
 
 TEST(RmsNormKernel, Bf16NormalisesInF32AndRoundsOnce) {
-  const Tensor x = random({9, 300}, 12, -3.0, 3.0, DType::bf16), w = random({300}, 13, 0.5, 1.5, DType::bf16);
+  const Tensor x = random_tensor({9, 300}, 12, -3.0, 3.0, DType::bf16), w = random_tensor({300}, 13, 0.5, 1.5, DType::bf16);
   auto out = ops::rms_norm(x, w, 1e-6);
   auto ref = ops::rms_norm(x.to(DType::f32), w.to(DType::f32), 1e-6);
   EXPECT_TRUE(bit_equal(out.y, ref.y.to(DType::bf16)));
@@ -142,7 +129,7 @@ TEST(RmsNormKernel, Bf16NormalisesInF32AndRoundsOnce) {
 
 TEST(LayerNormKernel, LargeOffsetDoesNotCancel) {
   // x = 1000 + noise in [-1, 1): a one-pass E[x^2] - E[x]^2 in f32 would get the variance wrong by tens of percent.
-  Tensor x = random({4, 512}, 14, -1.0, 1.0);
+  Tensor x = random_tensor({4, 512}, 14, -1.0, 1.0);
   for (float& v : x.span<float>()) v += 1000.0f;
   const Tensor w = Tensor::full({512}, 1.0), b = Tensor::zeros({512});
   auto out = ops::layer_norm(x, w, b, 0.0);
@@ -152,8 +139,8 @@ TEST(LayerNormKernel, LargeOffsetDoesNotCancel) {
 
 TEST_F(ThreadCount, WeightGradientsAreBitIdenticalForAnyThreadCount) {
   // 1000 rows: 63 row blocks of 16, so threads split the blocks unevenly.
-  const Tensor x = random({1000, 768}, 15, -2.0, 2.0), w = random({768}, 16, 0.5, 1.5), b = random({768}, 17);
-  const Tensor dy = random({1000, 768}, 18);
+  const Tensor x = random_tensor({1000, 768}, 15, -2.0, 2.0), w = random_tensor({768}, 16, 0.5, 1.5), b = random_tensor({768}, 17);
+  const Tensor dy = random_tensor({1000, 768}, 18);
   for (DType dtype : {DType::f32, DType::bf16}) {
     const Tensor xd = x.to(dtype), wd = w.to(dtype), bd = b.to(dtype), dyd = dy.to(dtype);
     std::vector<ops::LayerNormGrads> ln;
@@ -179,7 +166,7 @@ TEST_F(ThreadCount, WeightGradientsAreBitIdenticalForAnyThreadCount) {
 }
 
 TEST(LayerNormKernel, ZeroRowsGiveZeroParameterGradients) {
-  const Tensor x = Tensor::zeros({0, 5}), w = random({5}, 19), b = random({5}, 20);
+  const Tensor x = Tensor::zeros({0, 5}), w = random_tensor({5}, 19), b = random_tensor({5}, 20);
   auto out = ops::layer_norm(x, w, b);
   EXPECT_EQ(out.mean.shape(), Shape{0});
   auto g = ops::layer_norm_backward(Tensor::zeros({0, 5}), x, w, out.mean, out.rstd);
@@ -187,8 +174,8 @@ TEST(LayerNormKernel, ZeroRowsGiveZeroParameterGradients) {
 }
 
 TEST(NormAutograd, LayerNormWithoutBiasAndFrozenWeight) {
-  autograd::Variable x(random({3, 6}, 21, -1.0, 1.0, DType::f64), true);
-  autograd::Variable w(random({6}, 22, 0.5, 1.5, DType::f64), false);
+  autograd::Variable x(random_tensor({3, 6}, 21, -1.0, 1.0, DType::f64), true);
+  autograd::Variable w(random_tensor({6}, 22, 0.5, 1.5, DType::f64), false);
   autograd::Variable y = autograd::layer_norm(x, w, autograd::Variable(), 1e-5);
   autograd::sum(autograd::mul(y, y)).backward();
   ASSERT_TRUE(x.grad().defined());
@@ -203,7 +190,7 @@ TEST(NormAutograd, LayerNormWithoutBiasAndFrozenWeight) {
 }
 
 TEST(NormErrors, MessagesNameTheOpAndShapes) {
-  const Tensor x = random({3, 5}, 23), w7 = random({7}, 24), w5 = random({5}, 25);
+  const Tensor x = random_tensor({3, 5}, 23), w7 = random_tensor({7}, 24), w5 = random_tensor({5}, 25);
   auto message = [](auto&& f) {
     try {
       f();
@@ -224,7 +211,7 @@ TEST(NormErrors, MessagesNameTheOpAndShapes) {
   EXPECT_THAT(message([&] { ops::rms_norm(Tensor::zeros({3, 5}, DType::i32), w5); }),
               AllOf(HasSubstr("rms_norm"), HasSubstr("i32")));
   auto f = ops::layer_norm(x, w5, Tensor());
-  EXPECT_THAT(message([&] { ops::layer_norm_backward(random({3, 4}, 26), x, w5, f.mean, f.rstd); }),
+  EXPECT_THAT(message([&] { ops::layer_norm_backward(random_tensor({3, 4}, 26), x, w5, f.mean, f.rstd); }),
               AllOf(HasSubstr("layer_norm_backward"), HasSubstr("dy"), HasSubstr("[3, 4]"), HasSubstr("[3, 5]")));
   EXPECT_THAT(message([&] { ops::layer_norm_backward(x, x, w5, f.mean.to(DType::f64), f.rstd); }),
               AllOf(HasSubstr("layer_norm_backward"), HasSubstr("mean"), HasSubstr("f64")));

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/helpers.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,18 +17,12 @@
 namespace trident {
 namespace {
 
+using test::f64;
+using test::random_tensor;
+using test::rel_err;
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-Tensor random(Shape shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0, DType dtype = DType::f32) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t = Tensor::empty(std::move(shape), DType::f64);
-  for (double& v : t.span<double>()) v = dist(gen);
-  return t.to(dtype);
-}
-
-std::vector<double> f64(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
@@ -69,11 +65,11 @@ struct NaiveAdamW {
 TEST(AdamW, F64MatchesPyTorchOrderReference) {
   const std::int64_t n = 1000;
   const ops::AdamWConfig config{.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-  Tensor p = random({n}, 1, -1, 1, DType::f64);
+  Tensor p = random_tensor({n}, 1, -1, 1, DType::f64);
   Tensor m = Tensor::zeros({n}, DType::f64), v = Tensor::zeros({n}, DType::f64);
   NaiveAdamW ref{f64(p), f64(m), f64(v)};
   for (std::int64_t t = 1; t <= 5; ++t) {
-    Tensor g = random({n}, 100 + static_cast<std::uint64_t>(t), -1, 1, DType::f64);
+    Tensor g = random_tensor({n}, 100 + static_cast<std::uint64_t>(t), -1, 1, DType::f64);
     ops::adamw_step(p, g, m, v, config, t, 0.7);
     ref.step(f64(g), config, t, 0.7);
   }
@@ -86,11 +82,11 @@ TEST(AdamW, F32AndBf16GradientsTrackTheF64Reference) {
   const std::int64_t n = 4099;  // vector body and a scalar tail
   const ops::AdamWConfig config{.lr = 1e-2, .weight_decay = 0.01};
   for (DType grad_dtype : {DType::f32, DType::bf16}) {
-    Tensor p = random({n}, 2);
+    Tensor p = random_tensor({n}, 2);
     Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n});
     NaiveAdamW ref{f64(p), f64(m), f64(v)};
     for (std::int64_t t = 1; t <= 3; ++t) {
-      Tensor g = random({n}, 200 + static_cast<std::uint64_t>(t), -1, 1, grad_dtype);
+      Tensor g = random_tensor({n}, 200 + static_cast<std::uint64_t>(t), -1, 1, grad_dtype);
       ops::adamw_step(p, g, m, v, config, t);
       ref.step(f64(g), config, t, 1.0);
     }
@@ -102,9 +98,9 @@ TEST(AdamW, F32AndBf16GradientsTrackTheF64Reference) {
 TEST(AdamW, ParamCopyIsTheRoundedUpdatedParameter) {
   const std::int64_t n = 1037;
   for (DType copy_dtype : {DType::bf16, DType::f16, DType::f32}) {
-    Tensor p = random({n}, 3), m = random({n}, 4, -0.1, 0.1), v = random({n}, 5, 0, 0.01);
+    Tensor p = random_tensor({n}, 3), m = random_tensor({n}, 4, -0.1, 0.1), v = random_tensor({n}, 5, 0, 0.01);
     Tensor copy = Tensor::empty({n}, copy_dtype);
-    ops::adamw_step(p, random({n}, 6, -1, 1, DType::bf16), m, v, {.lr = 1e-3}, 7, 1.0, &copy);
+    ops::adamw_step(p, random_tensor({n}, 6, -1, 1, DType::bf16), m, v, {.lr = 1e-3}, 7, 1.0, &copy);
     EXPECT_TRUE(bit_equal(copy, p.to(copy_dtype))) << dtype_name(copy_dtype);
   }
 }
@@ -112,10 +108,10 @@ TEST(AdamW, ParamCopyIsTheRoundedUpdatedParameter) {
 TEST(AdamW, GradScaleMultipliesTheGradientFirst) {
   // Scaling by powers of two is exact, so the two runs must agree bit for bit.
   const std::int64_t n = 531;
-  Tensor g = random({n}, 7);
+  Tensor g = random_tensor({n}, 7);
   Tensor scaled = Tensor::empty({n});
   for (std::int64_t i = 0; i < n; ++i) scaled.data<float>()[i] = g.data<float>()[i] * 1024.0f;
-  Tensor p1 = random({n}, 8), p2 = p1.clone();
+  Tensor p1 = random_tensor({n}, 8), p2 = p1.clone();
   Tensor m1 = Tensor::zeros({n}), v1 = Tensor::zeros({n}), m2 = Tensor::zeros({n}), v2 = Tensor::zeros({n});
   ops::adamw_step(p1, g, m1, v1, {.lr = 1e-2}, 1);
   ops::adamw_step(p2, scaled, m2, v2, {.lr = 1e-2}, 1, 1.0 / 1024.0);
@@ -126,8 +122,8 @@ TEST(AdamW, GradScaleMultipliesTheGradientFirst) {
 TEST(AdamW, ResultsDoNotDependOnThreadCount) {
   ThreadGuard guard;
   const std::int64_t n = 100003;
-  Tensor g = random({n}, 9, -1, 1, DType::bf16);
-  Tensor p0 = random({n}, 10), m0 = random({n}, 11, -0.1, 0.1), v0 = random({n}, 12, 0, 0.01);
+  Tensor g = random_tensor({n}, 9, -1, 1, DType::bf16);
+  Tensor p0 = random_tensor({n}, 10), m0 = random_tensor({n}, 11, -0.1, 0.1), v0 = random_tensor({n}, 12, 0, 0.01);
   Tensor out[2][4];
   for (int threads : {1, 2}) {
     set_num_threads(threads);
@@ -142,8 +138,8 @@ TEST(AdamW, ResultsDoNotDependOnThreadCount) {
 }
 
 TEST(AdamW, BadArgumentsAreNamed) {
-  Tensor p = random({4, 3}, 1), m = Tensor::zeros({4, 3}), v = Tensor::zeros({4, 3});
-  EXPECT_THAT([&] { ops::adamw_step(p, random({3, 4}, 2), m, v, {}, 1); },
+  Tensor p = random_tensor({4, 3}, 1), m = Tensor::zeros({4, 3}), v = Tensor::zeros({4, 3});
+  EXPECT_THAT([&] { ops::adamw_step(p, random_tensor({3, 4}, 2), m, v, {}, 1); },
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("adamw_step"), HasSubstr("[3, 4]"), HasSubstr("[4, 3]"))));
   Tensor pb = p.to(DType::bf16);
   EXPECT_THAT([&] { ops::adamw_step(pb, p, m, v, {}, 1); },
@@ -178,11 +174,11 @@ TEST(Sgd, MomentumDampeningAndNesterovMatchTorch) {
   for (Config c : {Config{0.0, 0.0, 0.0, false}, Config{0.9, 0.0, 1e-2, false}, Config{0.9, 0.3, 0.0, false},
                    Config{0.8, 0.0, 5e-2, true}}) {
     const std::int64_t n = 301;
-    Tensor p = random({n}, 20, -1, 1, DType::f64), buf;
+    Tensor p = random_tensor({n}, 20, -1, 1, DType::f64), buf;
     auto ref = f64(p);
     std::vector<double> ref_buf(static_cast<std::size_t>(n));
     for (int s = 0; s < 3; ++s) {
-      Tensor g = random({n}, 30 + static_cast<std::uint64_t>(s), -1, 1, DType::f64);
+      Tensor g = random_tensor({n}, 30 + static_cast<std::uint64_t>(s), -1, 1, DType::f64);
       ops::sgd_step(p, g, buf, 0.1, c.momentum, c.wd, c.dampening, c.nesterov);
       naive_sgd(ref, f64(g), ref_buf, s == 0, 0.1, c.momentum, c.wd, c.dampening, c.nesterov);
     }
@@ -190,8 +186,8 @@ TEST(Sgd, MomentumDampeningAndNesterovMatchTorch) {
     EXPECT_EQ(buf.defined(), c.momentum != 0);
   }
   // f32 params with bf16 gradients and a grad scale (0.5 exact in both).
-  Tensor p = random({77}, 21), buf;
-  Tensor g = random({77}, 22, -1, 1, DType::bf16);
+  Tensor p = random_tensor({77}, 21), buf;
+  Tensor g = random_tensor({77}, 22, -1, 1, DType::bf16);
   auto ref = f64(p);
   std::vector<double> ref_buf(77), scaled = f64(g);
   for (double& x : scaled) x *= 0.5;
@@ -206,7 +202,7 @@ TEST(SumOfSquares, MatchesNaiveAndDoesNotDependOnThreadCount) {
   ThreadGuard guard;
   const std::int64_t n = 70001;
   for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
-    Tensor t = random({n}, 40, -2, 2, dtype);
+    Tensor t = random_tensor({n}, 40, -2, 2, dtype);
     double naive = 0;
     for (double x : f64(t)) naive += x * x;
     set_num_threads(1);

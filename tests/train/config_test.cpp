@@ -2,19 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/helpers.h"
+
 #include "trident/core/error.h"
 
 namespace trident::train {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
 
 TEST(Config, ParsesSectionsAndTypes) {
   Config c;
@@ -47,27 +40,27 @@ pipeline_num_layers = [1, 1]
 
 TEST(Config, UnknownKeySuggestsNearest) {
   Config c;
-  std::string msg = error_of([&] { apply_toml(c, "[train]\nmicro_bach_size = 4\n", "run.toml"); });
+  std::string msg = test::error_message([&] { apply_toml(c, "[train]\nmicro_bach_size = 4\n", "run.toml"); });
   EXPECT_EQ(msg, "run.toml: unknown key 'train.micro_bach_size' (did you mean 'train.micro_batch_size'?)");
-  msg = error_of([&] { apply_override(c, "train.lr=0.1"); });
+  msg = test::error_message([&] { apply_override(c, "train.lr=0.1"); });
   EXPECT_EQ(msg, "--set train.lr=0.1: unknown key 'train.lr' (did you mean 'optim.lr'?)");
-  msg = error_of([&] { apply_toml(c, "[trian]\nsteps = 4\n", "run.toml"); });
+  msg = test::error_message([&] { apply_toml(c, "[trian]\nsteps = 4\n", "run.toml"); });
   EXPECT_NE(msg.find("unknown key 'trian'"), std::string::npos) << msg;
-  msg = error_of([&] { apply_toml(c, "[model]\ncompletely_unrelated_thing = 4\n", "run.toml"); });
+  msg = test::error_message([&] { apply_toml(c, "[model]\ncompletely_unrelated_thing = 4\n", "run.toml"); });
   EXPECT_NE(msg.find("unknown key 'model.completely_unrelated_thing'"), std::string::npos) << msg;
 }
 
 TEST(Config, WrongTypeNamesKeyAndExpectation) {
   Config c;
-  EXPECT_EQ(error_of([&] { apply_toml(c, "[train]\nsteps = \"ten\"\n", "run.toml"); }),
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"ten\"\n", "run.toml"); }),
             "run.toml: key 'train.steps' must be an integer, got \"ten\"");
-  EXPECT_EQ(error_of([&] { apply_toml(c, "[train]\nsteps = 1.5\n", "run.toml"); }),
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = 1.5\n", "run.toml"); }),
             "run.toml: key 'train.steps' must be an integer, got 1.5");
-  EXPECT_NE(error_of([&] { apply_toml(c, "[data]\nweights = [\"x\"]\n", "run.toml"); }).find("data.weights[]"),
+  EXPECT_NE(test::error_message([&] { apply_toml(c, "[data]\nweights = [\"x\"]\n", "run.toml"); }).find("data.weights[]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { apply_toml(c, "[train\nsteps = 1\n", "bad.toml"); }).find("bad.toml:1:"),
+  EXPECT_NE(test::error_message([&] { apply_toml(c, "[train\nsteps = 1\n", "bad.toml"); }).find("bad.toml:1:"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { apply_file(c, "/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { apply_file(c, "/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
 }
 
 TEST(Config, OverridesParseTomlValuesAndBareWords) {
@@ -79,8 +72,8 @@ TEST(Config, OverridesParseTomlValuesAndBareWords) {
   EXPECT_TRUE(c.dist.sequence_parallel);
   EXPECT_EQ(c.data.paths, (std::vector<std::string>{"x"}));
   EXPECT_EQ(c.model.preset, "gpt2");
-  EXPECT_NE(error_of([&] { apply_override(c, "train.steps=many"); }).find("must be an integer"), std::string::npos);
-  EXPECT_NE(error_of([&] { apply_override(c, "nonsense"); }).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { apply_override(c, "train.steps=many"); }).find("must be an integer"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { apply_override(c, "nonsense"); }).find("expected section.key=value"), std::string::npos);
 }
 
 TEST(Config, ResolvedTomlRoundTrips) {
