@@ -1,6 +1,8 @@
 // Memory-bound kernels of a training step's ends: the fused cross-entropy over a
 // GPT-2 vocabulary, the embedding lookup and its gradient, and the fused AdamW
-// step at GPT-2-small size (124M parameters).
+// step at GPT-2-small size (124M parameters). The vocabulary-parallel
+// cross-entropy at tp = 1 (null group) is timed against the fused one on the same
+// [2048, 50304] f32 logits, forward + backward, and printed as a ratio.
 //
 // Each line prints the median time of the repetitions (after a warm-up), the
 // bytes the kernel must move at minimum, the resulting GB/s, and that rate as a
@@ -8,7 +10,7 @@
 // in-place triad over 1 GiB, read + write bytes counted), so the numbers can be
 // judged without knowing the machine.
 //
-//   loss_bench [--reps N] [--threads T] [--clock wall|cpu] [--skip-adamw]
+//   loss_bench [--reps N] [--threads T] [--clock wall|cpu] [--skip-adamw] [--only-vocab-parallel]
 //
 // --clock cpu times with the process's CPU time (user + system, so page faults
 // count): with --threads 1 on a shared machine it measures the cost per core
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "trident/autograd/autograd.h"
 #include "trident/core/parallel.h"
 #include "trident/core/tensor.h"
 #include "trident/kernels/cpu/embedding.h"
@@ -31,6 +34,7 @@
 #include "trident/ops/embedding.h"
 #include "trident/ops/loss.h"
 #include "trident/ops/optimizer.h"
+#include "trident/parallel/tensor/cross_entropy.h"
 
 namespace {
 
@@ -132,6 +136,63 @@ void bench_cross_entropy(int reps) {
   }
 }
 
+// Vocabulary-parallel cross-entropy with no group against the fused kernel, forward +
+// backward at three levels: the autograd functions (what a model calls; both clone the
+// gradient into the leaf), the ops:: pieces (fresh dlogits, as ops::cross_entropy_backward),
+// and the kernels writing into a reused dlogits (no page faulting: the kernels alone).
+void bench_vocab_parallel_cross_entropy(int reps) {
+  namespace ag = trident::autograd;
+  namespace cpu = trident::kernels::cpu;
+  const std::int64_t N = 2048, V = 50304;
+  const Tensor logits = random({N, V}, DType::f32, -4.0, 4.0, 9);
+  const Tensor targets = random_ids(N, V, 10);
+  const double bytes = 3.0 * static_cast<double>(N * V) * 4;  // read logits twice, write dlogits
+  const std::string tag = fmt::format("N={} V={} f32", N, V);
+
+  const double fused_ag = median_seconds(reps, [&] {
+    ag::Variable z(logits, true);
+    ag::cross_entropy(z, targets).backward();
+  });
+  const double vp_ag = median_seconds(reps, [&] {
+    ag::Variable z(logits, true);
+    trident::parallel::vocab_parallel_cross_entropy(z, targets, 0, V, nullptr).backward();
+  });
+  const Tensor grad = Tensor::full({N}, 1.0 / static_cast<double>(N));
+  const double fused_ops = median_seconds(reps, [&] {
+    auto r = ops::cross_entropy(logits, targets);
+    (void)ops::cross_entropy_backward(logits, targets, r.lse, grad);
+  });
+  const double vp_ops = median_seconds(reps, [&] {
+    auto p = ops::vocab_parallel_cross_entropy_partials(logits, targets, 0, V);
+    (void)ops::vocab_parallel_cross_entropy_backward(logits, targets, p.row_max, p.sums(), 1.0 / static_cast<double>(N),
+                                                     0, V);
+  });
+  Tensor dlogits = Tensor::empty({N, V}), losses = Tensor::empty({N}), lse = Tensor::empty({N});
+  Tensor row_max = Tensor::empty({N}), packed = Tensor::empty({2 * N});
+  const double fused_kernel = median_seconds(reps, [&] {
+    cpu::cross_entropy_forward(DType::f32, targets.dtype(), logits.raw_data(), targets.raw_data(), losses.raw_data(),
+                               lse.raw_data(), N, V, -100);
+    cpu::cross_entropy_backward(DType::f32, targets.dtype(), logits.raw_data(), targets.raw_data(), lse.raw_data(),
+                                grad.raw_data(), dlogits.raw_data(), N, V, -100);
+  });
+  const double vp_kernel = median_seconds(reps, [&] {
+    cpu::vocab_parallel_forward(DType::f32, targets.dtype(), logits.raw_data(), targets.raw_data(), row_max.raw_data(),
+                                packed.raw_data(), packed.slice0(N, 2 * N).raw_data(), N, V, V, 0, -100);
+    cpu::vocab_parallel_backward(DType::f32, targets.dtype(), logits.raw_data(), targets.raw_data(),
+                                 row_max.raw_data(), packed.slice0(N, 2 * N).raw_data(), 1.0 / static_cast<double>(N),
+                                 dlogits.raw_data(), N, V, V, 0, -100);
+  });
+  fmt::print("cross-entropy fwd+bwd, {}:\n", tag);
+  report("  fused, autograd", fused_ag, bytes);
+  report("  vocab-parallel tp=1, autograd", vp_ag, bytes);
+  report("  fused, ops", fused_ops, bytes);
+  report("  vocab-parallel tp=1, ops", vp_ops, bytes);
+  report("  fused, kernels (reused output)", fused_kernel, bytes);
+  report("  vocab-parallel tp=1, kernels (reused output)", vp_kernel, bytes);
+  fmt::print("vocab-parallel / fused cross-entropy, fwd+bwd: {:.3f} autograd, {:.3f} ops, {:.3f} kernels\n",
+             vp_ag / fused_ag, vp_ops / fused_ops, vp_kernel / fused_kernel);
+}
+
 void bench_embedding(int reps) {
   const std::int64_t T = 256, D = 768, V = 50304;
   for (DType dtype : {DType::f32, DType::bf16}) {
@@ -182,7 +243,7 @@ void bench_adamw(int reps) {
 
 int main(int argc, char** argv) {
   int reps = 7;
-  bool skip_adamw = false;
+  bool skip_adamw = false, only_vocab_parallel = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) {
@@ -193,16 +254,23 @@ int main(int argc, char** argv) {
       g_cpu_clock = std::string(argv[++i]) == "cpu";
     } else if (a == "--skip-adamw") {
       skip_adamw = true;
+    } else if (a == "--only-vocab-parallel") {
+      only_vocab_parallel = true;
     } else {
-      fmt::print(stderr, "usage: loss_bench [--reps N] [--threads T] [--clock wall|cpu] [--skip-adamw]\n");
+      fmt::print(stderr,
+                 "usage: loss_bench [--reps N] [--threads T] [--clock wall|cpu] [--skip-adamw] "
+                 "[--only-vocab-parallel]\n");
       return 2;
     }
   }
   g_triad_gbs = measure_triad_bandwidth(reps);
   fmt::print("threads {}, {} clock, medians of {} repetitions; in-place triad bandwidth {:.2f} GB/s (read + write)\n",
              trident::num_threads(), g_cpu_clock ? "cpu" : "wall", reps, g_triad_gbs);
-  bench_cross_entropy(reps);
-  bench_embedding(reps);
-  if (!skip_adamw) bench_adamw(reps);
+  if (!only_vocab_parallel) {
+    bench_cross_entropy(reps);
+    bench_embedding(reps);
+    if (!skip_adamw) bench_adamw(reps);
+  }
+  bench_vocab_parallel_cross_entropy(reps);
   return 0;
 }

@@ -3,7 +3,6 @@
 // and the Megatron MLP (column → GELU → row), give the unsharded layer's output
 // and gradients — input gradient and each rank's weight-shard gradient.
 #include "trident/parallel/tensor/mappings.h"
-#include "trident/parallel/tensor/cross_entropy.h"
 
 #include <gtest/gtest.h>
 
@@ -95,23 +94,6 @@ TEST_F(TensorParallel, MegatronMlpMatchesTheFullMlp) {
   EXPECT_LE(max_rel(b.grad(), split_last_dim(b_full.grad(), r, t)), 1e-12);
   // Two all-reduces of the [3, 8] activation: reduce_from_tp forward, copy_to_tp backward.
   EXPECT_EQ(tp_->traffic().all_reduce_bytes, 2 * 3 * 8 * 8);
-}
-
-// Vocabulary-parallel cross-entropy equals the cross-entropy of the full logits,
-// and each rank's logit gradient is its columns of the full gradient.
-TEST_F(TensorParallel, VocabParallelCrossEntropyMatchesTheFullLoss) {
-  const int r = tp_->rank(), t = tp_->size();
-  const std::int64_t V = 5 * t, N = 7;
-  const Tensor z0 = random({N, V}, 13);
-  Tensor y = Tensor::from_vector<std::int64_t>({0, V - 1, 3, -100, 2 * t, 1, V / 2}, {N});
-  Variable z_full(z0.clone(), true);
-  Variable loss_full = ag::cross_entropy(z_full, y, ag::CrossEntropyOptions{});
-  loss_full.backward();
-  Variable z(split_last_dim(z0, r, t), true);
-  Variable loss = vocab_parallel_cross_entropy(z, y, r * (V / t), tp_);
-  loss.backward();
-  EXPECT_NEAR(loss.data().item(), loss_full.data().item(), 1e-12);
-  EXPECT_LE(max_rel(z.grad(), split_last_dim(z_full.grad(), r, t)), 1e-12);
 }
 
 TEST_F(TensorParallel, IndivisibleLastDimensionIsAnError) {

@@ -4,6 +4,7 @@
 // Reductions run in kLanes independent accumulators (plain loops that the
 // compiler turns into vector code without -ffast-math) combined in a fixed
 // order, so the result depends only on the row, never on the threading.
+// The vocabulary-parallel kernels run the same row loops over a rank's slice.
 #include "trident/kernels/cpu/loss.h"
 
 #include <algorithm>
@@ -94,6 +95,17 @@ acc_t<T> row_sum_exp(const T* x, std::int64_t n, acc_t<T> shift) {
   return total;
 }
 
+// drow[j] = exp(row[j] - shift) * mul for j < n, rounded once: the softmax-gradient loop of both backwards.
+template <typename T>
+void scaled_exp_row(const T* row, T* drow, std::int64_t n, acc_t<T> shift, acc_t<T> mul) {
+  for (std::int64_t j = 0; j < n; ++j) drow[j] = store_fast<T>(exp_acc<acc_t<T>>(load(row[j]) - shift) * mul);
+}
+
+template <typename T>
+void zero_row(T* drow, std::int64_t n) {
+  if (n > 0) std::memset(static_cast<void*>(drow), 0, static_cast<std::size_t>(n) * sizeof(T));
+}
+
 template <typename F>
 void dispatch_targets(DType target_dtype, const char* op, F&& f) {
   switch (target_dtype) {
@@ -150,12 +162,91 @@ void cross_entropy_backward(DType dtype, DType target_dtype, const void* logits,
           scalar_t* drow = dx + r * vocab;
           const auto t = static_cast<std::int64_t>(tg[r]);
           if (t == ignore_index) {
-            std::memset(static_cast<void*>(drow), 0, static_cast<std::size_t>(vocab) * sizeof(scalar_t));
+            zero_row(drow, vocab);
             continue;
           }
           const A l = in_lse[r], gr = g[r];
-          for (std::int64_t j = 0; j < vocab; ++j) drow[j] = store_fast<scalar_t>(exp_acc<A>(load(row[j]) - l) * gr);
+          scaled_exp_row(row, drow, vocab, l, gr);
           drow[t] = store_fast<scalar_t>((exp_acc<A>(load(row[t]) - l) - A(1)) * gr);
+        }
+      });
+    });
+  });
+}
+
+void vocab_parallel_forward(DType dtype, DType target_dtype, const void* logits, const void* targets, void* maxima,
+                            void* target_logit, void* sum_exp, std::int64_t rows, std::int64_t cols,
+                            std::int64_t valid, std::int64_t vocab_begin, std::int64_t ignore_index) {
+  TRIDENT_DCHECK(valid >= 0 && valid <= cols, "vocab_parallel_forward: {} valid of {} columns", valid, cols);
+  TRIDENT_DISPATCH_FLOAT(dtype, "vocab_parallel_cross_entropy", [&] {
+    using A = acc_t<scalar_t>;
+    dispatch_targets(target_dtype, "vocab_parallel_cross_entropy", [&](auto target_tag) {
+      using I = decltype(target_tag);
+      const auto* x = static_cast<const scalar_t*>(logits);
+      const auto* tg = static_cast<const I*>(targets);
+      auto* mx = static_cast<A*>(maxima);
+      auto* zt = static_cast<A*>(target_logit);
+      auto* se = static_cast<A*>(sum_exp);
+      parallel_for(0, rows, row_grain(valid), [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t r = lo; r < hi; ++r) {
+          const auto t = static_cast<std::int64_t>(tg[r]);
+          if (t == ignore_index) {
+            // 0, not -inf: every rank writes it, so the group's max is 0 and the rebase factor exp(0) = 1.
+            mx[r] = zt[r] = se[r] = A(0);
+            continue;
+          }
+          const scalar_t* row = x + r * cols;
+          const A m = row_max(row, valid);  // -inf for an all-padding slice; its sum is then 0
+          mx[r] = m;
+          se[r] = row_sum_exp(row, valid, m);
+          const std::int64_t local = t - vocab_begin;
+          zt[r] = local >= 0 && local < valid ? load(row[local]) : A(0);
+        }
+      });
+    });
+  });
+}
+
+void vocab_parallel_rebase_sums(DType acc, void* sum_exp, const void* row_max, const void* group_max,
+                                std::int64_t rows) {
+  TRIDENT_DISPATCH_F32_F64(acc, "vocab_parallel_rebase_sums", [&] {
+    auto* se = static_cast<scalar_t*>(sum_exp);
+    const auto* mx = static_cast<const scalar_t*>(row_max);
+    const auto* gm = static_cast<const scalar_t*>(group_max);
+    for (std::int64_t r = 0; r < rows; ++r) se[r] *= exp_acc<scalar_t>(mx[r] - gm[r]);
+  });
+}
+
+void vocab_parallel_backward(DType dtype, DType target_dtype, const void* logits, const void* targets,
+                             const void* group_max, const void* group_sum, double scale, void* dlogits,
+                             std::int64_t rows, std::int64_t cols, std::int64_t valid, std::int64_t vocab_begin,
+                             std::int64_t ignore_index) {
+  TRIDENT_DCHECK(valid >= 0 && valid <= cols, "vocab_parallel_backward: {} valid of {} columns", valid, cols);
+  TRIDENT_DISPATCH_FLOAT(dtype, "vocab_parallel_cross_entropy_backward", [&] {
+    using A = acc_t<scalar_t>;
+    dispatch_targets(target_dtype, "vocab_parallel_cross_entropy_backward", [&](auto target_tag) {
+      using I = decltype(target_tag);
+      const auto* x = static_cast<const scalar_t*>(logits);
+      const auto* tg = static_cast<const I*>(targets);
+      const auto* gm = static_cast<const A*>(group_max);
+      const auto* gs = static_cast<const A*>(group_sum);
+      auto* dx = static_cast<scalar_t*>(dlogits);
+      const A s = static_cast<A>(scale);
+      parallel_for(0, rows, row_grain(cols), [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t r = lo; r < hi; ++r) {
+          const scalar_t* row = x + r * cols;
+          scalar_t* drow = dx + r * cols;
+          const auto t = static_cast<std::int64_t>(tg[r]);
+          if (t == ignore_index) {
+            zero_row(drow, cols);
+            continue;
+          }
+          // One division per row; the loop is the fused backward's, with exp(z − M) · (scale / S).
+          const A m = gm[r], c = s / gs[r];
+          scaled_exp_row(row, drow, valid, m, c);
+          zero_row(drow + valid, cols - valid);
+          const std::int64_t local = t - vocab_begin;
+          if (local >= 0 && local < valid) drow[local] = store_fast<scalar_t>(exp_acc<A>(load(row[local]) - m) * c - s);
         }
       });
     });
