@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "trident/autograd/autograd.h"
+#include "trident/parallel/tensor/cross_entropy.h"
 
 namespace trident::models {
 
@@ -78,28 +79,40 @@ std::vector<std::string> preset_names() {
           "llama-tiny", "llama-small", "llama2-7b"};
 }
 
-CausalLM::CausalLM(const TransformerSpec& spec) : nn::Module(""), spec_(spec) {
+CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp) : nn::Module(""), spec_(spec), tp_(tp) {
   spec_.validate();
+  spec_.validate_tensor_parallel(tp.size());
   const bool gpt2 = spec.arch == Arch::gpt2;
   const std::string root = gpt2 ? "transformer" : "model";
   wte_ = &add_module(std::make_unique<nn::Embedding>(root + (gpt2 ? ".wte" : ".embed_tokens"), spec.vocab_size,
-                                                     spec.d_model, spec.init_std));
+                                                     spec.d_model, spec.init_std, tp, true));
   if (gpt2) {
-    wpe_ = &add_module(std::make_unique<nn::Embedding>(root + ".wpe", spec.max_seq_len, spec.d_model, spec.init_std));
+    wpe_ = &add_module(
+        std::make_unique<nn::Embedding>(root + ".wpe", spec.max_seq_len, spec.d_model, spec.init_std, tp, false));
   }
   for (std::int64_t i = 0; i < spec.n_layer; ++i) {
     const std::string p = fmt::format("{}.{}.{}", root, gpt2 ? "h" : "layers", i);
-    blocks_.push_back(&add_module(std::make_unique<nn::TransformerBlock>(p, spec, i)));
+    blocks_.push_back(&add_module(std::make_unique<nn::TransformerBlock>(p, spec, i, tp)));
   }
   if (gpt2) {
-    final_norm_ = &add_module(std::make_unique<nn::LayerNorm>(root + ".ln_f", spec.d_model, spec.norm_eps));
+    final_norm_ = &add_module(std::make_unique<nn::LayerNorm>(root + ".ln_f", spec.d_model, spec.norm_eps, true, tp));
   } else {
-    final_norm_ = &add_module(std::make_unique<nn::RMSNorm>(root + ".norm", spec.d_model, spec.norm_eps));
+    final_norm_ = &add_module(std::make_unique<nn::RMSNorm>(root + ".norm", spec.d_model, spec.norm_eps, tp));
   }
   if (!spec.tie_embeddings) {
-    lm_head_ = &add_parameter("lm_head.weight", Shape{spec.vocab_size, spec.d_model},
-                              nn::Init{nn::InitKind::normal, spec.init_std}, true);
+    const Shape w{spec.vocab_size, spec.d_model};
+    const nn::Init init{nn::InitKind::normal, spec.init_std};
+    lm_head_ = tp.active() ? &add_parameter("lm_head.weight", w,
+                                            nn::ShardSpec::padded_rows(w, nn::padded_vocab_size(spec.vocab_size,
+                                                                                                tp.size()),
+                                                                       tp.rank(), tp.size()),
+                                            init, true)
+                           : &add_parameter("lm_head.weight", w, init, true);
   }
+}
+
+std::int64_t CausalLM::vocab_begin() const noexcept {
+  return nn::padded_vocab_size(spec_.vocab_size, tp_.size()) / tp_.size() * tp_.rank();
 }
 
 Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute,
@@ -146,59 +159,83 @@ Variable CausalLM::embed(const Tensor& ids, const ForwardContext& ctx) const {
 
 Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) const {
   TRIDENT_CHECK(ids.rank() == 2, "CausalLM: token ids must be [batch, seq], got {}", ids.shape());
-  const std::int64_t T = ids.shape()[1];
-  TRIDENT_CHECK(ctx.position_offset + T <= spec_.max_seq_len,
-                "CausalLM: positions up to {} exceed max_seq_len {}", ctx.position_offset + T, spec_.max_seq_len);
-  Variable h = wte_->forward(ids, ctx);
+  const std::int64_t T_full = ids.shape()[1];
+  TRIDENT_CHECK(ctx.position_offset + T_full <= spec_.max_seq_len,
+                "CausalLM: positions up to {} exceed max_seq_len {}", ctx.position_offset + T_full, spec_.max_seq_len);
+  TRIDENT_CHECK(!tp_.sequence_split() || T_full % tp_.size() == 0,
+                "sequence parallelism: the sequence length {} does not divide by tensor_parallel_size={}", T_full,
+                tp_.size());
+  Variable h = wte_->forward(ids, ctx);  // [B, T/t, D] under sequence parallelism
+  const std::int64_t T = h.shape()[1];
+  const ForwardContext sctx = nn::sequence_context(ctx, tp_, T);
   if (wpe_) {
     std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
-    for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = ctx.position_offset + t;
-    Variable p = wpe_->forward(Tensor::from_vector(pos, {T}), ctx);  // [T, D]
+    for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = ctx.position_offset + sctx.seq_offset + t;
+    Variable p = wpe_->forward(Tensor::from_vector(pos, {T}), sctx);  // [T, D]
     const std::int64_t B = ids.shape()[0];
     // Broadcast positions over the batch: add to each sample through a [B·T, D] bias-free view.
     h = ag::reshape(h, {B, T * spec_.d_model});
     h = ag::bias_add(h, ag::reshape(p, {T * spec_.d_model}));
     h = ag::reshape(h, {B, T, spec_.d_model});
   }
-  return nn::dropout(h, spec_.dropout, wpe_ ? "transformer.drop" : "model.drop", ctx);
+  return nn::dropout(h, spec_.dropout, wpe_ ? "transformer.drop" : "model.drop", sctx);
 }
 
 Variable CausalLM::block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const {
   const nn::TransformerBlock* b = blocks_.at(static_cast<std::size_t>(i));
-  return run_unit(block_parameters(i), {h}, checkpointing_, ctx,
-                  [b, ctx](const std::vector<Variable>& in) { return b->forward(in[0], ctx); });
+  const ForwardContext sctx = nn::sequence_context(ctx, tp_, h.shape()[1]);
+  return run_unit(block_parameters(i), {h}, checkpointing_, sctx,
+                  [b, sctx](const std::vector<Variable>& in) { return b->forward(in[0], sctx); });
+}
+
+Variable CausalLM::head_local(const Variable& h, const ForwardContext& ctx) const {
+  const ForwardContext sctx = nn::sequence_context(ctx, tp_, h.shape()[1]);
+  return run_unit(head_parameters(), {h}, false, sctx,
+                  [this, sctx](const std::vector<Variable>& in) { return head_impl(in[0], sctx); });
 }
 
 Variable CausalLM::head(const Variable& h, const ForwardContext& ctx) const {
-  return run_unit(head_parameters(), {h}, false, ctx,
-                  [this, ctx](const std::vector<Variable>& in) { return head_impl(in[0], ctx); });
+  Variable logits = head_local(h, ctx);
+  if (!tp_.active()) return logits;
+  return ag::slice(parallel::gather_from_tp(logits, tp_.group), -1, 0, spec_.vocab_size);
 }
 
 Variable CausalLM::head_impl(const Variable& h, const ForwardContext& ctx) const {
   Variable x = spec_.arch == Arch::gpt2 ? static_cast<const nn::LayerNorm*>(final_norm_)->forward(h, ctx)
                                         : static_cast<const nn::RMSNorm*>(final_norm_)->forward(h, ctx);
   const nn::Parameter& w = lm_head_ ? *lm_head_ : wte_->weight();
-  return ag::linear(x, nn::compute_view(w, ctx), Variable());
+  // The LM head is column-parallel over the vocabulary.
+  return ag::linear(nn::enter_tp_region(x, tp_), nn::compute_view(w, ctx), Variable());
 }
 
-Variable CausalLM::forward(const Tensor& ids, const ForwardContext& ctx) const {
+Variable CausalLM::hidden(const Tensor& ids, const ForwardContext& ctx) const {
   Variable h = embed(ids, ctx);
   for (std::int64_t i = 0; i < spec_.n_layer; ++i) h = block(i, h, ctx);
-  return head(h, ctx);
+  return h;
 }
 
-Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer) const {
-  TRIDENT_CHECK(labels.shape() == ids.shape(), "CausalLM::loss: labels {} do not match ids {}", labels.shape(),
-                ids.shape());
-  Variable logits = forward(ids, ctx);
-  const std::int64_t rows = ids.numel();
-  Variable flat = ag::reshape(logits, {rows, spec_.vocab_size});
+Variable CausalLM::forward(const Tensor& ids, const ForwardContext& ctx) const { return head(hidden(ids, ctx), ctx); }
+
+Variable CausalLM::logits_loss(const Variable& local_logits, const Tensor& labels, double normalizer) const {
+  const std::int64_t rows = labels.numel();
+  const std::int64_t width = local_logits.shape().last();
+  Variable flat = ag::reshape(local_logits, {rows, width});
+  if (tp_.active()) {
+    return parallel::vocab_parallel_cross_entropy(flat, labels.view({rows}), vocab_begin(), spec_.vocab_size,
+                                                  tp_.group, -100, normalizer);
+  }
   ag::CrossEntropyOptions opts;
   if (normalizer > 0) {
     opts.reduction = ag::Reduction::sum;
     opts.normalizer = normalizer;
   }
   return ag::cross_entropy(flat, labels.view({rows}), opts);
+}
+
+Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer) const {
+  TRIDENT_CHECK(labels.shape() == ids.shape(), "CausalLM::loss: labels {} do not match ids {}", labels.shape(),
+                ids.shape());
+  return logits_loss(head_local(hidden(ids, ctx), ctx), labels, normalizer);
 }
 
 double CausalLM::flops_per_token(std::int64_t seq_len) const {

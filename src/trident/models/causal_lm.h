@@ -4,6 +4,14 @@
 // LlamaForCausalLM, so weights map one to one (see hf.h). The forward pass is
 // exposed in three pieces — embed, block(i), head — so a pipeline stage can
 // run just its share of the layers.
+//
+// With a tensor-parallel group of t > 1 ranks the model holds its shard of
+// every layer (nn/tensor_parallel.h): vocabulary-parallel token embedding and
+// LM head (vocabulary padded to a multiple of 128·t), column/row-parallel
+// attention and MLP, and the loss is the vocabulary-parallel cross-entropy, so
+// full logits exist only when asked for (forward(), generation). Under
+// sequence parallelism the hidden states between units are this rank's T/t
+// slice of the sequence.
 #pragma once
 
 #include <functional>
@@ -28,17 +36,27 @@ std::int64_t default_d_ff(nn::Arch arch, std::int64_t d_model);
 
 class CausalLM : public nn::Module {
  public:
-  explicit CausalLM(const TransformerSpec& spec);
+  explicit CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp = {});
 
   const TransformerSpec& spec() const noexcept { return spec_; }
+  const nn::TensorParallel& tensor_parallel() const noexcept { return tp_; }
   std::int64_t num_layers() const noexcept { return spec_.n_layer; }
 
-  // ids [B, T] → hidden [B, T, D] (token + learned position embeddings for GPT-2).
+  // ids [B, T] → hidden [B, T, D] (token + learned position embeddings for
+  // GPT-2); [B, T/t, D], this rank's slice, under sequence parallelism.
   Variable embed(const Tensor& ids, const ForwardContext& ctx) const;
   // Transformer block `i` (recomputed in backward when activation checkpointing is on).
   Variable block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const;
-  // Final norm and LM head: hidden [B, T, D] → logits [B, T, V].
+  // Final norm and LM head: hidden [B, T, D] → logits [B, T, V] (gathered over
+  // the tensor-parallel group; the vocabulary padding removed).
   Variable head(const Variable& h, const ForwardContext& ctx) const;
+  // The same without the gather: this rank's vocabulary slice [B, T, V'/t]
+  // (padding columns included), which starts at global id vocab_begin().
+  Variable head_local(const Variable& h, const ForwardContext& ctx) const;
+  std::int64_t vocab_begin() const noexcept;
+  // Cross-entropy of head_local's logits against labels [B, T] (sum divided by
+  // normalizer, or the mean when normalizer is 0); vocabulary-parallel under TP.
+  Variable logits_loss(const Variable& local_logits, const Tensor& labels, double normalizer = 0) const;
   Variable forward(const Tensor& ids, const ForwardContext& ctx) const;
 
   // Sum of token cross-entropies divided by `normalizer` (the global batch's
@@ -61,6 +79,7 @@ class CausalLM : public nn::Module {
  private:
   Variable embed_impl(const Tensor& ids, const ForwardContext& ctx) const;
   Variable head_impl(const Variable& h, const ForwardContext& ctx) const;
+  Variable hidden(const Tensor& ids, const ForwardContext& ctx) const;  // embed and every block
   // Runs fn(inputs) as one unit: with a gatherer, its parameters are gathered
   // around it and (when training with grad) it is recomputed in backward;
   // with activation checkpointing it is recomputed in backward.
@@ -69,6 +88,7 @@ class CausalLM : public nn::Module {
                     const std::function<Variable(const std::vector<Variable>&)>& fn) const;
 
   TransformerSpec spec_;
+  nn::TensorParallel tp_;
   nn::Embedding* wte_ = nullptr;
   nn::Embedding* wpe_ = nullptr;
   std::vector<nn::TransformerBlock*> blocks_;

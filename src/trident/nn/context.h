@@ -3,7 +3,8 @@
 // Dropout masks are drawn from the counter-based RNG at the *global*
 // coordinates of each activation element: (sample index within the global
 // batch, token, feature). A micro-batch therefore states where its samples sit
-// in the global batch, and every data-parallel rank, micro-batch split or
+// in the global batch (and, under sequence parallelism, where its tokens sit in
+// the sequence), and every data-parallel rank, micro-batch split or
 // tensor-parallel shard drops exactly what a single process would.
 #pragma once
 
@@ -33,6 +34,11 @@ struct ForwardContext {
   std::int64_t batch_offset = 0;    // this micro-batch's first sample within the global batch
   std::int64_t global_batch = 0;    // samples in the global batch; 0 = the local batch
   std::int64_t position_offset = 0; // position of the first token (generation with a cache)
+  // Sequence parallelism: this rank's activations in the replicated region hold
+  // tokens [seq_offset, seq_offset + T_local) of a sequence of seq_global tokens
+  // (seq_global 0 = the local activation is the whole sequence).
+  std::int64_t seq_offset = 0;
+  std::int64_t seq_global = 0;
   DType compute_dtype = DType::f32; // matmuls and activations run in this dtype
   KVCache* cache = nullptr;
   // ZeRO-3: gathers each unit's parameters around its forward and recomputation.
@@ -49,6 +55,10 @@ struct ForwardContext {
     if (local.rank() > 0) {
       global[0] = global_batch > 0 ? global_batch : local[0];
       offsets[0] = batch_offset;
+    }
+    if (local.rank() > 1 && seq_global > 0) {
+      global[1] = seq_global;
+      offsets[1] = seq_offset;
     }
     return GlobalSlice{global, offsets};
   }

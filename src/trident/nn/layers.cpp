@@ -1,6 +1,10 @@
 #include "trident/nn/layers.h"
 
+#include <cstring>
+
 #include "trident/autograd/autograd.h"
+#include "trident/autograd/function.h"
+#include "trident/ops/embedding.h"
 
 namespace trident::nn {
 
@@ -11,50 +15,172 @@ Variable compute_view(const Parameter& p, const ForwardContext& ctx) {
   return ag::cast(p.var, ctx.compute_dtype);
 }
 
-Linear::Linear(std::string prefix, const LinearOptions& options) : Module(std::move(prefix)), options_(options) {
-  TRIDENT_CHECK(options.in_features > 0 && options.out_features > 0, "Linear '{}': sizes must be positive, got {}x{}",
-                this->prefix(), options.in_features, options.out_features);
-  Shape w = options.layout == WeightLayout::out_in ? Shape{options.out_features, options.in_features}
-                                                   : Shape{options.in_features, options.out_features};
-  weight_ = &add_parameter("weight", w, Init{InitKind::normal, options.init_std}, true);
-  if (options.bias) bias_ = &add_parameter("bias", Shape{options.out_features}, Init{InitKind::zeros, 0}, false);
+std::int64_t padded_vocab_size(std::int64_t vocab, int tp_size) {
+  if (tp_size <= 1) return vocab;
+  const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp_size);
+  return (vocab + multiple - 1) / multiple * multiple;
 }
 
-Variable Linear::forward(const Variable& x, const ForwardContext& ctx) const {
-  TRIDENT_CHECK(x.shape().rank() >= 1 && x.shape().last() == options_.in_features,
-                "Linear '{}': input of shape {} does not end in in_features={}", prefix(), x.shape(),
-                options_.in_features);
+Variable enter_tp_region(const Variable& x, const TensorParallel& tp) {
+  if (!tp.active()) return x;
+  return tp.sequence_parallel ? parallel::gather_from_sp(x, tp.group) : parallel::copy_to_tp(x, tp.group);
+}
+
+Variable exit_tp_region(const Variable& x, const TensorParallel& tp) {
+  if (!tp.active()) return x;
+  return tp.sequence_parallel ? parallel::reduce_scatter_to_sp(x, tp.group) : parallel::reduce_from_tp(x, tp.group);
+}
+
+Variable replicated_view(const Parameter& p, const TensorParallel& tp, const ForwardContext& ctx) {
+  TRIDENT_CHECK(p.var.defined(), "parameter '{}' used before initialize()", p.name);
+  // copy_to_tp: identity forward, all-reduce of the (master-dtype) gradient backward.
+  if (tp.sequence_split()) return ag::cast(parallel::copy_to_tp(p.var, tp.group), ctx.compute_dtype);
+  return compute_view(p, ctx);
+}
+
+ForwardContext sequence_context(const ForwardContext& ctx, const TensorParallel& tp, std::int64_t local_len) {
+  if (!tp.sequence_split()) return ctx;
+  ForwardContext out = ctx;
+  out.seq_offset = tp.rank() * local_len;
+  out.seq_global = local_len * tp.size();
+  return out;
+}
+
+LinearOptions with_parallel(LinearOptions options, LinearParallel parallel) {
+  options.parallel = parallel;
+  return options;
+}
+
+Linear::Linear(std::string prefix, const LinearOptions& options, const TensorParallel& tp)
+    : Module(std::move(prefix)), options_(options), tp_(tp) {
+  TRIDENT_CHECK(options.in_features > 0 && options.out_features > 0, "Linear '{}': sizes must be positive, got {}x{}",
+                this->prefix(), options.in_features, options.out_features);
+  TRIDENT_CHECK(!options.gather_output || (options.parallel == LinearParallel::column && options.out_segments.size() <= 1),
+                "Linear '{}': gather_output needs a column-parallel layer with one output segment", this->prefix());
+  const bool out_in = options.layout == WeightLayout::out_in;
+  const Shape w = out_in ? Shape{options.out_features, options.in_features}
+                         : Shape{options.in_features, options.out_features};
+  const Init w_init{InitKind::normal, options.init_std}, b_init{InitKind::zeros, 0};
+  const Shape b{options.out_features};
+  const int r = tp.rank(), t = tp.size();
+  const bool split = tp.active() && options.parallel != LinearParallel::none;
+  if (!split) {
+    weight_ = &add_parameter("weight", w, w_init, true);
+    if (options.bias) bias_ = &add_parameter("bias", b, b_init, false);
+  } else if (options.parallel == LinearParallel::column) {
+    const std::size_t out_dim = out_in ? 0 : 1;
+    weight_ = &add_parameter("weight", w, ShardSpec::split(w, out_dim, r, t, options.out_segments), w_init, true);
+    if (options.bias) bias_ = &add_parameter("bias", b, ShardSpec::split(b, 0, r, t, options.out_segments), b_init, false);
+  } else {
+    const std::size_t in_dim = out_in ? 1 : 0;
+    weight_ = &add_parameter("weight", w, ShardSpec::split(w, in_dim, r, t), w_init, true);
+    if (options.bias) bias_ = &add_parameter("bias", b, b_init, false);  // replicated, added after the reduction
+  }
+}
+
+Variable Linear::local(const Variable& x, const ForwardContext& ctx, bool with_bias) const {
+  const Shape& ws = weight_->local_shape();
+  const std::int64_t in = options_.layout == WeightLayout::out_in ? ws[1] : ws[0];
+  TRIDENT_CHECK(x.shape().rank() >= 1 && x.shape().last() == in,
+                "Linear '{}': input of shape {} does not end in {} features{}", prefix(), x.shape(), in,
+                in == options_.in_features ? "" : " (this rank's share of the input)");
   Variable w = compute_view(*weight_, ctx);
-  Variable b = bias_ ? compute_view(*bias_, ctx) : Variable();
+  Variable b = with_bias && bias_ ? compute_view(*bias_, ctx) : Variable();
   if (options_.layout == WeightLayout::out_in) return ag::linear(x, w, b);
   Variable y = ag::matmul(x, w, false, false);
   return b.defined() ? ag::bias_add(y, b) : y;
 }
 
-Embedding::Embedding(std::string prefix, std::int64_t num_embeddings, std::int64_t dim, double init_std)
-    : Module(std::move(prefix)) {
-  weight_ = &add_parameter("weight", Shape{num_embeddings, dim}, Init{InitKind::normal, init_std}, true);
+Variable Linear::forward(const Variable& x, const ForwardContext& ctx) const {
+  if (!tp_.active() || options_.parallel == LinearParallel::none) return local(x, ctx, true);
+  if (options_.parallel == LinearParallel::column) return forward_in_region(enter_tp_region(x, tp_), ctx);
+  Variable y = exit_tp_region(local(x, ctx, false), tp_);
+  return bias_ ? ag::bias_add(y, replicated_view(*bias_, tp_, ctx)) : y;
+}
+
+Variable Linear::forward_in_region(const Variable& x, const ForwardContext& ctx) const {
+  TRIDENT_CHECK(options_.parallel != LinearParallel::row, "Linear '{}': a row-parallel layer has no input region",
+                prefix());
+  Variable y = local(x, ctx, true);
+  if (options_.gather_output && tp_.active()) y = parallel::gather_from_tp(y, tp_.group);
+  return y;
+}
+
+namespace {
+
+// Lookup of the rows [begin, begin + rows) of a vocabulary: ids outside give
+// zero vectors and contribute no gradient.
+Variable shard_lookup(const Variable& weight, const Tensor& ids, std::int64_t begin) {
+  const std::int64_t rows = weight.shape()[0];
+  const Tensor global = ids.to(DType::i64);
+  Tensor local = Tensor::empty(ids.shape(), DType::i64);
+  const auto g = global.span<std::int64_t>();
+  auto l = local.span<std::int64_t>();
+  std::vector<std::uint8_t> mine(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    mine[i] = g[i] >= begin && g[i] < begin + rows;
+    l[i] = mine[i] ? g[i] - begin : 0;
+  }
+  // Zeroes the rows of a [..., D] tensor whose id lies outside the shard.
+  auto zero_foreign = [mine](Tensor t) {
+    const std::int64_t d = t.size(-1);
+    const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(t.dtype());
+    auto* base = static_cast<char*>(t.raw_data());
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (!mine[i]) std::memset(base + i * row_bytes, 0, row_bytes);
+    return t;
+  };
+  Tensor out = zero_foreign(ops::embedding(weight.data(), local));
+  return autograd::make_result(out, {weight}, "vocab_parallel_embedding",
+                               [local, rows, zero_foreign](const autograd::GradContext& ctx) {
+                                 return std::vector<Tensor>{
+                                     ops::embedding_backward(zero_foreign(ctx.grad().clone()), local, rows)};
+                               });
+}
+
+}  // namespace
+
+Embedding::Embedding(std::string prefix, std::int64_t num_embeddings, std::int64_t dim, double init_std,
+                     const TensorParallel& tp, bool vocab_parallel)
+    : Module(std::move(prefix)), tp_(tp), vocab_parallel_(vocab_parallel && tp.active()),
+      num_embeddings_(num_embeddings) {
+  const Shape w{num_embeddings, dim};
+  const Init init{InitKind::normal, init_std};
+  if (!vocab_parallel_) {
+    weight_ = &add_parameter("weight", w, init, true);
+    return;
+  }
+  const std::int64_t padded = padded_vocab_size(num_embeddings, tp.size());
+  row_begin_ = padded / tp.size() * tp.rank();
+  weight_ = &add_parameter("weight", w, ShardSpec::padded_rows(w, padded, tp.rank(), tp.size()), init, true);
 }
 
 Variable Embedding::forward(const Tensor& ids, const ForwardContext& ctx) const {
-  return ag::embedding(compute_view(*weight_, ctx), ids);
+  if (!vocab_parallel_) {
+    if (tp_.sequence_split()) return ag::embedding(replicated_view(*weight_, tp_, ctx), ids);
+    return ag::embedding(compute_view(*weight_, ctx), ids);
+  }
+  return exit_tp_region(shard_lookup(compute_view(*weight_, ctx), ids, row_begin_), tp_);
 }
 
-LayerNorm::LayerNorm(std::string prefix, std::int64_t dim, double eps, bool bias) : Module(std::move(prefix)), eps_(eps) {
+LayerNorm::LayerNorm(std::string prefix, std::int64_t dim, double eps, bool bias, const TensorParallel& tp)
+    : Module(std::move(prefix)), eps_(eps), tp_(tp) {
   weight_ = &add_parameter("weight", Shape{dim}, Init{InitKind::ones, 0}, false);
   if (bias) bias_ = &add_parameter("bias", Shape{dim}, Init{InitKind::zeros, 0}, false);
 }
 
 Variable LayerNorm::forward(const Variable& x, const ForwardContext& ctx) const {
-  return ag::layer_norm(x, compute_view(*weight_, ctx), bias_ ? compute_view(*bias_, ctx) : Variable(), eps_);
+  return ag::layer_norm(x, replicated_view(*weight_, tp_, ctx), bias_ ? replicated_view(*bias_, tp_, ctx) : Variable(),
+                        eps_);
 }
 
-RMSNorm::RMSNorm(std::string prefix, std::int64_t dim, double eps) : Module(std::move(prefix)), eps_(eps) {
+RMSNorm::RMSNorm(std::string prefix, std::int64_t dim, double eps, const TensorParallel& tp)
+    : Module(std::move(prefix)), eps_(eps), tp_(tp) {
   weight_ = &add_parameter("weight", Shape{dim}, Init{InitKind::ones, 0}, false);
 }
 
 Variable RMSNorm::forward(const Variable& x, const ForwardContext& ctx) const {
-  return ag::rms_norm(x, compute_view(*weight_, ctx), eps_);
+  return ag::rms_norm(x, replicated_view(*weight_, tp_, ctx), eps_);
 }
 
 Variable dropout(const Variable& x, double p, const std::string& site, const ForwardContext& ctx) {

@@ -35,8 +35,27 @@ struct ShardPiece {
 
 struct ShardSpec {
   Shape local_shape;
-  std::vector<ShardPiece> pieces;  // cover the local tensor; empty = the whole global tensor
-  bool is_whole() const noexcept { return pieces.empty(); }
+  std::vector<ShardPiece> pieces;  // where the local tensor's values sit globally (when sharded)
+  bool sharded = false;            // false: the local tensor is the whole global tensor
+  bool is_whole() const noexcept { return !sharded; }
+
+  static ShardSpec whole(const Shape& global);
+  // Dimension `dim` of `global` is made of `segments` (sizes summing to
+  // global[dim]; empty = one segment), each split into `parts` equal chunks;
+  // this rank keeps chunk `part` of every segment, concatenated in order. One
+  // segment is Megatron's plain column/row split; three are GPT-2's fused
+  // q|k|v, whose shard then holds whole heads of each.
+  static ShardSpec split(const Shape& global, std::size_t dim, int part, int parts,
+                         std::vector<std::int64_t> segments = {});
+  // Rows of a [rows, ...] tensor padded to `padded_rows` and split into `parts`
+  // equal chunks: the local tensor has padded_rows/parts rows, of which only
+  // those below `global[0]` are real (the vocabulary-parallel embedding).
+  static ShardSpec padded_rows(const Shape& global, std::int64_t padded_rows, int part, int parts);
+
+  // The pieces that fall within local rows [begin, end), with local offsets
+  // relative to row `begin` (a ZeRO partition of the local tensor). For a whole
+  // tensor: one piece at global row `begin`.
+  std::vector<ShardPiece> pieces_in_rows(std::int64_t begin, std::int64_t end) const;
 };
 
 enum class InitKind { normal, zeros, ones };
@@ -60,6 +79,9 @@ struct Parameter {
 
 // Copies `box` into `dst` at `offsets` (same rank and dtype; host tensors).
 void copy_box_into(Tensor& dst, const Tensor& box, const std::vector<std::int64_t>& offsets);
+
+// The box of `src` at `offsets` of shape `extent`, as a new tensor.
+Tensor copy_box_out(const Tensor& src, const std::vector<std::int64_t>& offsets, const Shape& extent);
 
 // Fills `t` (local shape) with the parameter's initial values at its global coordinates.
 void initialize_parameter(const Parameter& p, Tensor& t, std::uint64_t seed);

@@ -24,6 +24,17 @@ void TransformerSpec::validate() const {
   TRIDENT_CHECK(dropout >= 0.0 && dropout < 1.0, "model: dropout must be in [0, 1), got {}", dropout);
 }
 
+void TransformerSpec::validate_tensor_parallel(int tp) const {
+  if (tp <= 1) return;
+  TRIDENT_CHECK(n_head % tp == 0, "dist.tensor_parallel_size={} must divide the number of attention heads n_head={}",
+                tp, n_head);
+  TRIDENT_CHECK(n_kv_head % tp == 0,
+                "dist.tensor_parallel_size={} must divide the number of key/value heads n_kv_head={} (each rank "
+                "holds whole query groups)",
+                tp, n_kv_head);
+  TRIDENT_CHECK(d_ff % tp == 0, "dist.tensor_parallel_size={} must divide the MLP width d_ff={}", tp, d_ff);
+}
+
 namespace {
 // GPT-2 scales the init of the projections that write into the residual stream.
 double residual_std(const TransformerSpec& s) {
@@ -31,38 +42,44 @@ double residual_std(const TransformerSpec& s) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index)
-    : Module(std::move(prefix)), spec_(spec), layer_(layer_index) {
+CausalSelfAttention::CausalSelfAttention(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index,
+                                         const TensorParallel& tp)
+    : Module(std::move(prefix)), spec_(spec), layer_(layer_index), tp_(tp) {
+  spec.validate_tensor_parallel(tp.size());
   const std::int64_t D = spec.d_model, hd = spec.head_dim();
   if (spec.arch == Arch::gpt2) {
-    qkv_ = &add_module(std::make_unique<Linear>(child_prefix("c_attn"),
-                                                LinearOptions{D, 3 * D, true, WeightLayout::in_out, spec.init_std}));
-    out_ = &add_module(std::make_unique<Linear>(child_prefix("c_proj"),
-                                                LinearOptions{D, D, true, WeightLayout::in_out, residual_std(spec)}));
+    // Fused [q | k | v] in Hugging Face's layout; each is split by heads separately.
+    LinearOptions qkv{D, 3 * D, true, WeightLayout::in_out, spec.init_std};
+    qkv.out_segments = {D, D, D};
+    qkv_ = &add_module(std::make_unique<ColumnParallelLinear>(child_prefix("c_attn"), qkv, tp));
+    out_ = &add_module(std::make_unique<RowParallelLinear>(
+        child_prefix("c_proj"), LinearOptions{D, D, true, WeightLayout::in_out, residual_std(spec)}, tp));
   } else {
     const LinearOptions q{D, spec.n_head * hd, false, WeightLayout::out_in, spec.init_std};
     const LinearOptions kv{D, spec.n_kv_head * hd, false, WeightLayout::out_in, spec.init_std};
-    q_ = &add_module(std::make_unique<Linear>(child_prefix("q_proj"), q));
-    k_ = &add_module(std::make_unique<Linear>(child_prefix("k_proj"), kv));
-    v_ = &add_module(std::make_unique<Linear>(child_prefix("v_proj"), kv));
-    out_ = &add_module(std::make_unique<Linear>(
-        child_prefix("o_proj"), LinearOptions{spec.n_head * hd, D, false, WeightLayout::out_in, residual_std(spec)}));
+    q_ = &add_module(std::make_unique<ColumnParallelLinear>(child_prefix("q_proj"), q, tp));
+    k_ = &add_module(std::make_unique<ColumnParallelLinear>(child_prefix("k_proj"), kv, tp));
+    v_ = &add_module(std::make_unique<ColumnParallelLinear>(child_prefix("v_proj"), kv, tp));
+    out_ = &add_module(std::make_unique<RowParallelLinear>(
+        child_prefix("o_proj"), LinearOptions{spec.n_head * hd, D, false, WeightLayout::out_in, residual_std(spec)},
+        tp));
   }
 }
 
-Variable CausalSelfAttention::forward(const Variable& x, const ForwardContext& ctx) const {
+Variable CausalSelfAttention::forward(const Variable& x_in, const ForwardContext& ctx) const {
+  const Variable x = enter_tp_region(x_in, tp_);  // [B, T, D]: the whole sequence
   const std::int64_t B = x.shape()[0], T = x.shape()[1], hd = spec_.head_dim();
-  const std::int64_t H = spec_.n_head, Hkv = spec_.n_kv_head;
+  const std::int64_t H = spec_.n_head / tp_.size(), Hkv = spec_.n_kv_head / tp_.size();  // this rank's heads
   Variable q, k, v;
   if (qkv_) {
-    auto parts = ag::split(qkv_->forward(x, ctx), {H * hd, H * hd, H * hd}, -1);
+    auto parts = ag::split(qkv_->forward_in_region(x, ctx), {H * hd, H * hd, H * hd}, -1);
     q = ag::reshape(parts[0], {B, T, H, hd});
     k = ag::reshape(parts[1], {B, T, H, hd});
     v = ag::reshape(parts[2], {B, T, H, hd});
   } else {
-    q = ag::rope(ag::reshape(q_->forward(x, ctx), {B, T, H, hd}), ctx.position_offset, spec_.rope_theta);
-    k = ag::rope(ag::reshape(k_->forward(x, ctx), {B, T, Hkv, hd}), ctx.position_offset, spec_.rope_theta);
-    v = ag::reshape(v_->forward(x, ctx), {B, T, Hkv, hd});
+    q = ag::rope(ag::reshape(q_->forward_in_region(x, ctx), {B, T, H, hd}), ctx.position_offset, spec_.rope_theta);
+    k = ag::rope(ag::reshape(k_->forward_in_region(x, ctx), {B, T, Hkv, hd}), ctx.position_offset, spec_.rope_theta);
+    v = ag::reshape(v_->forward_in_region(x, ctx), {B, T, Hkv, hd});
   }
   if (ctx.cache) {
     // Generation: prepend the cached keys/values (no gradients flow here).
@@ -80,41 +97,46 @@ Variable CausalSelfAttention::forward(const Variable& x, const ForwardContext& c
   return dropout(y, spec_.dropout, prefix() + ".resid", ctx);
 }
 
-MLP::MLP(std::string prefix, const TransformerSpec& spec) : Module(std::move(prefix)), spec_(spec) {
+MLP::MLP(std::string prefix, const TransformerSpec& spec, const TensorParallel& tp)
+    : Module(std::move(prefix)), spec_(spec), tp_(tp) {
+  spec.validate_tensor_parallel(tp.size());
   const std::int64_t D = spec.d_model, F = spec.d_ff;
   if (spec.arch == Arch::gpt2) {
-    fc_ = &add_module(
-        std::make_unique<Linear>(child_prefix("c_fc"), LinearOptions{D, F, true, WeightLayout::in_out, spec.init_std}));
-    down_ = &add_module(std::make_unique<Linear>(child_prefix("c_proj"),
-                                                 LinearOptions{F, D, true, WeightLayout::in_out, residual_std(spec)}));
+    fc_ = &add_module(std::make_unique<ColumnParallelLinear>(
+        child_prefix("c_fc"), LinearOptions{D, F, true, WeightLayout::in_out, spec.init_std}, tp));
+    down_ = &add_module(std::make_unique<RowParallelLinear>(
+        child_prefix("c_proj"), LinearOptions{F, D, true, WeightLayout::in_out, residual_std(spec)}, tp));
   } else {
-    gate_ = &add_module(std::make_unique<Linear>(child_prefix("gate_proj"),
-                                                 LinearOptions{D, F, false, WeightLayout::out_in, spec.init_std}));
-    up_ = &add_module(
-        std::make_unique<Linear>(child_prefix("up_proj"), LinearOptions{D, F, false, WeightLayout::out_in, spec.init_std}));
-    down_ = &add_module(std::make_unique<Linear>(child_prefix("down_proj"),
-                                                 LinearOptions{F, D, false, WeightLayout::out_in, residual_std(spec)}));
+    gate_ = &add_module(std::make_unique<ColumnParallelLinear>(
+        child_prefix("gate_proj"), LinearOptions{D, F, false, WeightLayout::out_in, spec.init_std}, tp));
+    up_ = &add_module(std::make_unique<ColumnParallelLinear>(
+        child_prefix("up_proj"), LinearOptions{D, F, false, WeightLayout::out_in, spec.init_std}, tp));
+    down_ = &add_module(std::make_unique<RowParallelLinear>(
+        child_prefix("down_proj"), LinearOptions{F, D, false, WeightLayout::out_in, residual_std(spec)}, tp));
   }
 }
 
-Variable MLP::forward(const Variable& x, const ForwardContext& ctx) const {
-  Variable h = fc_ ? ag::gelu_tanh(fc_->forward(x, ctx)) : ag::swiglu(gate_->forward(x, ctx), up_->forward(x, ctx));
+Variable MLP::forward(const Variable& x_in, const ForwardContext& ctx) const {
+  const Variable x = enter_tp_region(x_in, tp_);
+  Variable h = fc_ ? ag::gelu_tanh(fc_->forward_in_region(x, ctx))
+                   : ag::swiglu(gate_->forward_in_region(x, ctx), up_->forward_in_region(x, ctx));
   return dropout(down_->forward(h, ctx), spec_.dropout, prefix() + ".resid", ctx);
 }
 
-TransformerBlock::TransformerBlock(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index)
+TransformerBlock::TransformerBlock(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index,
+                                   const TensorParallel& tp)
     : Module(std::move(prefix)), spec_(spec) {
   if (spec.arch == Arch::gpt2) {
-    norm1_ = &add_module(std::make_unique<LayerNorm>(child_prefix("ln_1"), spec.d_model, spec.norm_eps));
-    attn_ = &add_module(std::make_unique<CausalSelfAttention>(child_prefix("attn"), spec, layer_index));
-    norm2_ = &add_module(std::make_unique<LayerNorm>(child_prefix("ln_2"), spec.d_model, spec.norm_eps));
-    mlp_ = &add_module(std::make_unique<MLP>(child_prefix("mlp"), spec));
+    norm1_ = &add_module(std::make_unique<LayerNorm>(child_prefix("ln_1"), spec.d_model, spec.norm_eps, true, tp));
+    attn_ = &add_module(std::make_unique<CausalSelfAttention>(child_prefix("attn"), spec, layer_index, tp));
+    norm2_ = &add_module(std::make_unique<LayerNorm>(child_prefix("ln_2"), spec.d_model, spec.norm_eps, true, tp));
+    mlp_ = &add_module(std::make_unique<MLP>(child_prefix("mlp"), spec, tp));
   } else {
-    norm1_ = &add_module(std::make_unique<RMSNorm>(child_prefix("input_layernorm"), spec.d_model, spec.norm_eps));
-    attn_ = &add_module(std::make_unique<CausalSelfAttention>(child_prefix("self_attn"), spec, layer_index));
+    norm1_ = &add_module(std::make_unique<RMSNorm>(child_prefix("input_layernorm"), spec.d_model, spec.norm_eps, tp));
+    attn_ = &add_module(std::make_unique<CausalSelfAttention>(child_prefix("self_attn"), spec, layer_index, tp));
     norm2_ = &add_module(
-        std::make_unique<RMSNorm>(child_prefix("post_attention_layernorm"), spec.d_model, spec.norm_eps));
-    mlp_ = &add_module(std::make_unique<MLP>(child_prefix("mlp"), spec));
+        std::make_unique<RMSNorm>(child_prefix("post_attention_layernorm"), spec.d_model, spec.norm_eps, tp));
+    mlp_ = &add_module(std::make_unique<MLP>(child_prefix("mlp"), spec, tp));
   }
 }
 

@@ -7,6 +7,13 @@
 //
 // Attention runs on [B, T, H, head_dim] tensors straight out of the
 // projections (a reshape, no transpose), causal, with an optional KV cache.
+//
+// Tensor parallelism (t ranks): q/k/v (c_attn) and the MLP's first layers are
+// column-parallel, the output projections row-parallel, so each rank computes
+// H/t whole heads (Hkv/t whole key/value heads: whole query groups under GQA)
+// and F/t hidden units, with one enter/exit of the tensor region each for
+// attention and MLP. Under sequence parallelism the block's input and output
+// are this rank's T/t slice of the sequence.
 #pragma once
 
 #include <memory>
@@ -35,17 +42,21 @@ struct TransformerSpec {
   std::int64_t head_dim() const { return d_model / n_head; }
   // Throws with a clear message when the sizes are inconsistent.
   void validate() const;
+  // Throws unless heads, key/value heads and d_ff divide over `tp` ranks.
+  void validate_tensor_parallel(int tp) const;
 };
 
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index);
+  CausalSelfAttention(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index,
+                      const TensorParallel& tp = {});
   // x [B, T, D] → [B, T, D]
   Variable forward(const Variable& x, const ForwardContext& ctx) const;
 
  private:
   TransformerSpec spec_;
   std::int64_t layer_;
+  TensorParallel tp_;
   Linear* qkv_ = nullptr;  // GPT-2 c_attn
   Linear* q_ = nullptr;    // LLaMA
   Linear* k_ = nullptr;
@@ -55,11 +66,12 @@ class CausalSelfAttention : public Module {
 
 class MLP : public Module {
  public:
-  MLP(std::string prefix, const TransformerSpec& spec);
+  MLP(std::string prefix, const TransformerSpec& spec, const TensorParallel& tp = {});
   Variable forward(const Variable& x, const ForwardContext& ctx) const;
 
  private:
   TransformerSpec spec_;
+  TensorParallel tp_;
   Linear* fc_ = nullptr;    // GPT-2 c_fc
   Linear* gate_ = nullptr;  // LLaMA gate_proj
   Linear* up_ = nullptr;    // LLaMA up_proj
@@ -68,7 +80,8 @@ class MLP : public Module {
 
 class TransformerBlock : public Module {
  public:
-  TransformerBlock(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index);
+  TransformerBlock(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index,
+                   const TensorParallel& tp = {});
   Variable forward(const Variable& x, const ForwardContext& ctx) const;
 
  private:
