@@ -3,6 +3,11 @@
 // Loads a checkpoint (a step directory, or a run/checkpoint root whose `latest`
 // names one), encodes the prompt, and streams generated text to stdout as the
 // tokens come, using a KV cache.
+//
+// Under `trident launch -n T` (mpirun) the model is tensor-parallel over the T
+// ranks: each loads only its shard from the checkpoint, every rank runs the
+// forward pass and receives the gathered logits, draws the same token from the
+// same counter-based sampler, and rank 0 prints.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,9 +17,11 @@
 #include "trident/autograd/autograd.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/data/tokenizer.h"
+#include "trident/dist/mpi_communicator.h"
 #include "trident/models/causal_lm.h"
 #include "trident/models/hf.h"
 #include "trident/models/sampling.h"
+#include "trident/train/trainer.h"
 
 namespace trident::cli {
 
@@ -48,12 +55,12 @@ void generate(const GenerateOptions& o) {
   const std::string dir = resolve_checkpoint(o.checkpoint);
   const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
   const data::Tokenizer tokenizer = data::Tokenizer::load(fs::path(dir) / "tokenizer.json");
-  models::CausalLM model(spec);
+  nn::TensorParallel tp;
+  if (dist::launched_by_mpi()) tp.group = dist::mpi_world(300.0);
+  const bool printer = tp.rank() == 0;
+  models::CausalLM model(spec, tp.active() ? tp : nn::TensorParallel{});
   model.initialize(0);
-  checkpoint::CheckpointReader reader(dir);
-  for (nn::Parameter* p : model.parameters()) {
-    p->var.data().copy_from(reader.read("model/" + p->name, p->var.dtype()));
-  }
+  train::load_checkpoint_weights(dir, model);
   std::vector<std::int32_t> prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/false);
   TRIDENT_CHECK(!prompt_ids.empty(), "--prompt encodes to no tokens; give some text");
   std::vector<std::int64_t> history(prompt_ids.begin(), prompt_ids.end());
@@ -70,8 +77,12 @@ void generate(const GenerateOptions& o) {
   nn::KVCache cache(static_cast<std::size_t>(spec.n_layer));
   nn::ForwardContext ctx;
   ctx.cache = &cache;
-  std::fputs(o.prompt.c_str(), stdout);
-  std::fflush(stdout);
+  auto emit = [printer](const std::string& text) {
+    if (!printer) return;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
+  emit(o.prompt);
   const auto eod = tokenizer.eod_id();
   Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
   std::int64_t position = 0;
@@ -88,12 +99,10 @@ void generate(const GenerateOptions& o) {
     if (eod && next == *eod) break;
     history.push_back(next);
     const std::int32_t id = static_cast<std::int32_t>(next);
-    const std::string piece = tokenizer.decode(std::span<const std::int32_t>(&id, 1));
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
+    emit(tokenizer.decode(std::span<const std::int32_t>(&id, 1)));
     input = Tensor::from_vector(std::vector<std::int64_t>{next}, {1, 1});
   }
-  std::fputs("\n", stdout);
+  emit("\n");
 }
 
 }  // namespace

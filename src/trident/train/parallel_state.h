@@ -6,6 +6,7 @@
 
 #include "trident/dist/communicator.h"
 #include "trident/dist/mesh.h"
+#include "trident/nn/tensor_parallel.h"
 #include "trident/optim/optimizer.h"
 #include "trident/parallel/data/grad_sync.h"
 #include "trident/parallel/zero/zero_optimizer.h"
@@ -15,16 +16,24 @@ namespace trident::train::detail {
 struct ParallelState {
   std::shared_ptr<dist::Communicator> world;  // the self communicator for a single process
   std::shared_ptr<dist::Communicator> dp;
+  std::shared_ptr<dist::Communicator> tp;     // the tensor-parallel group (one rank without TP)
   std::unique_ptr<dist::Mesh> mesh;
   int rank = 0;
   int dp_rank = 0;
   int dp_size = 1;
+  int tp_rank = 0;
+  int tp_size = 1;
+  bool sequence_parallel = false;
   int zero_stage = 0;
   std::unique_ptr<optim::Optimizer> optimizer;      // stage 0 (replicated update)
   std::unique_ptr<parallel::GradSync> grad_sync;    // stage 0 with dp > 1
   std::unique_ptr<parallel::ZeroOptimizer> zero;    // stages 1–3
 
   bool is_root() const noexcept { return rank == 0; }
+  // The model's view of the tensor-parallel group.
+  nn::TensorParallel tensor_parallel() const {
+    return tp_size > 1 ? nn::TensorParallel{tp, sequence_parallel} : nn::TensorParallel{};
+  }
   std::int64_t optimizer_steps() const { return zero ? zero->steps_taken() : optimizer->steps_taken(); }
 };
 

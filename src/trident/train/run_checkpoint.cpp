@@ -11,11 +11,45 @@ namespace fs = std::filesystem;
 
 namespace {
 
-checkpoint::TensorPiece whole(const std::string& key, const Tensor& data) {
-  return {key, data.shape(), std::vector<std::int64_t>(data.rank(), 0), data};
+std::string shard_file(int rank) { return fmt::format("shard-{:05d}.safetensors", rank); }
+
+const nn::Parameter& parameter_named(const models::CausalLM& model, const std::string& name) {
+  for (const nn::Parameter* q : model.parameters())
+    if (q->name == name) return *q;
+  TRIDENT_FAIL("checkpoint: state for '{}' belongs to no parameter of the model", name);
 }
 
-std::string shard_file(int rank) { return fmt::format("shard-{:05d}.safetensors", rank); }
+// Rows [0, rows) of `data` hold local rows [row_begin, row_begin + rows) of
+// parameter `p`: append them as pieces in global coordinates.
+void add_pieces(std::vector<checkpoint::TensorPiece>& out, const std::string& key, const nn::Parameter& p,
+                const Tensor& data, std::int64_t row_begin = 0) {
+  const std::int64_t rows = data.rank() ? data.shape()[0] : 1;
+  for (const nn::ShardPiece& piece : p.shard.pieces_in_rows(row_begin, row_begin + rows)) {
+    Tensor box = p.shard.is_whole() && data.shape() == piece.extent
+                     ? data
+                     : nn::copy_box_out(data, piece.local_offsets, piece.extent);
+    out.push_back({key, p.global_shape, piece.global_offsets, box});
+  }
+}
+
+// Local rows [row_begin, row_begin + rows) of parameter `p`'s tensor `key`
+// (padding rows zero), assembled from the checkpoint's pieces.
+Tensor read_local(const checkpoint::CheckpointReader& reader, const std::string& key, const nn::Parameter& p,
+                  std::int64_t row_begin, std::int64_t rows, DType dtype) {
+  TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no tensor '{}'", reader.dir(), key);
+  TRIDENT_CHECK(reader.global_shape(key) == p.global_shape,
+                "checkpoint '{}': tensor '{}' has shape {} but the model expects {}", reader.dir(), key,
+                reader.global_shape(key), p.global_shape);
+  Shape shape = p.local_shape();
+  if (shape.rank()) shape[0] = rows;
+  Tensor out = Tensor::zeros(shape, dtype);
+  for (const nn::ShardPiece& piece : p.shard.pieces_in_rows(row_begin, row_begin + rows)) {
+    nn::copy_box_into(out, reader.read(key, piece.global_offsets, piece.extent, dtype), piece.local_offsets);
+  }
+  return out;
+}
+
+std::int64_t local_rows(const nn::Parameter& p) { return p.local_shape().rank() ? p.local_shape()[0] : 1; }
 
 }  // namespace
 
@@ -26,23 +60,23 @@ std::string save_checkpoint(const std::string& root, const models::CausalLM& mod
   if (par.is_root()) checkpoint::begin_checkpoint(final_dir);
   par.world->barrier();
 
+  // Replicated parameters (and their state) are written by tensor-parallel rank 0 only.
+  auto writes = [&](const nn::Parameter& p) { return p.tensor_parallel || par.tp_rank == 0; };
   std::vector<checkpoint::TensorPiece> pieces;
-  if (par.zero_stage < 3 && par.is_root()) {
-    for (const nn::Parameter* p : model.parameters()) pieces.push_back(whole("model/" + p->name, p->var.data()));
+  if (par.zero_stage < 3 && par.dp_rank == 0) {
+    for (const nn::Parameter* p : model.parameters())
+      if (writes(*p)) add_pieces(pieces, "model/" + p->name, *p, p->var.data());
   }
   if (par.zero) {
     for (const auto& [key, shard] : par.zero->owned_state()) {
-      const std::string name = key.substr(key.find('/') + 1);
-      const nn::Parameter* p = nullptr;
-      for (const nn::Parameter* q : model.parameters())
-        if (q->name == name) p = q;
-      TRIDENT_CHECK(p != nullptr, "checkpoint: state '{}' belongs to no parameter", key);
-      std::vector<std::int64_t> offsets(p->global_shape.rank(), 0);
-      if (!offsets.empty()) offsets[0] = shard.row_offset;
-      pieces.push_back({key, p->global_shape, offsets, shard.data});
+      const nn::Parameter& p = parameter_named(model, key.substr(key.find('/') + 1));
+      if (writes(p)) add_pieces(pieces, key, p, shard.data, shard.row_offset);
     }
-  } else if (par.is_root()) {
-    for (const auto& [key, tensor] : par.optimizer->state()) pieces.push_back(whole(key, tensor));
+  } else if (par.dp_rank == 0) {
+    for (const auto& [key, tensor] : par.optimizer->state()) {
+      const nn::Parameter& p = parameter_named(model, key.substr(key.find('/') + 1));
+      if (writes(p)) add_pieces(pieces, key, p, tensor);
+    }
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
   if (par.is_root()) {
@@ -62,8 +96,9 @@ std::string save_checkpoint(const std::string& root, const models::CausalLM& mod
                            {"layout",
                             {{"world_size", par.world->size()},
                              {"dp", par.dp_size},
-                             {"tp", 1},
+                             {"tp", par.tp_size},
                              {"pp", 1},
+                             {"sequence_parallel", par.sequence_parallel},
                              {"zero_stage", par.zero_stage}}},
                            {"config", to_toml(config)}};
     checkpoint::commit_checkpoint(tmp, final_dir, meta, files, (fs::path(root) / "latest").string());
@@ -75,35 +110,26 @@ std::string save_checkpoint(const std::string& root, const models::CausalLM& mod
 
 void load_model(const checkpoint::CheckpointReader& reader, models::CausalLM& model) {
   for (nn::Parameter* p : model.parameters()) {
-    const std::string key = "model/" + p->name;
-    TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no tensor '{}'", reader.dir(), p->name);
-    TRIDENT_CHECK(reader.global_shape(key) == p->global_shape,
-                  "checkpoint '{}': tensor '{}' has shape {} but the model expects {}", reader.dir(), p->name,
-                  reader.global_shape(key), p->global_shape);
-    p->var.data().copy_from(reader.read(key, p->var.dtype()));
+    p->var.data().copy_from(read_local(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
   }
 }
 
-RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader, ParallelState& par) {
+RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader, const models::CausalLM& model,
+                                  ParallelState& par) {
   const auto& meta = reader.meta();
+  auto param_of = [&](const std::string& key) -> const nn::Parameter& {
+    return parameter_named(model, key.substr(key.find('/') + 1));
+  };
   if (par.zero) {
     par.zero->load_state([&](const std::string& key, std::int64_t row_begin, std::int64_t rows) {
-      TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no optimizer state '{}'", reader.dir(), key);
-      const Shape& g = reader.global_shape(key);
-      std::vector<std::int64_t> offsets(g.rank(), 0);
-      Shape box = g;
-      if (g.rank()) {
-        offsets[0] = row_begin;
-        box[0] = rows;
-      }
-      return reader.read(key, offsets, box, DType::f32);
+      return read_local(reader, key, param_of(key), row_begin, rows, DType::f32);
     });
     par.zero->set_step(meta.value("optimizer_step", std::int64_t{0}));
   } else {
     std::map<std::string, Tensor> state;
     for (const auto& [key, tensor] : par.optimizer->state()) {
-      TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no optimizer state '{}'", reader.dir(), key);
-      state[key] = reader.read(key, tensor.dtype());
+      const nn::Parameter& p = param_of(key);
+      state[key] = read_local(reader, key, p, 0, local_rows(p), tensor.dtype());
     }
     par.optimizer->load_state(state);
     par.optimizer->set_step(meta.value("optimizer_step", std::int64_t{0}));

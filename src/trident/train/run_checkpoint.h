@@ -1,9 +1,17 @@
 // Internal to the train module: saving and restoring a run.
 //
-// Every rank writes the pieces it owns to shard-RRRRR.safetensors (rank 0 the
-// replicated parameters and, without ZeRO, the optimiser state; under ZeRO
-// each rank its rows of the moments, and under ZeRO-3 of the parameters), then
-// rank 0 commits meta.json and the `latest` pointer after a barrier.
+// Every rank writes the pieces it owns to shard-RRRRR.safetensors, in global
+// coordinates (each tensor's canonical name, global shape and offsets):
+//   parameters, and without ZeRO the optimiser state: the ranks of data-parallel
+//     rank 0 — each its tensor-parallel shards (through the parameter's
+//     ShardSpec, so GPT-2's fused c_attn shard becomes three pieces and the
+//     vocabulary padding is left out), and tensor-parallel rank 0 the
+//     replicated parameters;
+//   under ZeRO each rank its rows of the moments (and under ZeRO-3 of the
+//     parameters), mapped through the same ShardSpec;
+// then rank 0 commits meta.json and the `latest` pointer after a barrier.
+// Reading assembles each rank's local tensors from whatever pieces exist, so
+// the layout that reads need not be the one that wrote.
 #pragma once
 
 #include <string>
@@ -26,6 +34,7 @@ std::string save_checkpoint(const std::string& root, const models::CausalLM& mod
 
 // Model weights (before ZeRO shards them), then the optimiser state and the run state.
 void load_model(const checkpoint::CheckpointReader& reader, models::CausalLM& model);
-RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader, ParallelState& par);
+RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader, const models::CausalLM& model,
+                                  ParallelState& par);
 
 }  // namespace trident::train::detail

@@ -141,9 +141,12 @@ void validate_config(const Config& c, int world_size) {
   const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
   TRIDENT_CHECK(tp >= 1 && pp >= 1, "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
                 "and {})", tp, pp);
-  TRIDENT_CHECK(tp == 1 && pp == 1,
-                "dist.tensor_parallel_size={} and pipeline_parallel_size={}: tensor and pipeline parallelism are not "
-                "in this build yet (data parallelism and ZeRO are)", tp, pp);
+  TRIDENT_CHECK(pp == 1,
+                "dist.pipeline_parallel_size={}: pipeline parallelism is not in this build yet (data, tensor and "
+                "sequence parallelism and ZeRO are)", pp);
+  TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || c.train.seq_len % tp == 0,
+                "dist.sequence_parallel splits the sequence over the tensor-parallel ranks: train.seq_len={} must be a "
+                "multiple of dist.tensor_parallel_size={}", c.train.seq_len, tp);
   TRIDENT_CHECK(world_size % (tp * pp) == 0, "dist: tp × pp = {} does not divide the {} ranks of the job", tp * pp,
                 world_size);
   const std::int64_t dp = c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / (tp * pp);

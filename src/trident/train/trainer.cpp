@@ -74,6 +74,10 @@ ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communic
   par.dp = par.world->split(par.mesh->groups(dist::GroupKind::dp), "dp");
   par.dp_rank = par.dp->rank();
   par.dp_size = par.dp->size();
+  par.tp = par.world->split(par.mesh->groups(dist::GroupKind::tp), "tp");
+  par.tp_rank = par.tp->rank();
+  par.tp_size = par.tp->size();
+  par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
   return par;
 }
@@ -97,6 +101,19 @@ void make_optimizer(ParallelState& par, const Config& config, models::CausalLM& 
   }
 }
 
+// The squared norm of the whole model's gradient: tensor-parallel shards are
+// summed over the TP group, replicated parameters counted once.
+double grad_sum_of_squares(ParallelState& par, const std::vector<nn::Parameter*>& params) {
+  auto part = [&](bool sharded) {
+    std::vector<nn::Parameter*> subset;
+    for (nn::Parameter* p : params)
+      if (p->tensor_parallel == sharded) subset.push_back(p);
+    return par.zero ? par.zero->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
+  };
+  if (par.tp_size == 1) return part(false);
+  return par.tp->all_reduce_scalar(part(true), dist::ReduceOp::sum) + part(false);
+}
+
 std::string resume_directory(const Config& config, const TrainOptions& options, const std::string& ckpt_root) {
   if (options.resume || config.checkpoint.resume == "auto") {
     std::string dir = checkpoint::read_latest((fs::path(ckpt_root) / "latest").string());
@@ -110,6 +127,10 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
 }  // namespace
 
 void request_stop() noexcept { g_stop.store(true); }
+
+void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
+  load_model(checkpoint::CheckpointReader(dir), model);
+}
 
 TrainSummary train(const TrainOptions& options) {
   Config config = load_config(options.config_path, options.overrides);
@@ -141,7 +162,7 @@ TrainSummary train(const TrainOptions& options) {
                 "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
                 data.tokenizer.vocab_size());
 
-  models::CausalLM model(spec);
+  models::CausalLM model(spec, par.tensor_parallel());
   model.initialize(static_cast<std::uint64_t>(config.train.seed));
   if (!config.model.from_pretrained.empty()) {
     models::load_hf_weights(model, config.model.from_pretrained);
@@ -160,7 +181,7 @@ TrainSummary train(const TrainOptions& options) {
   optim::DynamicLossScaler scaler(config.optim.initial_loss_scale);
   RunState state;
   if (reader) {
-    state = load_optimizer_and_state(*reader, par);
+    state = load_optimizer_and_state(*reader, model, par);
     if (fp16 && state.loss_scale > 0) scaler.set_scale(state.loss_scale);
     log.message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, state.step,
                             state.consumed_samples));
@@ -260,7 +281,7 @@ TrainSummary train(const TrainOptions& options) {
     if (par.grad_sync) par.grad_sync->finish();
     // Each rank's loss is its share of the global-batch mean.
     const double step_loss = par.dp->all_reduce_scalar(local_loss, dist::ReduceOp::sum);
-    const double sumsq = par.zero ? par.zero->grad_sum_of_squares() : optim::grad_sum_of_squares(params);
+    const double sumsq = grad_sum_of_squares(par, params);
     const bool overflow = !std::isfinite(sumsq);
     const double grad_norm = std::sqrt(sumsq) / loss_scale;
     bool skipped = false;

@@ -15,6 +15,7 @@
 
 #include "trident/core/memory.h"
 #include "trident/dist/communicator.h"
+#include "trident/models/causal_lm.h"
 #include "trident/train/config.h"
 
 namespace trident::train {
@@ -50,5 +51,9 @@ TrainSummary train(const TrainOptions& options);
 
 // Requests a graceful stop (what the signal handlers do); for tests.
 void request_stop() noexcept;
+
+// Fills every parameter of `model` (whole, or this rank's tensor-parallel
+// shard) from checkpoint directory `dir`, whatever layout wrote it.
+void load_checkpoint_weights(const std::string& dir, models::CausalLM& model);
 
 }  // namespace trident::train

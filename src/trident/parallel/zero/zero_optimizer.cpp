@@ -117,9 +117,15 @@ void ZeroOptimizer::reduce_gradients(bool last) {
 }
 
 double ZeroOptimizer::grad_sum_of_squares() {
+  std::vector<nn::Parameter*> all;
+  for (const Entry& e : entries_) all.push_back(e.param);
+  return grad_sum_of_squares(all);
+}
+
+double ZeroOptimizer::grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) {
   double local = 0;
-  for (const Entry& e : entries_) {
-    const Tensor g = owned_grad(e);
+  for (const nn::Parameter* p : subset) {
+    const Tensor g = owned_grad(entry(*p));
     if (g.defined() && g.numel() > 0) local += ops::sum_of_squares(g);
   }
   return dp_->all_reduce_scalar(local, dist::ReduceOp::sum);
