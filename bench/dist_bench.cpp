@@ -6,6 +6,10 @@
 //                        and through raw MPI_Allreduce on the same buffers
 //   dist_bench overlap   fraction of data-parallel gradient communication hidden
 //                        behind backward (bucketed all-reduce launched from hooks)
+//   dist_bench tensor    tensor parallelism over all ranks: bytes communicated per
+//                        transformer layer (forward + backward) against the theory,
+//                        with and without sequence parallelism, and per-rank
+//                        activation memory per layer against the unsharded layer
 //
 // e.g. build/bin/trident launch -n 2 -- build/bin/dist_bench memory
 #include <fmt/format.h>
@@ -24,6 +28,7 @@
 #include "trident/models/causal_lm.h"
 #include "trident/optim/optimizer.h"
 #include "trident/parallel/data/grad_sync.h"
+#include "trident/parallel/tensor/mappings.h"
 #include "trident/parallel/zero/zero_optimizer.h"
 
 using namespace trident;
@@ -188,12 +193,104 @@ void bench_overlap(const std::shared_ptr<dist::Communicator>& world) {
 
 }  // namespace
 
+// Per transformer layer, fp32, GPT-2 block (b = 4, s = 256, h = 512, 8 heads).
+void bench_tensor(const std::shared_ptr<dist::Communicator>& world) {
+  const int t = world->size();
+  const bool root = world->rank() == 0;
+  nn::TransformerSpec spec = models::preset("gpt2-tiny");
+  spec.n_head = spec.n_kv_head = 8;
+  spec.d_model = 512;
+  spec.d_ff = 4 * spec.d_model;
+  spec.dropout = 0.1;
+  const std::int64_t b = 4, s = 256, h = spec.d_model, L = 4;
+  spec.n_layer = L;
+  spec.max_seq_len = s;
+  const double sbh = static_cast<double>(s * b * h), elem = 4.0;  // fp32
+  if (root) {
+    fmt::print("tensor parallelism over {} ranks: GPT-2 blocks b={} s={} h={} heads={}, fp32, dropout on\n", t, b, s, h,
+               spec.n_head);
+  }
+  auto stack = [&](const nn::TensorParallel& tp) {
+    std::vector<std::unique_ptr<nn::TransformerBlock>> blocks;
+    for (std::int64_t i = 0; i < L; ++i) {
+      blocks.push_back(std::make_unique<nn::TransformerBlock>(fmt::format("h.{}", i), spec, i, tp));
+      blocks.back()->initialize(1);
+    }
+    return blocks;
+  };
+  std::mt19937_64 gen(7);
+  Tensor x0 = Tensor::empty({b, s, h}, DType::f32);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x0.span<float>()) v = nd(gen);
+  nn::ForwardContext ctx;
+  ctx.training = true;
+  ctx.seed = 3;
+  // Activation bytes per layer kept for backward (forward of L blocks, before backward), and communication.
+  struct Result {
+    double act_bytes = 0;
+    double all_reduce = 0, reduce_scatter = 0, all_gather = 0;  // bytes per layer
+  };
+  auto measure = [&](const nn::TensorParallel& tp) {
+    auto blocks = stack(tp);
+    Result r;
+    const bool split = tp.sequence_split();
+    Tensor input = split ? parallel::split_dim(x0, 1, tp.rank(), tp.size()).clone() : x0.clone();
+    const nn::ForwardContext c = nn::sequence_context(ctx, tp, input.size(1));
+    const dist::TrafficCounters before = tp.group ? tp.group->traffic() : dist::TrafficCounters{};
+    const std::int64_t mem0 = memory_stats(Device::cpu()).current;
+    autograd::Variable x(input, true);
+    autograd::Variable y = x;
+    for (auto& blk : blocks) y = blk->forward(y, c);
+    r.act_bytes = static_cast<double>(memory_stats(Device::cpu()).current - mem0) / static_cast<double>(L);
+    autograd::sum(y).backward();
+    if (tp.group) {
+      const dist::TrafficCounters after = tp.group->traffic();
+      auto per_layer = [&](std::int64_t a, std::int64_t z) { return static_cast<double>(a - z) / static_cast<double>(L); };
+      r.all_reduce = per_layer(after.all_reduce_bytes, before.all_reduce_bytes);
+      r.reduce_scatter = per_layer(after.reduce_scatter_bytes, before.reduce_scatter_bytes);
+      r.all_gather = per_layer(after.all_gather_bytes, before.all_gather_bytes);
+    }
+    return r;
+  };
+  const Result none = measure(nn::TensorParallel{});
+  const Result tp = measure(nn::TensorParallel{world, false});
+  const Result sp = measure(nn::TensorParallel{world, true});
+  if (!root) return;
+  // Wire bytes per rank of a ring: all-reduce 2(t−1)/t·N, all-gather and reduce-scatter (t−1)/t·N.
+  const double ring = static_cast<double>(t - 1) / static_cast<double>(t);
+  auto wire = [&](const Result& c) { return ring * (2.0 * c.all_reduce + c.reduce_scatter + c.all_gather); };
+  const double theory = 4.0 * sbh * elem;  // 2 all-reduces forward + 2 backward of s·b·h elements
+  const double mb = 1024.0 * 1024.0;
+  fmt::print("communication per layer (payload counted by the communicator):\n");
+  fmt::print("  TP    all-reduce {:8.3f} MiB   theory 4·sbh = {:8.3f} MiB   ratio {:.4f}\n",
+             tp.all_reduce / mb, theory / mb, tp.all_reduce / theory);
+  fmt::print("  TP+SP reduce-scatter {:8.3f} MiB + all-gather {:8.3f} MiB   theory 4·sbh each   ratios {:.4f} {:.4f}\n",
+             sp.reduce_scatter / mb, sp.all_gather / mb,
+             sp.reduce_scatter / theory, sp.all_gather / theory);
+  fmt::print("        + all-reduce of replicated parameters' gradients {:.1f} KiB (norm weights and biases, "
+             "{:.0f}·h elements)\n",
+             sp.all_reduce / 1024.0, sp.all_reduce / elem / static_cast<double>(h));
+  fmt::print("  ring wire bytes per rank: TP {:.3f} MiB, TP+SP {:.3f} MiB (ratio {:.4f}; theory 8(t−1)/t·sbh = "
+             "{:.3f} MiB)\n",
+             wire(tp) / mb, wire(sp) / mb, wire(sp) / wire(tp),
+             8.0 * ring * sbh * elem / mb);
+  // Korthikanti et al. 2022 without the a·s² attention-score terms (flash attention keeps no scores):
+  // none 34·sbh, TP (10 + 24/t)·sbh, TP+SP 34·sbh/t — ratios to the unsharded layer.
+  fmt::print("activation memory per layer per rank (saved for backward):\n");
+  fmt::print("  unsharded {:8.2f} MiB\n", none.act_bytes / mb);
+  fmt::print("  TP        {:8.2f} MiB   ratio {:.3f}   (Korthikanti (10 + 24/t)/34 = {:.3f})\n", tp.act_bytes / mb,
+             tp.act_bytes / none.act_bytes, (10.0 + 24.0 / static_cast<double>(t)) / 34.0);
+  fmt::print("  TP+SP     {:8.2f} MiB   ratio {:.3f}   (Korthikanti 1/t = {:.3f})\n", sp.act_bytes / mb,
+             sp.act_bytes / none.act_bytes, 1.0 / static_cast<double>(t));
+}
+
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "all";
   auto world = dist::mpi_world(600.0);
   if (what == "memory" || what == "all") bench_memory(world);
   if (what == "allreduce" || what == "all") bench_allreduce(world);
   if (what == "overlap" || what == "all") bench_overlap(world);
+  if (what == "tensor" || what == "all") bench_tensor(world);
   world.reset();
   dist::finalize();
   return 0;
