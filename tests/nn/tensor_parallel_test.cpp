@@ -128,6 +128,45 @@ void compare(const A& full, const B& sharded, const Tensor& x0, const Shape& out
   expect_same_parameter_grads(full, sharded);
 }
 
+// The sequence-parallel region operators on [B, T, D] with exactly predictable
+// values: element (b, s, d) of rank r's input is 1000·r + 100·b + 10·s + d.
+TEST_F(TensorParallelLayers, SequenceRegionOperatorsSplitGatherAndReduceAlongTheSequence) {
+  const int B = 2, T = 2 * t_, D = 3;
+  auto filled = [](int b_n, int t_n, int d_n, double rank_term, int s0) {
+    std::vector<double> v;
+    for (int b = 0; b < b_n; ++b)
+      for (int s = 0; s < t_n; ++s)
+        for (int d = 0; d < d_n; ++d) v.push_back(rank_term + 100.0 * b + 10.0 * (s0 + s) + d);
+    return Tensor::from_vector(v, {b_n, t_n, d_n});
+  };
+  const int c = T / t_;
+  // scatter_to_sp keeps this rank's tokens; its backward all-gathers the gradient.
+  Variable x(filled(B, T, D, 0, 0), true);
+  Variable y = parallel::scatter_to_sp(x, world_);
+  EXPECT_EQ(f64(y.data()), f64(filled(B, c, D, 0, r_ * c)));
+  y.backward(filled(B, c, D, 1000.0 * r_, r_ * c));
+  std::vector<double> want;
+  for (int b = 0; b < B; ++b)
+    for (int s = 0; s < T; ++s)
+      for (int d = 0; d < D; ++d) want.push_back(1000.0 * (s / c) + 100.0 * b + 10.0 * s + d);
+  EXPECT_EQ(f64(x.grad()), want);
+  // gather_from_sp all-gathers; its backward reduce-scatters (sums over ranks, keeps this rank's tokens).
+  Variable part(filled(B, c, D, 1000.0 * r_, r_ * c), true);
+  Variable whole = parallel::gather_from_sp(part, world_);
+  EXPECT_EQ(f64(whole.data()), want);
+  whole.backward(filled(B, T, D, 1000.0 * r_, 0));
+  const double rank_sum = 1000.0 * t_ * (t_ - 1) / 2.0;
+  std::vector<double> summed;
+  for (double v : f64(filled(B, c, D, 0, r_ * c))) summed.push_back(t_ * v + rank_sum);
+  EXPECT_EQ(f64(part.grad()), summed);
+  // reduce_scatter_to_sp sums over ranks and keeps this rank's tokens; backward all-gathers.
+  Variable full(filled(B, T, D, 1000.0 * r_, 0), true);
+  Variable mine = parallel::reduce_scatter_to_sp(full, world_);
+  EXPECT_EQ(f64(mine.data()), summed);
+  mine.backward(filled(B, c, D, 1000.0 * r_, r_ * c));
+  EXPECT_EQ(f64(full.grad()), want);
+}
+
 TEST_F(TensorParallelLayers, ColumnParallelLinearWithGatheredOutput) {
   LinearOptions o{16, 8 * t_, true, WeightLayout::out_in, 0.5};
   Linear full("fc", o);
