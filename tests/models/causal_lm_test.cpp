@@ -4,14 +4,25 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "trident/autograd/autograd.h"
 #include "trident/models/hf.h"
+#include "trident/ops/elementwise.h"
 #include "trident/ops/shape.h"
 
 namespace trident::models {
 namespace {
+
+std::string test_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "no error";
+}
 
 TransformerSpec tiny(nn::Arch arch, double dropout = 0.0) {
   TransformerSpec s = preset(arch == nn::Arch::gpt2 ? "gpt2-tiny" : "llama-tiny");
@@ -152,6 +163,67 @@ TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
           << plain.parameters()[i]->name;
     }
   }
+}
+
+// Pipeline stages chained by hand (the hidden state handed over as a new leaf,
+// its gradient handed back) give the whole model's loss and gradients
+// bit-for-bit; a tied model's last stage holds a copy of the token embedding
+// whose gradient, added to the first stage's, is the whole model's.
+TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
+  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+    TransformerSpec spec = tiny(arch, 0.1);
+    spec.n_layer = 3;
+    std::mt19937_64 gen(2);
+    Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
+    ForwardContext ctx;
+    ctx.training = true;
+    ctx.seed = 4;
+    CausalLM whole(spec);
+    whole.initialize(3);
+    Variable ref = whole.loss(ids, labels, ctx);
+    ref.backward();
+    for (const auto& counts : {std::vector<std::int64_t>{}, std::vector<std::int64_t>{2, 1}}) {
+      const auto ranges = partition_layers(3, counts.empty() ? 3 : 2, counts);
+      std::vector<std::unique_ptr<CausalLM>> stages;
+      for (const StageRange& r : ranges) {
+        stages.push_back(std::make_unique<CausalLM>(spec, nn::TensorParallel{}, r));
+        stages.back()->initialize(3);
+      }
+      // Forward through the stages; each stage's input is a fresh leaf.
+      std::vector<Variable> inputs, outputs;
+      Variable h;
+      for (auto& st : stages) {
+        inputs.push_back(h.defined() ? Variable(h.data().clone(), true) : Variable());
+        h = st->stage_forward(ids, inputs.back(), ctx);
+        outputs.push_back(h);
+      }
+      Variable loss = stages.back()->logits_loss(stages.back()->head_local(h, ctx), labels);
+      EXPECT_EQ(loss.data().item(), ref.data().item());
+      // Backward, last stage first, handing each input's gradient to the stage before.
+      loss.backward();
+      for (std::size_t s = stages.size() - 1; s-- > 0;) outputs[s].backward(inputs[s + 1].grad());
+      for (const nn::Parameter* p : whole.parameters()) {
+        Tensor sum;
+        for (auto& st : stages) {
+          const nn::Parameter* q = st->find_parameter(p->name);
+          if (!q) continue;
+          sum = sum.defined() ? ops::add(sum, q->var.grad()) : q->var.grad();
+        }
+        ASSERT_TRUE(sum.defined()) << p->name;
+        EXPECT_EQ(sum.to_vector<float>(), p->var.grad().to_vector<float>()) << p->name;
+      }
+      const bool tied = spec.tie_embeddings && stages.size() > 1;
+      EXPECT_EQ(stages.back()->find_parameter(arch == nn::Arch::gpt2 ? "transformer.wte.weight"
+                                                                     : "model.embed_tokens.weight") != nullptr,
+                tied);
+    }
+  }
+  EXPECT_NE(test_error([] { partition_layers(5, 2); }).find(
+                "5 layers do not divide evenly over 2 pipeline stages; give the layers of each stage in "
+                "dist.pipeline_num_layers (e.g. [3, 2])"),
+            std::string::npos);
+  EXPECT_NE(test_error([] { partition_layers(5, 2, {4, 2}); }).find("sums to 6 but the model has n_layer=5"),
+            std::string::npos);
 }
 
 TEST(CausalLM, KVCacheMatchesFullForward) {

@@ -79,21 +79,64 @@ std::vector<std::string> preset_names() {
           "llama-tiny", "llama-small", "llama2-7b"};
 }
 
-CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp) : nn::Module(""), spec_(spec), tp_(tp) {
+std::vector<StageRange> partition_layers(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts) {
+  TRIDENT_CHECK(stages >= 1, "pipeline: {} stages", stages);
+  std::vector<std::int64_t> per_stage = counts;
+  if (per_stage.empty()) {
+    TRIDENT_CHECK(n_layer % stages == 0,
+                  "pipeline: {} layers do not divide evenly over {} pipeline stages; give the layers of each stage in "
+                  "dist.pipeline_num_layers (e.g. [{}])",
+                  n_layer, stages, [&] {
+                    std::string e;
+                    for (int s = 0; s < stages; ++s)
+                      e += fmt::format("{}{}", s ? ", " : "", n_layer / stages + (s < n_layer % stages ? 1 : 0));
+                    return e;
+                  }());
+    per_stage.assign(static_cast<std::size_t>(stages), n_layer / stages);
+  }
+  TRIDENT_CHECK(static_cast<int>(per_stage.size()) == stages,
+                "dist.pipeline_num_layers has {} entries for {} pipeline stages", per_stage.size(), stages);
+  std::int64_t total = 0;
+  for (std::int64_t c : per_stage) {
+    TRIDENT_CHECK(c >= 1, "dist.pipeline_num_layers: every stage needs at least one layer, got {}", c);
+    total += c;
+  }
+  TRIDENT_CHECK(total == n_layer, "dist.pipeline_num_layers sums to {} but the model has n_layer={}", total, n_layer);
+  std::vector<StageRange> out;
+  std::int64_t at = 0;
+  for (int s = 0; s < stages; ++s) {
+    const std::int64_t n = per_stage[static_cast<std::size_t>(s)];
+    out.push_back(StageRange{at, at + n, s == 0, s == stages - 1});
+    at += n;
+  }
+  return out;
+}
+
+CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp, StageRange stage)
+    : nn::Module(""), spec_(spec), tp_(tp), stage_(stage) {
   spec_.validate();
   spec_.validate_tensor_parallel(tp.size());
+  if (stage_.last_layer < 0) stage_.last_layer = spec.n_layer;
+  TRIDENT_CHECK(0 <= stage_.first_layer && stage_.first_layer <= stage_.last_layer && stage_.last_layer <= spec.n_layer,
+                "CausalLM: stage layers [{}, {}) outside the model's {} layers", stage_.first_layer, stage_.last_layer,
+                spec.n_layer);
   const bool gpt2 = spec.arch == Arch::gpt2;
   const std::string root = gpt2 ? "transformer" : "model";
-  wte_ = &add_module(std::make_unique<nn::Embedding>(root + (gpt2 ? ".wte" : ".embed_tokens"), spec.vocab_size,
-                                                     spec.d_model, spec.init_std, tp, true));
-  if (gpt2) {
+  // The last stage of a tied model holds a copy of the token embedding as its LM head.
+  if (stage_.embed || (stage_.head && spec.tie_embeddings)) {
+    wte_ = &add_module(std::make_unique<nn::Embedding>(root + (gpt2 ? ".wte" : ".embed_tokens"), spec.vocab_size,
+                                                       spec.d_model, spec.init_std, tp, true));
+    if (!stage_.embed) wte_->weight().tied_copy = true;
+  }
+  if (gpt2 && stage_.embed) {
     wpe_ = &add_module(
         std::make_unique<nn::Embedding>(root + ".wpe", spec.max_seq_len, spec.d_model, spec.init_std, tp, false));
   }
-  for (std::int64_t i = 0; i < spec.n_layer; ++i) {
+  for (std::int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
     const std::string p = fmt::format("{}.{}.{}", root, gpt2 ? "h" : "layers", i);
     blocks_.push_back(&add_module(std::make_unique<nn::TransformerBlock>(p, spec, i, tp)));
   }
+  if (!stage_.head) return;
   if (gpt2) {
     final_norm_ = &add_module(std::make_unique<nn::LayerNorm>(root + ".ln_f", spec.d_model, spec.norm_eps, true, tp));
   } else {
@@ -142,7 +185,9 @@ std::vector<nn::Parameter*> CausalLM::embed_parameters() const {
 }
 
 std::vector<nn::Parameter*> CausalLM::block_parameters(std::int64_t i) const {
-  return blocks_.at(static_cast<std::size_t>(i))->parameters();
+  TRIDENT_CHECK(i >= stage_.first_layer && i < stage_.last_layer, "CausalLM: layer {} is not in this stage [{}, {})",
+                i, stage_.first_layer, stage_.last_layer);
+  return blocks_[static_cast<std::size_t>(i - stage_.first_layer)]->parameters();
 }
 
 std::vector<nn::Parameter*> CausalLM::head_parameters() const {
@@ -152,6 +197,7 @@ std::vector<nn::Parameter*> CausalLM::head_parameters() const {
 }
 
 Variable CausalLM::embed(const Tensor& ids, const ForwardContext& ctx) const {
+  TRIDENT_CHECK(stage_.embed, "CausalLM: this pipeline stage has no embeddings");
   return run_unit(embed_parameters(), {}, false, ctx, [this, ids, ctx](const std::vector<Variable>&) {
     return embed_impl(ids, ctx);
   });
@@ -182,13 +228,16 @@ Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) cons
 }
 
 Variable CausalLM::block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const {
-  const nn::TransformerBlock* b = blocks_.at(static_cast<std::size_t>(i));
+  TRIDENT_CHECK(i >= stage_.first_layer && i < stage_.last_layer, "CausalLM: layer {} is not in this stage [{}, {})",
+                i, stage_.first_layer, stage_.last_layer);
+  const nn::TransformerBlock* b = blocks_[static_cast<std::size_t>(i - stage_.first_layer)];
   const ForwardContext sctx = nn::sequence_context(ctx, tp_, h.shape()[1]);
   return run_unit(block_parameters(i), {h}, checkpointing_, sctx,
                   [b, sctx](const std::vector<Variable>& in) { return b->forward(in[0], sctx); });
 }
 
 Variable CausalLM::head_local(const Variable& h, const ForwardContext& ctx) const {
+  TRIDENT_CHECK(stage_.head, "CausalLM: this pipeline stage has no LM head");
   const ForwardContext sctx = nn::sequence_context(ctx, tp_, h.shape()[1]);
   return run_unit(head_parameters(), {h}, false, sctx,
                   [this, sctx](const std::vector<Variable>& in) { return head_impl(in[0], sctx); });
@@ -208,10 +257,16 @@ Variable CausalLM::head_impl(const Variable& h, const ForwardContext& ctx) const
   return ag::linear(nn::enter_tp_region(x, tp_), nn::compute_view(w, ctx), Variable());
 }
 
-Variable CausalLM::hidden(const Tensor& ids, const ForwardContext& ctx) const {
-  Variable h = embed(ids, ctx);
-  for (std::int64_t i = 0; i < spec_.n_layer; ++i) h = block(i, h, ctx);
+Variable CausalLM::stage_forward(const Tensor& ids, const Variable& input, const ForwardContext& ctx) const {
+  Variable h = stage_.embed ? embed(ids, ctx) : input;
+  TRIDENT_CHECK(h.defined(), "CausalLM: a stage without the embeddings needs the previous stage's hidden state");
+  for (std::int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) h = block(i, h, ctx);
   return h;
+}
+
+Variable CausalLM::hidden(const Tensor& ids, const ForwardContext& ctx) const {
+  TRIDENT_CHECK(is_whole(), "CausalLM: the whole-model forward needs every layer (this is a pipeline stage)");
+  return stage_forward(ids, Variable(), ctx);
 }
 
 Variable CausalLM::forward(const Tensor& ids, const ForwardContext& ctx) const { return head(hidden(ids, ctx), ctx); }
@@ -239,8 +294,9 @@ Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardCo
 }
 
 double CausalLM::flops_per_token(std::int64_t seq_len) const {
-  // N excludes position embeddings by convention? Megatron/llm.c count all parameters.
-  const double n = static_cast<double>(num_parameters());
+  // N counts every parameter, position embeddings included (as Megatron and llm.c do).
+  const double n = is_whole() ? static_cast<double>(num_parameters())
+                              : static_cast<double>(CausalLM(spec_, nn::TensorParallel{}, StageRange{}).num_parameters());
   return 6.0 * n + 12.0 * static_cast<double>(spec_.n_layer * spec_.d_model * seq_len);
 }
 

@@ -34,19 +34,43 @@ std::vector<std::string> preset_names();
 // The architecture default for d_ff when 0: 4·d (GPT-2); 2/3·4·d rounded up to a multiple of 256 (LLaMA).
 std::int64_t default_d_ff(nn::Arch arch, std::int64_t d_model);
 
+// The part of the model one pipeline stage (one model chunk) holds: blocks
+// [first_layer, last_layer), the embeddings when it is the first stage, the
+// final norm, LM head and loss when it is the last.
+struct StageRange {
+  std::int64_t first_layer = 0;
+  std::int64_t last_layer = -1;  // -1: through the last layer
+  bool embed = true;
+  bool head = true;
+};
+
+// Layers over `stages` consecutive stages: evenly (n_layer must divide), or the
+// explicit per-stage counts (`dist.pipeline_num_layers`, summing to n_layer).
+// Errors name the sizes and the keys to set.
+std::vector<StageRange> partition_layers(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts = {});
+
 class CausalLM : public nn::Module {
  public:
-  explicit CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp = {});
+  explicit CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp = {}, StageRange stage = {});
 
   const TransformerSpec& spec() const noexcept { return spec_; }
   const nn::TensorParallel& tensor_parallel() const noexcept { return tp_; }
+  const StageRange& stage() const noexcept { return stage_; }
+  bool is_whole() const noexcept {
+    return stage_.embed && stage_.head && stage_.first_layer == 0 && stage_.last_layer == spec_.n_layer;
+  }
   std::int64_t num_layers() const noexcept { return spec_.n_layer; }
 
   // ids [B, T] → hidden [B, T, D] (token + learned position embeddings for
   // GPT-2); [B, T/t, D], this rank's slice, under sequence parallelism.
   Variable embed(const Tensor& ids, const ForwardContext& ctx) const;
-  // Transformer block `i` (recomputed in backward when activation checkpointing is on).
+  // Transformer block `i` (global index, within this stage's range; recomputed
+  // in backward when activation checkpointing is on).
   Variable block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const;
+  // A pipeline stage's share of the forward: the embeddings of `ids` (first
+  // stage) or the received hidden state `h`, then this stage's blocks. The last
+  // stage continues with head_local and logits_loss.
+  Variable stage_forward(const Tensor& ids, const Variable& h, const ForwardContext& ctx) const;
   // Final norm and LM head: hidden [B, T, D] → logits [B, T, V] (gathered over
   // the tensor-parallel group; the vocabulary padding removed).
   Variable head(const Variable& h, const ForwardContext& ctx) const;
@@ -67,7 +91,8 @@ class CausalLM : public nn::Module {
   void set_activation_checkpointing(bool on) noexcept { checkpointing_ = on; }
   bool activation_checkpointing() const noexcept { return checkpointing_; }
 
-  // FLOPs per token for forward + backward (6·N + 12·L·h·s, the MFU convention).
+  // FLOPs per token for forward + backward of the whole model (6·N + 12·L·h·s,
+  // the MFU convention; N counts every parameter of the whole model).
   double flops_per_token(std::int64_t seq_len) const;
 
   // The parameters of each unit ZeRO-3 gathers at once: the embeddings, each
@@ -94,6 +119,7 @@ class CausalLM : public nn::Module {
   std::vector<nn::TransformerBlock*> blocks_;
   nn::Module* final_norm_ = nullptr;
   nn::Parameter* lm_head_ = nullptr;  // null when tied to the token embedding
+  StageRange stage_;
   bool checkpointing_ = false;
 };
 

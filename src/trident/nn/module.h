@@ -72,6 +72,10 @@ struct Parameter {
   Init init;
   bool weight_decay = true;     // AdamW decays matrices and embeddings, not biases or norm weights
   bool tensor_parallel = false; // sharded over the TP group (else replicated there)
+  // A second copy of a tied parameter (the last pipeline stage's LM head, which
+  // is the token embedding): not checkpointed, counted once in norms, and its
+  // gradient is summed with the original's (the embedding group's all-reduce).
+  bool tied_copy = false;
   Variable var;                 // the local tensor (master dtype), requires grad
 
   const Shape& local_shape() const { return shard.local_shape; }
