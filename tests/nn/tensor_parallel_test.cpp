@@ -287,15 +287,34 @@ TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
       const TensorParallel tp{world_, seq};
       const std::int64_t B = 2, T = 2 * t_;
       const ForwardContext ctx = training(B);
-      auto run = [&](const TransformerBlock& m, const Variable& x) {
+      auto run = [&](const auto& m, const Variable& x) {
         const bool split = x.shape()[1] != T;
         return m.forward(x, split ? sequence_context(ctx, tp, x.shape()[1]) : ctx);
       };
+      const Tensor x0 = random_tensor({B, T, s.d_model}, 13);
+      const Shape out{B, T, s.d_model};
+      {
+        SCOPED_TRACE("attention");
+        CausalSelfAttention full("h.0.attn", s, 0), sharded("h.0.attn", s, 0, tp);
+        full.initialize(14);
+        sharded.initialize(14);
+        expect_same_initial_values(full, sharded);
+        compare(full, sharded, x0, out, seq, r_, t_, run);
+      }
+      {
+        SCOPED_TRACE("mlp");
+        MLP full("h.0.mlp", s), sharded("h.0.mlp", s, tp);
+        full.initialize(15);
+        sharded.initialize(15);
+        expect_same_initial_values(full, sharded);
+        compare(full, sharded, x0, out, seq, r_, t_, run);
+      }
+      SCOPED_TRACE("block");
       TransformerBlock full("h.0", s, 0), sharded("h.0", s, 0, tp);
       full.initialize(12);
       sharded.initialize(12);
       expect_same_initial_values(full, sharded);
-      compare(full, sharded, random_tensor({B, T, s.d_model}, 13), Shape{B, T, s.d_model}, seq, r_, t_, run);
+      compare(full, sharded, x0, out, seq, r_, t_, run);
     }
   }
 }
