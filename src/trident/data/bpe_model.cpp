@@ -57,6 +57,8 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
   std::int32_t bound = 0;
   for (const auto& [token, id] : vocab_) {
     TRIDENT_CHECK(id >= 0, "vocabulary token '{}' has negative id {}", token, id);
+    TRIDENT_CHECK(id < kMaxTokenId, "vocabulary token '{}' has id {}; ids must be below {} (tables are indexed by id)",
+                  token, id, kMaxTokenId);
     bound = std::max(bound, id + 1);
   }
   id_to_token_.assign(static_cast<std::size_t>(bound), {});

@@ -28,6 +28,10 @@ struct StringHash {
 };
 using Vocab = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
 
+// Token ids index dense tables, so a tokenizer.json claiming id 200,000,000 would
+// allocate gigabytes: ids must be below 2^24 (real vocabularies stay under 2^18).
+inline constexpr std::int32_t kMaxTokenId = 1 << 24;
+
 struct BpeOptions {
   std::optional<std::string> unk_token;
   bool fuse_unk = false;

@@ -11,7 +11,11 @@ namespace trident::data {
 
 Tokenizer::Tokenizer(TokenizerParts parts) {
   std::int32_t bound = parts.model.id_bound();
-  for (const auto& t : parts.added.tokens()) bound = std::max(bound, t.id + 1);
+  for (const auto& t : parts.added.tokens()) {
+    TRIDENT_CHECK(t.id >= 0 && t.id < kMaxTokenId, "added token '{}' has id {}; ids must be in [0, {})", t.content,
+                  t.id, kMaxTokenId);
+    bound = std::max(bound, t.id + 1);
+  }
   auto added_by_id = std::make_shared<std::vector<std::int32_t>>(static_cast<std::size_t>(bound), -1);
   for (std::size_t i = 0; i < parts.added.tokens().size(); ++i) {
     (*added_by_id)[parts.added.tokens()[i].id] = static_cast<std::int32_t>(i);
