@@ -38,12 +38,17 @@ mkdir -p "$corpus/tokenizer_json" "$corpus/idx_reader" "$build/artifacts"
 "$build/fuzz/fuzz_make_seeds" "$corpus/tokenizer_json" "$corpus/idx_reader" || { echo "fuzz: seed generation failed"; exit 1; }
 
 status=0
+runs=$((seconds * 10000))  # about `seconds` of fuzzing on the development machine
 for name in tokenizer_json idx_reader; do
   out=$build/fuzz_$name.log
   # -rss_limit_mb guards against a parser that allocates by a corrupt header's counts.
-  if "$build/fuzz/fuzz_$name" "$corpus/$name" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 \
+  # A fixed seed and run count make the test deterministic (the same inputs on
+  # every machine, so CI cannot turn red by luck); the time limit only caps a
+  # slow machine. Inputs that once crashed live in regressions/ and run first.
+  if "$build/fuzz/fuzz_$name" "$corpus/$name" "$src/tests/fuzz/regressions/$name" -seed=1 -runs="$runs" \
+      -max_total_time="$((seconds * 4))" -rss_limit_mb=2048 -max_len=65536 \
       -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 >"$out" 2>&1; then
-    echo "ok   fuzz_$name: $(grep -E '^stat::number_of_executed_units' "$out" | awk '{print $2}') runs in ${seconds}s, no crash"
+    echo "ok   fuzz_$name: $(grep -E '^stat::number_of_executed_units' "$out" | awk '{print $2}') runs (seed 1), no crash"
   else
     echo "FAIL fuzz_$name found a crash; log tail (artifacts in $build/artifacts):"
     tail -n 40 "$out"
