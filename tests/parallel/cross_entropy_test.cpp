@@ -72,7 +72,7 @@ class VocabParallelCrossEntropy : public ::testing::Test {
 
     const Tensor garbage = Tensor::full({N, c.padded - c.vocab}, kGarbage, c.dtype);
     const std::int64_t chunk = c.padded / t, begin = r * chunk;
-    Variable z_local(split_last_dim(ops::concat({z, garbage}, 1), r, t), true);
+    Variable z_local(split_dim(ops::concat({z, garbage}, 1), -1, r, t), true);
     tp_->reset_traffic();
     Variable loss = vocab_parallel_cross_entropy(z_local, y, begin, c.vocab, tp_, c.ignore_index, c.normalizer);
     loss.backward();

@@ -66,13 +66,13 @@ TEST_F(TensorParallel, RowParallelLinearMatchesTheFullLayer) {
   Variable y_full = ag::linear(x_full, w_full, b_full);
   ag::sum(ag::mul(y_full, Variable(g0, false))).backward();
   // Sharded: split the input's last dim, multiply by this rank's input columns, reduce, add the bias once.
-  const Tensor w_cols = split_last_dim(w0, r, t);
+  const Tensor w_cols = split_dim(w0, -1, r, t);
   Variable x(x0.clone(), true), w(w_cols, true), b(b0.clone(), true);
   Variable y = ag::bias_add(reduce_from_tp(ag::linear(scatter_to_tp(x, tp_), w, Variable()), tp_), b);
   ag::sum(ag::mul(y, Variable(g0, false))).backward();
   EXPECT_LE(max_rel(y.data(), y_full.data()), 1e-12);
   EXPECT_LE(max_rel(x.grad(), x_full.grad()), 1e-12);
-  EXPECT_LE(max_rel(w.grad(), split_last_dim(w_full.grad(), r, t)), 1e-12);
+  EXPECT_LE(max_rel(w.grad(), split_dim(w_full.grad(), -1, r, t)), 1e-12);
   EXPECT_LE(max_rel(b.grad(), b_full.grad()), 1e-12);
 }
 
@@ -83,7 +83,7 @@ TEST_F(TensorParallel, MegatronMlpMatchesTheFullMlp) {
   Variable y_full = ag::linear(ag::gelu_tanh(ag::linear(x_full, a_full, Variable())), b_full, Variable());
   ag::sum(ag::mul(y_full, Variable(g0, false))).backward();
   // Column (fc1, rows) → GELU on the split activations → row (fc2, columns): one all-reduce each way.
-  Variable x(x0.clone(), true), a(rows_of(w1, r, t), true), b(split_last_dim(w2, r, t), true);
+  Variable x(x0.clone(), true), a(rows_of(w1, r, t), true), b(split_dim(w2, -1, r, t), true);
   tp_->reset_traffic();
   Variable h = ag::gelu_tanh(ag::linear(copy_to_tp(x, tp_), a, Variable()));
   Variable y = reduce_from_tp(ag::linear(h, b, Variable()), tp_);
@@ -91,7 +91,7 @@ TEST_F(TensorParallel, MegatronMlpMatchesTheFullMlp) {
   EXPECT_LE(max_rel(y.data(), y_full.data()), 1e-12);
   EXPECT_LE(max_rel(x.grad(), x_full.grad()), 1e-12);
   EXPECT_LE(max_rel(a.grad(), rows_of(a_full.grad(), r, t)), 1e-12);
-  EXPECT_LE(max_rel(b.grad(), split_last_dim(b_full.grad(), r, t)), 1e-12);
+  EXPECT_LE(max_rel(b.grad(), split_dim(b_full.grad(), -1, r, t)), 1e-12);
   // Two all-reduces of the [3, 8] activation: reduce_from_tp forward, copy_to_tp backward.
   EXPECT_EQ(tp_->traffic().all_reduce_bytes, 2 * 3 * 8 * 8);
 }

@@ -42,12 +42,10 @@ Variable scatter_to_sp(const Variable& x, const TpGroup& tp, std::int64_t dim = 
 Variable gather_from_sp(const Variable& x, const TpGroup& tp, std::int64_t dim = 1);
 Variable reduce_scatter_to_sp(const Variable& x, const TpGroup& tp, std::int64_t dim = 1);
 
-// Tensor-level helpers (no autograd): this rank's chunk of the last dimension,
-// and the all-gather of every rank's chunk back into the full last dimension.
-Tensor split_last_dim(const Tensor& x, int rank, int size);
-Tensor all_gather_last_dim(const Tensor& x, dist::Communicator& tp);
-// The same along any dimension, and the reduce-scatter (sum) that leaves each
-// rank its chunk of dimension `dim`. A null or one-rank group is the identity.
+// Tensor-level helpers (no autograd): this rank's chunk of dimension `dim`, the
+// all-gather of every rank's chunk back into the full dimension, and the
+// reduce-scatter (sum) that leaves each rank its chunk. A one-rank group is the
+// identity.
 Tensor split_dim(const Tensor& x, std::int64_t dim, int rank, int size);
 Tensor all_gather_dim(const Tensor& x, std::int64_t dim, dist::Communicator& tp);
 Tensor reduce_scatter_dim(const Tensor& x, std::int64_t dim, dist::Communicator& tp);

@@ -116,12 +116,6 @@ void ZeroOptimizer::reduce_gradients(bool last) {
   }
 }
 
-double ZeroOptimizer::grad_sum_of_squares() {
-  std::vector<nn::Parameter*> all;
-  for (const Entry& e : entries_) all.push_back(e.param);
-  return grad_sum_of_squares(all);
-}
-
 double ZeroOptimizer::grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) {
   double local = 0;
   for (const nn::Parameter* p : subset) {

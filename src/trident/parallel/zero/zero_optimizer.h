@@ -45,9 +45,8 @@ class ZeroOptimizer final : public nn::ParameterGatherer {
   void zero_grad();
   // After each micro-batch's backward (`last`: the step's final micro-batch).
   void reduce_gradients(bool last);
-  // Sum of squares of the reduced gradients over the whole group (every rank
-  // gets the total), of every parameter or of `subset` only.
-  double grad_sum_of_squares();
+  // Sum of squares of the reduced gradients of `subset` over the whole group
+  // (every rank gets the total).
   double grad_sum_of_squares(const std::vector<nn::Parameter*>& subset);
   // AdamW on the owned rows (grads multiplied by grad_scale), then (stages 1, 2)
   // all-gather of the updated parameters.
