@@ -63,8 +63,9 @@ class Node {
     return v_->get<bool>();
   }
   std::int32_t id() const {
-    if (!v_->is_number_integer() || v_->get<std::int64_t>() < 0 || v_->get<std::int64_t>() >= (1LL << 31)) {
-      fail("a token id (integer in [0, 2^31))");
+    // Ids index dense tables: a huge id would allocate gigabytes (found by fuzzing).
+    if (!v_->is_number_integer() || v_->get<std::int64_t>() < 0 || v_->get<std::int64_t>() >= kMaxTokenId) {
+      fail("a token id (integer in [0, 2^24))");
     }
     return v_->get<std::int32_t>();
   }
