@@ -7,16 +7,12 @@
 // tensors (relative 1e-5). GPT-2 (fused c_attn, tied embeddings, biases) and
 // LLaMA (GQA, SwiGLU, untied head); the tiny vocabulary is padded to 128·t.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cmath>
-#include <filesystem>
+#include <map>
+#include <memory>
 
-#include "corpus.h"
-#include "trident/checkpoint/sharded.h"
-#include "trident/dist/mpi_communicator.h"
+#include "layout_runs.h"
 #include "trident/dist/self_communicator.h"
-#include "trident/train/trainer.h"
 
 namespace trident::train {
 namespace {
@@ -38,56 +34,22 @@ void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
 
 class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
  protected:
-  static void SetUpTestSuite() {
-    world_ = dist::mpi_world(120.0);
-    const double pid = world_->all_reduce_scalar(world_->rank() == 0 ? ::getpid() : 0, dist::ReduceOp::max);
-    shared_ = fs::temp_directory_path() / fmt::format("trident-tp-{}", static_cast<long>(pid));
-    mine_ = shared_ / fmt::format("rank{}", world_->rank());
-    if (world_->rank() == 0) {
-      fs::remove_all(shared_);
-      testing::make_corpus(shared_ / "corpus", 1500);
-    }
-    world_->barrier();
-  }
-  static void TearDownTestSuite() {
-    world_->barrier();
-    if (world_->rank() == 0) fs::remove_all(shared_);
-  }
+  static void SetUpTestSuite() { runs_.set_up("tp"); }
+  static void TearDownTestSuite() { runs_.tear_down(); }
 
-  struct Run {
-    TrainSummary summary;
-    std::vector<double> params;
-  };
-
+  using Run = testing::LayoutRuns::Run;
+  // The layout applies to a job; one process trains the same model unsharded.
   static Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
-                 const std::vector<std::string>& extra = {}) {
-    const bool single = comm->size() == 1 && world_->size() > 1;
-    TrainOptions o;
-    o.overrides = testing::tiny_run(shared_ / "corpus", "cache");
-    for (const char* s : {"train.steps=20", "train.micro_batch_size=2", "train.global_batch_size=8",
-                          "model.dropout=0.1", "optim.clip_grad=1.0"}) {
-      o.overrides.emplace_back(s);
-    }
+                 std::vector<std::string> extra = {}) {
     if (l.arch == "llama") {
       for (const char* s : {"model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_ff=64"})
-        o.overrides.emplace_back(s);
+        extra.emplace_back(s);
     }
-    o.overrides.push_back(fmt::format("dist.tensor_parallel_size={}", comm->size() == 1 ? 1 : l.tp));
-    o.overrides.push_back(fmt::format("dist.sequence_parallel={}", l.sp && comm->size() > 1));
-    o.overrides.push_back(fmt::format("dist.zero_stage={}", comm->size() == 1 ? 0 : l.zero));
-    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
-    o.run_dir = (single ? mine_ / name : shared_ / name).string();
-    o.quiet = true;
-    o.world = comm;
-    Run r;
-    r.summary = train(o);
-    checkpoint::CheckpointReader reader(r.summary.last_checkpoint);
-    for (const auto& key : reader.keys()) {
-      if (!key.starts_with("model/")) continue;
-      auto v = reader.read(key, DType::f64).to_vector<double>();
-      r.params.insert(r.params.end(), v.begin(), v.end());
-    }
-    return r;
+    const bool job = comm->size() > 1;
+    extra.push_back(fmt::format("dist.tensor_parallel_size={}", job ? l.tp : 1));
+    extra.push_back(fmt::format("dist.sequence_parallel={}", l.sp && job));
+    extra.push_back(fmt::format("dist.zero_stage={}", job ? l.zero : 0));
+    return runs_.run(std::move(comm), name, extra);
   }
 
   static const Run& reference(const std::string& arch) {
@@ -100,29 +62,16 @@ class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
     return *slot;
   }
 
-  static inline std::shared_ptr<dist::Communicator> world_;
-  static inline fs::path shared_, mine_;
+  static inline testing::LayoutRuns runs_;
   static inline std::map<std::string, std::unique_ptr<Run>> references_;
 };
 
 TEST_P(TensorParallelTraining, FollowsTheSingleProcessRun) {
   const Layout& l = GetParam();
-  if (l.tp * l.dp != world_->size()) GTEST_SKIP() << "needs " << l.tp * l.dp << " ranks";
-  const Run& ref = reference(l.arch);
-  const Run got = run(world_, l.name(), l);
+  if (l.tp * l.dp != runs_.world->size()) GTEST_SKIP() << "needs " << l.tp * l.dp << " ranks";
+  const Run got = run(runs_.world, l.name(), l);
   ASSERT_EQ(got.summary.losses.size(), 20u);
-  for (std::size_t i = 0; i < 20; ++i) {
-    const double want = ref.summary.losses[i];
-    EXPECT_LE(std::fabs(got.summary.losses[i] - want), 1e-5 * std::fabs(want))
-        << "step " << i + 1 << ": " << got.summary.losses[i] << " vs " << want;
-  }
-  ASSERT_EQ(got.params.size(), ref.params.size());
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.params.size(); ++i) {
-    num += (got.params[i] - ref.params[i]) * (got.params[i] - ref.params[i]);
-    den += ref.params[i] * ref.params[i];
-  }
-  EXPECT_LE(std::sqrt(num / den), 1e-5);
+  testing::LayoutRuns::expect_follows(got, reference(l.arch));
 }
 
 // A checkpoint written by the single process resumes under tensor parallelism
@@ -131,18 +80,16 @@ TEST_P(TensorParallelTraining, FollowsTheSingleProcessRun) {
 // included, and steps 11–20 follow the uninterrupted single-process run.
 TEST_P(TensorParallelTraining, ResumesTheSingleProcessCheckpoint) {
   const Layout& l = GetParam();
-  if (l.tp != world_->size() || l.sp) GTEST_SKIP() << "tensor parallelism over the whole job, without sequence parallelism";
+  if (l.tp != runs_.world->size() || l.sp) {
+    GTEST_SKIP() << "tensor parallelism over the whole job, without sequence parallelism";
+  }
   const Run& ref = reference(l.arch);
   // Every rank must resolve the same config: resume rank 0's copy of the reference.
   const fs::path step10 = fs::path(ref.summary.last_checkpoint).parent_path() / "step_00000010";
-  const std::string from = (shared_ / "rank0" / fs::relative(step10, mine_)).string();
-  const Run resumed = run(world_, l.name() + "-resumed", l, {"checkpoint.resume=" + from});
+  const std::string from = (runs_.shared / "rank0" / fs::relative(step10, runs_.mine)).string();
+  const Run resumed = run(runs_.world, l.name() + "-resumed", l, {"checkpoint.resume=" + from});
   ASSERT_EQ(resumed.summary.losses.size(), 10u);
-  for (std::size_t i = 0; i < 10; ++i) {
-    const double want = ref.summary.losses[10 + i];
-    EXPECT_LE(std::fabs(resumed.summary.losses[i] - want), 1e-5 * std::fabs(want))
-        << "step " << 11 + i << ": " << resumed.summary.losses[i] << " vs " << want;
-  }
+  testing::LayoutRuns::expect_follows(resumed, ref, 10, /*params=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,96 @@
+// What the layout-equivalence tests share (DESIGN.md §1): a job-wide scratch
+// directory holding one tiny corpus, training runs in it (the job's, or one
+// process's reference in a per-rank directory), the final parameters read back
+// from the checkpoint — which exercises assembling sharded pieces — and the
+// comparison of a run against the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "corpus.h"
+#include "trident/checkpoint/sharded.h"
+#include "trident/dist/mpi_communicator.h"
+#include "trident/train/trainer.h"
+
+namespace trident::testing {
+
+class LayoutRuns {
+ public:
+  struct Run {
+    train::TrainSummary summary;
+    std::vector<double> params;  // every model/ tensor of the last checkpoint, in key order, f64
+  };
+
+  // Rank 0 makes the corpus in a directory named after its pid, so every rank
+  // resolves the same paths (the ranks must resolve the same config).
+  void set_up(const std::string& tag) {
+    world = dist::mpi_world(120.0);
+    const double pid = world->all_reduce_scalar(world->rank() == 0 ? ::getpid() : 0, dist::ReduceOp::max);
+    shared = std::filesystem::temp_directory_path() / fmt::format("trident-{}-{}", tag, static_cast<long>(pid));
+    mine = shared / fmt::format("rank{}", world->rank());
+    if (world->rank() == 0) {
+      std::filesystem::remove_all(shared);
+      make_corpus(shared / "corpus", 1500);
+    }
+    world->barrier();
+  }
+  void tear_down() {
+    world->barrier();
+    if (world->rank() == 0) std::filesystem::remove_all(shared);
+  }
+
+  // The tiny GPT with 20 steps, micro-batch 2, global batch 8, dropout and clipping, plus `overrides`.
+  Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name,
+          const std::vector<std::string>& overrides) const {
+    const bool single = comm->size() == 1 && world->size() > 1;
+    train::TrainOptions o;
+    o.overrides = tiny_run(shared / "corpus", "cache");
+    for (const char* s : {"train.steps=20", "train.micro_batch_size=2", "train.global_batch_size=8",
+                          "model.dropout=0.1", "optim.clip_grad=1.0"}) {
+      o.overrides.emplace_back(s);
+    }
+    o.overrides.insert(o.overrides.end(), overrides.begin(), overrides.end());
+    o.run_dir = (single ? mine / name : shared / name).string();
+    o.quiet = true;
+    o.world = comm;
+    Run r;
+    r.summary = train::train(o);
+    checkpoint::CheckpointReader reader(r.summary.last_checkpoint);
+    for (const auto& key : reader.keys()) {
+      if (!key.starts_with("model/")) continue;
+      auto v = reader.read(key, DType::f64).to_vector<double>();
+      r.params.insert(r.params.end(), v.begin(), v.end());
+    }
+    return r;
+  }
+
+  // Per-step losses (from reference step `first`) within 1e-5 relative; with
+  // `params`, the final parameters too (relative norm 1e-5).
+  static void expect_follows(const Run& got, const Run& ref, std::size_t first = 0, bool params = true) {
+    ASSERT_EQ(got.summary.losses.size(), ref.summary.losses.size() - first);
+    for (std::size_t i = 0; i < got.summary.losses.size(); ++i) {
+      const double want = ref.summary.losses[first + i];
+      EXPECT_LE(std::fabs(got.summary.losses[i] - want), 1e-5 * std::fabs(want))
+          << "step " << first + i + 1 << ": " << got.summary.losses[i] << " vs " << want;
+    }
+    if (!params) return;
+    ASSERT_EQ(got.params.size(), ref.params.size());
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < got.params.size(); ++i) {
+      num += (got.params[i] - ref.params[i]) * (got.params[i] - ref.params[i]);
+      den += ref.params[i] * ref.params[i];
+    }
+    EXPECT_LE(std::sqrt(num / den), 1e-5);
+  }
+
+  std::shared_ptr<dist::Communicator> world;
+  std::filesystem::path shared, mine;
+};
+
+}  // namespace trident::testing
