@@ -130,6 +130,15 @@ TEST(CausalLM, CanonicalNamesAndShapes) {
   EXPECT_NE(llama.find_parameter("model.norm.weight"), nullptr);
 }
 
+TEST(CausalLM, SpecCountsTheParametersOfTheModel) {
+  EXPECT_EQ(preset("gpt2").num_parameters(), 124439808);
+  TransformerSpec untied = preset("gpt2-tiny");
+  untied.tie_embeddings = false;
+  for (const TransformerSpec& s : {preset("gpt2-tiny"), untied, preset("llama-tiny"), tiny(nn::Arch::llama)}) {
+    EXPECT_EQ(s.num_parameters(), CausalLM(s).num_parameters());
+  }
+}
+
 TEST(CausalLM, InitIsAFunctionOfNameAndSeed) {
   CausalLM a(tiny(nn::Arch::llama)), b(tiny(nn::Arch::llama));
   a.initialize(5);

@@ -313,6 +313,34 @@ TEST(PipelineSchedule, ListsHaveEachForwardAndBackwardOnceWithTheirTransfersAndL
   }
 }
 
+TEST(PipelineSchedule, ForwardOnlyListsCompleteAndForwardEverythingOnce) {
+  for (int p : {1, 2, 3, 4}) {
+    for (int m = 1; m <= 6; ++m) {
+      for (int v : {1, 2, 3}) {
+        const ScheduleOptions o{p, m, v};
+        std::vector<List> lists;
+        for (int rank = 0; rank < p; ++rank) lists.push_back(build_forward_only(o, rank));
+        const SimResult r = simulate_lists(lists, o);
+        const std::string what = fmt::format("forward-only p={} m={} v={}", p, m, v);
+        EXPECT_TRUE(r.completed) << what << " deadlocks:\n" << r.stuck;
+        EXPECT_TRUE(r.violations.empty()) << what << ":\n" << fmt::format("{}", fmt::join(r.violations, "\n"));
+        for (int rank = 0; rank < p; ++rank) {
+          int forwards = 0;
+          for (const Instruction& i : lists[rank]) {
+            EXPECT_TRUE(i.op == Op::load || i.op == Op::recv_forward || i.op == Op::forward || i.op == Op::send_forward)
+                << what << ": " << to_string(i);
+            forwards += i.op == Op::forward;
+          }
+          EXPECT_EQ(forwards, m * v) << what;
+        }
+      }
+    }
+  }
+  using enum Op;
+  EXPECT_EQ(show(build_forward_only({2, 2, 1}, 1)),
+            show({I(load, 0), I(recv_forward, 0), I(forward, 0), I(load, 1), I(recv_forward, 1), I(forward, 1)}));
+}
+
 TEST(PipelineSchedule, MicroBatchesInFlight) {
   for (const auto& [s, o] : sweep()) {
     const SimResult r = simulate(s, o);

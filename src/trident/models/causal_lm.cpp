@@ -294,10 +294,9 @@ Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardCo
 }
 
 double CausalLM::flops_per_token(std::int64_t seq_len) const {
-  // N counts every parameter, position embeddings included (as Megatron and llm.c do).
-  const double n = is_whole() ? static_cast<double>(num_parameters())
-                              : static_cast<double>(CausalLM(spec_, nn::TensorParallel{}, StageRange{}).num_parameters());
-  return 6.0 * n + 12.0 * static_cast<double>(spec_.n_layer * spec_.d_model * seq_len);
+  // N counts every parameter of the whole model, position embeddings included (as Megatron and llm.c do).
+  return 6.0 * static_cast<double>(spec_.num_parameters()) +
+         12.0 * static_cast<double>(spec_.n_layer * spec_.d_model * seq_len);
 }
 
 }  // namespace trident::models

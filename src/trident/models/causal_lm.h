@@ -100,6 +100,9 @@ class CausalLM : public nn::Module {
   std::vector<nn::Parameter*> embed_parameters() const;
   std::vector<nn::Parameter*> block_parameters(std::int64_t i) const;
   std::vector<nn::Parameter*> head_parameters() const;
+  // The token embedding this stage holds (the input embedding, or on the last
+  // stage of a tied model its copy used as the LM head); null when none.
+  nn::Parameter* token_embedding() const noexcept { return wte_ ? &wte_->weight() : nullptr; }
 
  private:
   Variable embed_impl(const Tensor& ids, const ForwardContext& ctx) const;

@@ -9,6 +9,17 @@ namespace trident::nn {
 
 namespace ag = trident::autograd;
 
+std::int64_t TransformerSpec::num_parameters() const {
+  const std::int64_t D = d_model, F = d_ff, q = n_head * head_dim(), kv = n_kv_head * head_dim();
+  const std::int64_t head = tie_embeddings ? 0 : vocab_size * D;
+  if (arch == Arch::gpt2) {
+    const std::int64_t layer = 2 * D + (D * 3 * D + 3 * D) + (D * D + D) + 2 * D + (D * F + F) + (F * D + D);
+    return vocab_size * D + max_seq_len * D + n_layer * layer + 2 * D + head;
+  }
+  const std::int64_t layer = D + D * q + 2 * D * kv + q * D + D + 3 * D * F;
+  return vocab_size * D + n_layer * layer + D + head;
+}
+
 void TransformerSpec::validate() const {
   TRIDENT_CHECK(n_layer > 0 && n_head > 0 && d_model > 0 && vocab_size > 0 && max_seq_len > 0,
                 "model: n_layer, n_head, d_model, vocab_size and max_seq_len must be positive (got {}, {}, {}, {}, {})",

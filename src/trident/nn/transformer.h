@@ -40,6 +40,8 @@ struct TransformerSpec {
   double init_std = 0.02;
 
   std::int64_t head_dim() const { return d_model / n_head; }
+  // Parameters of the whole (unsharded) model, counted from the sizes alone.
+  std::int64_t num_parameters() const;
   // Throws with a clear message when the sizes are inconsistent.
   void validate() const;
   // Throws unless heads, key/value heads and d_ff divide over `tp` ranks.

@@ -17,12 +17,19 @@ struct ParallelState {
   std::shared_ptr<dist::Communicator> world;  // the self communicator for a single process
   std::shared_ptr<dist::Communicator> dp;
   std::shared_ptr<dist::Communicator> tp;     // the tensor-parallel group (one rank without TP)
+  std::shared_ptr<dist::Communicator> pp;     // the pipeline group: this rank's pipeline, ranks by stage
+  // First and last stage of this rank's pipeline (Megatron's embedding group),
+  // where tied input/output embeddings live; one rank on middle stages.
+  std::shared_ptr<dist::Communicator> embedding;
   std::unique_ptr<dist::Mesh> mesh;
   int rank = 0;
   int dp_rank = 0;
   int dp_size = 1;
   int tp_rank = 0;
   int tp_size = 1;
+  int pp_rank = 0;
+  int pp_size = 1;
+  int chunks = 1;  // model chunks per rank (dist.virtual_pipeline_size)
   bool sequence_parallel = false;
   int zero_stage = 0;
   std::unique_ptr<optim::Optimizer> optimizer;      // stage 0 (replicated update)
@@ -30,6 +37,10 @@ struct ParallelState {
   std::unique_ptr<parallel::ZeroOptimizer> zero;    // stages 1–3
 
   bool is_root() const noexcept { return rank == 0; }
+  bool pipelined() const noexcept { return pp_size > 1; }
+  // This rank feeds the pipeline its micro-batches (first stage) or computes the loss (last stage).
+  bool first_stage() const noexcept { return pp_rank == 0; }
+  bool last_stage() const noexcept { return pp_rank == pp_size - 1; }
   // The model's view of the tensor-parallel group.
   nn::TensorParallel tensor_parallel() const {
     return tp_size > 1 ? nn::TensorParallel{tp, sequence_parallel} : nn::TensorParallel{};

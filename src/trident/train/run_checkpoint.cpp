@@ -13,8 +13,8 @@ namespace {
 
 std::string shard_file(int rank) { return fmt::format("shard-{:05d}.safetensors", rank); }
 
-const nn::Parameter& parameter_named(const models::CausalLM& model, const std::string& name) {
-  for (const nn::Parameter* q : model.parameters())
+const nn::Parameter& parameter_named(const std::vector<nn::Parameter*>& params, const std::string& name) {
+  for (const nn::Parameter* q : params)
     if (q->name == name) return *q;
   TRIDENT_FAIL("checkpoint: state for '{}' belongs to no parameter of the model", name);
 }
@@ -53,35 +53,36 @@ std::int64_t local_rows(const nn::Parameter& p) { return p.local_shape().rank() 
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& root, const models::CausalLM& model, const ParallelState& par,
-                            const RunState& state, const Config& config, const std::string& tokenizer_path) {
+std::string save_checkpoint(const std::string& root, const std::vector<nn::Parameter*>& params,
+                            const models::TransformerSpec& spec, const ParallelState& par, const RunState& state,
+                            const Config& config, const std::string& tokenizer_path) {
   const std::string final_dir = (fs::path(root) / fmt::format("step_{:08d}", state.step)).string();
   const std::string tmp = final_dir + ".tmp";
   if (par.is_root()) checkpoint::begin_checkpoint(final_dir);
   par.world->barrier();
 
-  // Replicated parameters (and their state) are written by tensor-parallel rank 0 only.
-  auto writes = [&](const nn::Parameter& p) { return p.tensor_parallel || par.tp_rank == 0; };
+  // Replicated parameters (and their state) are written by tensor-parallel rank 0 only; tied copies never.
+  auto writes = [&](const nn::Parameter& p) { return !p.tied_copy && (p.tensor_parallel || par.tp_rank == 0); };
   std::vector<checkpoint::TensorPiece> pieces;
   if (par.zero_stage < 3 && par.dp_rank == 0) {
-    for (const nn::Parameter* p : model.parameters())
+    for (const nn::Parameter* p : params)
       if (writes(*p)) add_pieces(pieces, "model/" + p->name, *p, p->var.data());
   }
   if (par.zero) {
     for (const auto& [key, shard] : par.zero->owned_state()) {
-      const nn::Parameter& p = parameter_named(model, key.substr(key.find('/') + 1));
+      const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
       if (writes(p)) add_pieces(pieces, key, p, shard.data, shard.row_offset);
     }
   } else if (par.dp_rank == 0) {
     for (const auto& [key, tensor] : par.optimizer->state()) {
-      const nn::Parameter& p = parameter_named(model, key.substr(key.find('/') + 1));
+      const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
       if (writes(p)) add_pieces(pieces, key, p, tensor);
     }
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
   if (par.is_root()) {
     std::ofstream(fs::path(tmp) / "config.toml") << to_toml(config);
-    std::ofstream(fs::path(tmp) / "config.json") << models::hf_config_json(model.spec());
+    std::ofstream(fs::path(tmp) / "config.json") << models::hf_config_json(spec);
     fs::copy_file(tokenizer_path, fs::path(tmp) / "tokenizer.json", fs::copy_options::overwrite_existing);
   }
   par.world->barrier();
@@ -97,7 +98,9 @@ std::string save_checkpoint(const std::string& root, const models::CausalLM& mod
                             {{"world_size", par.world->size()},
                              {"dp", par.dp_size},
                              {"tp", par.tp_size},
-                             {"pp", 1},
+                             {"pp", par.pp_size},
+                             {"virtual_pipeline_size", par.chunks},
+                             {"pipeline_schedule", config.dist.pipeline_schedule},
                              {"sequence_parallel", par.sequence_parallel},
                              {"zero_stage", par.zero_stage}}},
                            {"config", to_toml(config)}};
@@ -108,17 +111,17 @@ std::string save_checkpoint(const std::string& root, const models::CausalLM& mod
   return final_dir;
 }
 
-void load_model(const checkpoint::CheckpointReader& reader, models::CausalLM& model) {
-  for (nn::Parameter* p : model.parameters()) {
+void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params) {
+  for (nn::Parameter* p : params) {
     p->var.data().copy_from(read_local(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
   }
 }
 
-RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader, const models::CausalLM& model,
-                                  ParallelState& par) {
+RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
+                                  const std::vector<nn::Parameter*>& params, ParallelState& par) {
   const auto& meta = reader.meta();
   auto param_of = [&](const std::string& key) -> const nn::Parameter& {
-    return parameter_named(model, key.substr(key.find('/') + 1));
+    return parameter_named(params, key.substr(key.find('/') + 1));
   };
   if (par.zero) {
     par.zero->load_state([&](const std::string& key, std::int64_t row_begin, std::int64_t rows) {

@@ -10,6 +10,9 @@
 //   under ZeRO each rank its rows of the moments (and under ZeRO-3 of the
 //     parameters), mapped through the same ShardSpec;
 // then rank 0 commits meta.json and the `latest` pointer after a barrier.
+// Under pipeline parallelism each stage writes its own layers; the last
+// stage's copy of tied embeddings (Parameter::tied_copy) is never written —
+// it equals the first stage's, which is read back into both.
 // Reading assembles each rank's local tensors from whatever pieces exist, so
 // the layout that reads need not be the one that wrote.
 #pragma once
@@ -29,12 +32,14 @@ struct RunState {
   double loss_scale = 0;
 };
 
-std::string save_checkpoint(const std::string& root, const models::CausalLM& model, const ParallelState& par,
-                            const RunState& state, const Config& config, const std::string& tokenizer_path);
+// `params`: every parameter this rank holds (all its model chunks).
+std::string save_checkpoint(const std::string& root, const std::vector<nn::Parameter*>& params,
+                            const models::TransformerSpec& spec, const ParallelState& par, const RunState& state,
+                            const Config& config, const std::string& tokenizer_path);
 
 // Model weights (before ZeRO shards them), then the optimiser state and the run state.
-void load_model(const checkpoint::CheckpointReader& reader, models::CausalLM& model);
-RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader, const models::CausalLM& model,
-                                  ParallelState& par);
+void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params);
+RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
+                                  const std::vector<nn::Parameter*>& params, ParallelState& par);
 
 }  // namespace trident::train::detail

@@ -9,6 +9,7 @@
 #include "trident/data/split.h"
 #include "trident/models/hf.h"
 #include "trident/optim/schedule.h"
+#include "trident/parallel/pipeline/schedule.h"
 #include "trident/train/trainer.h"
 
 namespace trident::train {
@@ -131,6 +132,44 @@ DataSources open_data(const Config& c, std::int64_t train_samples) {
 
 }  // namespace detail
 
+namespace {
+
+// The pipeline keys, once the data-parallel size is known (micro-batches per step).
+void validate_pipeline(const Config& c, int dp) {
+  const std::int64_t pp = c.dist.pipeline_parallel_size, v = c.dist.virtual_pipeline_size;
+  const auto schedule = parallel::pipeline::parse_schedule(c.dist.pipeline_schedule);
+  TRIDENT_CHECK(v >= 1, "dist.virtual_pipeline_size must be at least 1, got {}", v);
+  if (pp == 1) {
+    TRIDENT_CHECK(v == 1, "dist.virtual_pipeline_size={} splits each pipeline rank's layers into chunks; it needs "
+                  "dist.pipeline_parallel_size of at least 2", v);
+    TRIDENT_CHECK(c.dist.pipeline_num_layers.empty(),
+                  "dist.pipeline_num_layers is set but dist.pipeline_parallel_size=1 (there is one stage)");
+    return;
+  }
+  // DeepSpeed and Megatron make the same choice: under a pipeline schedule the
+  // micro-batches' backwards interleave with forwards, so ZeRO-2 would
+  // reduce-scatter every gradient once per micro-batch (m times the traffic of
+  // one reduction at the end) and ZeRO-3 would re-gather every stage's weights
+  // for each forward and backward of each micro-batch.
+  TRIDENT_CHECK(c.dist.zero_stage <= 1,
+                "dist.zero_stage={} with dist.pipeline_parallel_size={}: ZeRO-2/3 partition gradients (and ZeRO-3 "
+                "weights) per micro-batch, which a pipeline schedule would repeat for every one of its micro-batches; "
+                "use dist.zero_stage=1 (optimizer state partitioned, gradients reduced once per step) or 0",
+                c.dist.zero_stage, pp);
+  TRIDENT_CHECK(c.dist.pipeline_num_layers.empty() || static_cast<std::int64_t>(c.dist.pipeline_num_layers.size()) == pp * v,
+                "dist.pipeline_num_layers has {} entries but there are {} {} (one count per {})",
+                c.dist.pipeline_num_layers.size(), pp * v,
+                v > 1 ? "virtual pipeline stages (pipeline_parallel_size × virtual_pipeline_size)" : "pipeline stages",
+                v > 1 ? "model chunk, in virtual-stage order" : "stage");
+  const std::int64_t global = c.train.global_batch_size > 0 ? c.train.global_batch_size : c.train.micro_batch_size * dp;
+  parallel::pipeline::validate(schedule, parallel::pipeline::ScheduleOptions{
+                                             static_cast<int>(pp),
+                                             static_cast<int>(global / (c.train.micro_batch_size * dp)),
+                                             static_cast<int>(v)});
+}
+
+}  // namespace
+
 void validate_config(const Config& c, int world_size) {
   (void)detail::compute_dtype(c.train.precision);
   TRIDENT_CHECK(c.train.seq_len > 0, "train.seq_len must be positive, got {}", c.train.seq_len);
@@ -141,9 +180,6 @@ void validate_config(const Config& c, int world_size) {
   const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
   TRIDENT_CHECK(tp >= 1 && pp >= 1, "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
                 "and {})", tp, pp);
-  TRIDENT_CHECK(pp == 1,
-                "dist.pipeline_parallel_size={}: pipeline parallelism is not in this build yet (data, tensor and "
-                "sequence parallelism and ZeRO are)", pp);
   TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || c.train.seq_len % tp == 0,
                 "dist.sequence_parallel splits the sequence over the tensor-parallel ranks: train.seq_len={} must be a "
                 "multiple of dist.tensor_parallel_size={}", c.train.seq_len, tp);
@@ -167,6 +203,7 @@ void validate_config(const Config& c, int world_size) {
                   "= {}",
                   c.train.global_batch_size, c.train.micro_batch_size, dp, per_step);
   }
+  validate_pipeline(c, static_cast<int>(dp));
   TRIDENT_CHECK(c.optim.name == "adamw" || c.optim.name == "sgd", "optim.name must be adamw or sgd, got '{}'",
                 c.optim.name);
   TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());

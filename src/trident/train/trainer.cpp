@@ -19,6 +19,7 @@
 #include "trident/optim/loss_scaler.h"
 #include "trident/optim/schedule.h"
 #include "trident/train/metrics.h"
+#include "trident/train/model_runner.h"
 #include "trident/train/run_checkpoint.h"
 #include "trident/train/setup.h"
 
@@ -77,41 +78,39 @@ ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communic
   par.tp = par.world->split(par.mesh->groups(dist::GroupKind::tp), "tp");
   par.tp_rank = par.tp->rank();
   par.tp_size = par.tp->size();
+  par.pp = par.world->split(par.mesh->groups(dist::GroupKind::pp), "pp");
+  par.pp_rank = par.pp->rank();
+  par.pp_size = par.pp->size();
+  par.chunks = static_cast<int>(config.dist.virtual_pipeline_size);
+  // Megatron's embedding groups (first and last stage of each pipeline); a middle stage is a group of its own.
+  std::vector<std::vector<int>> embedding = par.mesh->groups(dist::GroupKind::embedding);
+  for (int r = 0; r < par.world->size(); ++r) {
+    const auto covered = [r](const std::vector<int>& g) { return std::find(g.begin(), g.end(), r) != g.end(); };
+    if (std::none_of(embedding.begin(), embedding.end(), covered)) embedding.push_back({r});
+  }
+  par.embedding = par.world->split(embedding, "embedding");
   par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
   return par;
 }
 
-void make_optimizer(ParallelState& par, const Config& config, models::CausalLM& model) {
+void make_optimizer(ParallelState& par, const Config& config, const std::vector<nn::Parameter*>& params) {
   const optim::AdamWOptions adamw{config.optim.betas[0], config.optim.betas[1], config.optim.eps,
                                   config.optim.weight_decay};
   if (par.zero_stage > 0) {
-    par.zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, model.parameters(), par.dp, adamw);
+    par.zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, params, par.dp, adamw);
     return;
   }
   if (config.optim.name == "adamw") {
-    par.optimizer = std::make_unique<optim::AdamW>(model.parameters(), adamw);
+    par.optimizer = std::make_unique<optim::AdamW>(params, adamw);
   } else {
     par.optimizer = std::make_unique<optim::SGD>(
-        model.parameters(), optim::SGDOptions{config.optim.momentum, config.optim.weight_decay, false});
+        params, optim::SGDOptions{config.optim.momentum, config.optim.weight_decay, false});
   }
   (void)par.optimizer->state();  // allocate the moments now (a resume fills them)
   if (par.dp_size > 1) {
-    par.grad_sync = std::make_unique<parallel::GradSync>(model.parameters(), par.dp, parallel::GradSyncOptions{});
+    par.grad_sync = std::make_unique<parallel::GradSync>(params, par.dp, parallel::GradSyncOptions{});
   }
-}
-
-// The squared norm of the whole model's gradient: tensor-parallel shards are
-// summed over the TP group, replicated parameters counted once.
-double grad_sum_of_squares(ParallelState& par, const std::vector<nn::Parameter*>& params) {
-  auto part = [&](bool sharded) {
-    std::vector<nn::Parameter*> subset;
-    for (nn::Parameter* p : params)
-      if (p->tensor_parallel == sharded) subset.push_back(p);
-    return par.zero ? par.zero->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
-  };
-  if (par.tp_size == 1) return part(false);
-  return par.tp->all_reduce_scalar(part(true), dist::ReduceOp::sum) + part(false);
 }
 
 std::string resume_directory(const Config& config, const TrainOptions& options, const std::string& ckpt_root) {
@@ -129,7 +128,7 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
 void request_stop() noexcept { g_stop.store(true); }
 
 void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
-  load_model(checkpoint::CheckpointReader(dir), model);
+  load_model(checkpoint::CheckpointReader(dir), model.parameters());
 }
 
 TrainSummary train(const TrainOptions& options) {
@@ -162,26 +161,32 @@ TrainSummary train(const TrainOptions& options) {
                 "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
                 data.tokenizer.vocab_size());
 
-  models::CausalLM model(spec, par.tensor_parallel());
-  model.initialize(static_cast<std::uint64_t>(config.train.seed));
+  const DType cdt = compute_dtype(config.train.precision);
+  ModelRunner runner(spec, par,
+                     ModelRunner::Options{config.dist.pipeline_num_layers,
+                                          parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), mb, T,
+                                          cdt});
+  for (const auto& chunk : runner.chunks()) {
+    chunk->initialize(static_cast<std::uint64_t>(config.train.seed));
+    if (!config.model.from_pretrained.empty()) models::load_hf_weights(*chunk, config.model.from_pretrained);
+    chunk->set_activation_checkpointing(config.train.activation_checkpointing);
+  }
   if (!config.model.from_pretrained.empty()) {
-    models::load_hf_weights(model, config.model.from_pretrained);
     log.message(fmt::format("loaded pretrained weights from {}", config.model.from_pretrained));
   }
-  model.set_activation_checkpointing(config.train.activation_checkpointing);
+  const auto& params = runner.parameters();
   const std::string resume_from = resume_directory(config, options, ckpt_root);
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!resume_from.empty()) {
     reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
-    load_model(*reader, model);  // before ZeRO-3 keeps only its shards
+    load_model(*reader, params);  // before ZeRO-3 keeps only its shards
   }
-  make_optimizer(par, config, model);
-  const DType cdt = compute_dtype(config.train.precision);
+  make_optimizer(par, config, params);
   const bool fp16 = cdt == DType::f16;
   optim::DynamicLossScaler scaler(config.optim.initial_loss_scale);
   RunState state;
   if (reader) {
-    state = load_optimizer_and_state(*reader, model, par);
+    state = load_optimizer_and_state(*reader, params, par);
     if (fp16 && state.loss_scale > 0) scaler.set_scale(state.loss_scale);
     log.message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, state.step,
                             state.consumed_samples));
@@ -194,10 +199,14 @@ TrainSummary train(const TrainOptions& options) {
           : kernels::cpu::measure_matmul_peak_gflops(cdt == DType::bf16 ? DType::bf16 : DType::f32);
   log.message(fmt::format(
       "trident: {} {} ({:.2f}M parameters), {} precision, {}, {} threads/rank, global batch {} × {} tokens "
-      "(micro-batch {} × {} accumulation × {} data-parallel), ZeRO stage {}, matmul peak {:.0f} GFLOP/s",
+      "(micro-batch {} × {} {} × {} data-parallel), ZeRO stage {}, matmul peak {:.0f} GFLOP/s",
       config.model.preset.empty() ? config.model.arch : config.model.preset,
-      spec.arch == nn::Arch::gpt2 ? "GPT-2" : "LLaMA", static_cast<double>(model.num_parameters()) / 1e6,
-      config.train.precision, par.mesh->describe(), num_threads(), global_batch, T, mb, accum, dp, par.zero_stage,
+      spec.arch == nn::Arch::gpt2 ? "GPT-2" : "LLaMA", static_cast<double>(spec.num_parameters()) / 1e6,
+      config.train.precision, par.mesh->describe(), num_threads(), global_batch, T, mb, accum,
+      par.pipelined() ? fmt::format("micro-batches through the {} pipeline schedule{}", config.dist.pipeline_schedule,
+                                    par.chunks > 1 ? fmt::format(" ({} chunks per rank)", par.chunks) : "")
+                      : std::string("accumulation"),
+      dp, par.zero_stage,
       peak_gflops));
 
   data::LoaderOptions lo;
@@ -207,7 +216,8 @@ TrainSummary train(const TrainOptions& options) {
   lo.consumed_samples = state.consumed_samples;
   lo.seed = static_cast<std::uint64_t>(config.train.seed);
   lo.prefetch = static_cast<int>(config.data.prefetch);
-  data::DataLoader loader(data.train, lo);
+  // Middle pipeline stages need no data (they receive hidden states).
+  auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
 
   const optim::ScheduleOptions sched{config.optim.lr, config.schedule.min_lr, config.schedule.warmup_steps,
                                      config.schedule.decay_steps > 0 ? config.schedule.decay_steps : config.train.steps,
@@ -218,18 +228,15 @@ TrainSummary train(const TrainOptions& options) {
     data::LoaderOptions vo = lo;
     vo.consumed_samples = 0;
     vo.prefetch = 0;
-    data::DataLoader vloader(data.valid, vo);
-    autograd::NoGradGuard no_grad;
-    double total = 0;
-    const std::int64_t n = std::max<std::int64_t>(config.train.eval_steps, 1);
-    for (std::int64_t i = 0; i < n; ++i) {
-      data::Batch b = vloader.next();
-      nn::ForwardContext ctx;
-      ctx.compute_dtype = cdt;
-      ctx.gatherer = gatherer;
-      total += model.loss(b.tokens, b.labels, ctx).data().item();
-    }
-    const double v = par.dp->all_reduce_scalar(total / static_cast<double>(n), dist::ReduceOp::avg);
+    auto vloader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.valid, vo) : nullptr;
+    const double v = runner.evaluate(
+        std::max<std::int64_t>(config.train.eval_steps, 1), [&] { return vloader->next(); },
+        [&](std::int64_t) {
+          nn::ForwardContext ctx;
+          ctx.compute_dtype = cdt;
+          ctx.gatherer = gatherer;
+          return ctx;
+        });
     log.log_eval(step, v);
     return v;
   };
@@ -243,8 +250,7 @@ TrainSummary train(const TrainOptions& options) {
   const auto run_start = std::chrono::steady_clock::now();
   const std::int64_t first_step = state.step;
   const double tokens_per_step = static_cast<double>(global_batch * T);
-  const double flops_per_token = model.flops_per_token(T);
-  const auto params = model.parameters();
+  const double flops_per_token = runner.chunks().front()->flops_per_token(T);
   reset_peak_memory(Device::cpu());
 
   while (state.step < config.train.steps) {
@@ -259,29 +265,21 @@ TrainSummary train(const TrainOptions& options) {
       par.optimizer->zero_grad();
     }
     const double loss_scale = fp16 ? scaler.scale() : 1.0;
-    double local_loss = 0;
-    for (std::int64_t m = 0; m < accum; ++m) {
-      const bool last = m + 1 == accum;
-      data::Batch b = loader.next();
-      nn::ForwardContext ctx;
-      ctx.training = true;
-      ctx.seed = static_cast<std::uint64_t>(config.train.seed);
-      ctx.step = step;
-      ctx.global_batch = global_batch;
-      ctx.batch_offset = m * mb * dp + par.dp_rank * mb;
-      ctx.compute_dtype = cdt;
-      ctx.gatherer = gatherer;
-      if (par.grad_sync) par.grad_sync->begin_micro_batch(last);
-      Variable loss = model.loss(b.tokens, b.labels, ctx, tokens_per_step);
-      local_loss += loss.data().item();
-      if (loss_scale != 1.0) loss = autograd::scale(loss, loss_scale);
-      loss.backward();
-      if (par.zero) par.zero->reduce_gradients(last);
-    }
-    if (par.grad_sync) par.grad_sync->finish();
-    // Each rank's loss is its share of the global-batch mean.
-    const double step_loss = par.dp->all_reduce_scalar(local_loss, dist::ReduceOp::sum);
-    const double sumsq = grad_sum_of_squares(par, params);
+    const double step_loss = runner.train_step(
+        accum, [&] { return loader->next(); },
+        [&](std::int64_t m) {
+          nn::ForwardContext ctx;
+          ctx.training = true;
+          ctx.seed = static_cast<std::uint64_t>(config.train.seed);
+          ctx.step = step;
+          ctx.global_batch = global_batch;
+          ctx.batch_offset = m * mb * dp + par.dp_rank * mb;
+          ctx.compute_dtype = cdt;
+          ctx.gatherer = gatherer;
+          return ctx;
+        },
+        tokens_per_step, loss_scale);
+    const double sumsq = runner.grad_sum_of_squares();
     const bool overflow = !std::isfinite(sumsq);
     const double grad_norm = std::sqrt(sumsq) / loss_scale;
     bool skipped = false;
@@ -297,7 +295,7 @@ TrainSummary train(const TrainOptions& options) {
       }
     }
     state.step = step;
-    state.consumed_samples = loader.consumed_samples();
+    state.consumed_samples += global_batch;
     state.loss_scale = fp16 ? scaler.scale() : 0;
     summary.losses.push_back(step_loss);
     if (step == first_step + 1) summary.memory_after_first_step = memory_stats(Device::cpu());
@@ -326,7 +324,7 @@ TrainSummary train(const TrainOptions& options) {
     const bool stop = par.world->all_reduce_scalar(g_stop.load() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
     const bool at_interval = config.checkpoint.interval > 0 && step % config.checkpoint.interval == 0;
     if (stop || at_interval || step == config.train.steps) {
-      summary.last_checkpoint = save_checkpoint(ckpt_root, model, par, state, config, config.data.tokenizer);
+      summary.last_checkpoint = save_checkpoint(ckpt_root, params, spec, par, state, config, config.data.tokenizer);
       log.message(fmt::format("saved checkpoint {}", summary.last_checkpoint));
     }
     if (stop) {

@@ -103,6 +103,8 @@ class ListBuilder {
     if (k > 0) list_.push_back({Op::send_backward, mb, chunk});
   }
 
+  std::vector<Instruction> take() { return std::move(list_); }
+
   std::vector<Instruction> finish() {
     list_.push_back({Op::reduce, -1, 0});
     list_.push_back({Op::step, -1, 0});
@@ -165,6 +167,17 @@ std::vector<Instruction> build(Schedule s, const ScheduleOptions& o, int rank) {
     }
   }
   return b.finish();
+}
+
+std::vector<Instruction> build_forward_only(const ScheduleOptions& o, int rank) {
+  TRIDENT_CHECK(o.stages >= 1 && o.chunks >= 1 && o.micro_batches >= 1,
+                "pipeline: forward-only list needs p, m, v >= 1 (got {}, {}, {})", o.stages, o.micro_batches, o.chunks);
+  TRIDENT_CHECK(rank >= 0 && rank < o.stages, "pipeline rank {} is outside 0..{} (dist.pipeline_parallel_size = {})",
+                rank, o.stages - 1, o.stages);
+  ListBuilder b(o, rank);
+  for (int mb = 0; mb < o.micro_batches; ++mb)
+    for (int c = 0; c < o.chunks; ++c) b.forward(mb, c);
+  return b.take();
 }
 
 }  // namespace trident::parallel::pipeline

@@ -80,4 +80,11 @@ void validate(Schedule s, const ScheduleOptions& o);
 // Validates the options first.
 std::vector<Instruction> build(Schedule s, const ScheduleOptions& o, int rank);
 
+// Forward only (evaluation): every (mb, chunk) of this rank in (micro-batch,
+// chunk) order with its load and transfers — no backward, reduce or step. Any
+// schedule's chunking gives the same list, and it cannot deadlock: each
+// forward waits only on forwards earlier in that order. No divisibility rule
+// applies to m.
+std::vector<Instruction> build_forward_only(const ScheduleOptions& o, int rank);
+
 }  // namespace trident::parallel::pipeline

@@ -1,0 +1,142 @@
+#include "trident/train/model_runner.h"
+
+#include <map>
+
+#include "trident/autograd/autograd.h"
+
+namespace trident::train::detail {
+
+namespace pl = trident::parallel::pipeline;
+using autograd::Variable;
+
+ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par, Options options)
+    : par_(par), spec_(spec), options_(std::move(options)) {
+  const nn::TensorParallel tp = par.tensor_parallel();
+  if (!par.pipelined()) {
+    chunks_.push_back(std::make_unique<models::CausalLM>(spec, tp));
+  } else {
+    const int p = par.pp_size, v = par.chunks;
+    const auto ranges = models::partition_layers(spec.n_layer, p * v, options_.stage_layers);
+    for (int c = 0; c < v; ++c) {
+      chunks_.push_back(std::make_unique<models::CausalLM>(spec, tp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
+    }
+    executor_ = std::make_unique<pl::Executor>(par.pp, v);
+    const std::int64_t t = par.sequence_parallel ? par.tp_size : 1;
+    boundary_ = pl::Boundary{Shape{options_.micro_batch_size, options_.seq_len / t, spec.d_model},
+                             options_.compute_dtype};
+  }
+  for (const auto& chunk : chunks_) {
+    for (nn::Parameter* q : chunk->parameters()) params_.push_back(q);
+  }
+}
+
+double ModelRunner::train_step(std::int64_t micro_batches, const NextBatch& next, const ContextOf& context,
+                               double normalizer, double loss_scale) {
+  if (par_.pipelined()) {
+    const auto list = pl::build(options_.schedule,
+                                pl::ScheduleOptions{par_.pp_size, static_cast<int>(micro_batches), par_.chunks},
+                                par_.pp_rank);
+    return pipeline_pass(list, micro_batches, next, context, normalizer, loss_scale);
+  }
+  const models::CausalLM& model = *chunks_.front();
+  double local = 0;
+  for (std::int64_t m = 0; m < micro_batches; ++m) {
+    const bool last = m + 1 == micro_batches;
+    data::Batch b = next();
+    if (par_.grad_sync) par_.grad_sync->begin_micro_batch(last);
+    Variable loss = model.loss(b.tokens, b.labels, context(m), normalizer);
+    local += loss.data().item();
+    if (loss_scale != 1.0) loss = autograd::scale(loss, loss_scale);
+    loss.backward();
+    if (par_.zero) par_.zero->reduce_gradients(last);
+  }
+  if (par_.grad_sync) par_.grad_sync->finish();
+  // Each rank's loss is its share of the global-batch mean.
+  return par_.dp->all_reduce_scalar(local, dist::ReduceOp::sum);
+}
+
+double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std::int64_t micro_batches,
+                                  const NextBatch& next, const ContextOf& context, double normalizer,
+                                  double loss_scale) {
+  std::map<int, data::Batch> batches;
+  double local = 0;  // the losses computed here (last stage)
+  pl::StepCallbacks cb;
+  cb.load = [&](int mb) { batches[mb] = next(); };
+  cb.forward = [&](int mb, int chunk, const Variable& input) -> Variable {
+    const models::CausalLM& model = *chunks_[static_cast<std::size_t>(chunk)];
+    const nn::ForwardContext ctx = context(mb);
+    const auto batch = batches.find(mb);
+    const bool needs_batch = model.stage().embed || model.stage().head;
+    TRIDENT_CHECK(!needs_batch || batch != batches.end(), "pipeline: micro-batch {} was not loaded", mb);
+    Variable h = model.stage_forward(model.stage().embed ? batch->second.tokens : Tensor(), input, ctx);
+    if (!model.stage().head) return h;
+    Variable loss = model.logits_loss(model.head_local(h, ctx), batch->second.labels, normalizer);
+    local += loss.data().item();
+    return loss_scale != 1.0 ? autograd::scale(loss, loss_scale) : loss;
+  };
+  const bool training = autograd::grad_enabled();
+  if (training) {
+    cb.before_backward = [&](int mb, int) {
+      // One chunk: the step's last backward is micro-batch m − 1's, so DP can overlap it.
+      if (par_.grad_sync) par_.grad_sync->begin_micro_batch(par_.chunks == 1 && mb + 1 == micro_batches);
+    };
+    cb.reduce = [&] { reduce_gradients(); };
+  }
+  executor_->run(list, boundary_, cb);
+  const double mine = par_.last_stage() && par_.tp_rank == 0 ? local : 0.0;
+  return par_.world->all_reduce_scalar(mine, dist::ReduceOp::sum);
+}
+
+void ModelRunner::reduce_gradients() {
+  if (par_.grad_sync) {
+    if (par_.chunks > 1) par_.grad_sync->begin_micro_batch(true);  // launch every bucket now
+    par_.grad_sync->finish();
+    all_reduce_tied_embeddings();  // after DP: the buckets may still have been in flight
+  } else {
+    all_reduce_tied_embeddings();
+    if (par_.zero) par_.zero->reduce_gradients(true);
+  }
+}
+
+void ModelRunner::all_reduce_tied_embeddings() {
+  if (!spec_.tie_embeddings || par_.embedding->size() == 1) return;
+  for (const auto& chunk : chunks_) {
+    nn::Parameter* wte = chunk->token_embedding();
+    if (!wte) continue;
+    Tensor g = wte->var.grad();
+    TRIDENT_CHECK(g.defined(), "pipeline: the token embedding '{}' has no gradient to share with the {} stage",
+                  wte->name, chunk->stage().embed ? "last" : "first");
+    // Two ranks: each gets a + b in the same rounding, so both copies stay equal.
+    par_.embedding->all_reduce_sync(g);
+  }
+}
+
+double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const ContextOf& context) {
+  autograd::NoGradGuard no_grad;
+  if (par_.pipelined()) {
+    const auto list =
+        pl::build_forward_only(pl::ScheduleOptions{par_.pp_size, static_cast<int>(batches), par_.chunks}, par_.pp_rank);
+    const double total = pipeline_pass(list, batches, next, context, 0, 1.0);
+    return total / static_cast<double>(batches) / par_.dp_size;
+  }
+  double total = 0;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    data::Batch b = next();
+    total += chunks_.front()->loss(b.tokens, b.labels, context(i)).data().item();
+  }
+  return par_.dp->all_reduce_scalar(total / static_cast<double>(batches), dist::ReduceOp::avg);
+}
+
+double ModelRunner::grad_sum_of_squares() {
+  auto part = [&](bool sharded) {
+    std::vector<nn::Parameter*> subset;
+    for (nn::Parameter* p : params_)
+      if (!p->tied_copy && p->tensor_parallel == sharded) subset.push_back(p);
+    return par_.zero ? par_.zero->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
+  };
+  double s = par_.tp_size == 1 ? part(false) : par_.tp->all_reduce_scalar(part(true), dist::ReduceOp::sum) + part(false);
+  if (par_.pipelined()) s = par_.pp->all_reduce_scalar(s, dist::ReduceOp::sum);
+  return s;
+}
+
+}  // namespace trident::train::detail
