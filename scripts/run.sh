@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds trident, prepares the built-in
-# corpus (the King James Bible), trains a small GPT on it with a live progress
-# display and falling validation loss, saves a checkpoint, and samples text.
+# corpus (the King James Bible), trains a small GPT on it on 4 ranks (tensor ×
+# pipeline parallel) with a live progress display and falling validation loss,
+# saves a checkpoint, and samples text.
 #
 #   ./scripts/run.sh                       everything, on a fresh Debian 12 machine
 #   RUN_DIR=runs/other ./scripts/run.sh    put the run elsewhere
@@ -26,9 +27,9 @@ quiet build/logs/build-trident.log ninja -C build -j "$jobs" trident
 echo "==> [3/5] built-in corpus"
 ./scripts/prepare_corpus.sh
 
-echo "==> [4/5] training (configs/kjv_gpt_small.toml; Ctrl-C saves a checkpoint, --resume continues)"
+echo "==> [4/5] training on 4 ranks, tp=2 × pp=2 (configs/kjv_gpt_small.toml; Ctrl-C saves a checkpoint, --resume continues)"
 rm -rf "$run_dir"
-./build/bin/trident train configs/kjv_gpt_small.toml --run-dir "$run_dir" "$@"
+./build/bin/trident launch -n 4 -- ./build/bin/trident train configs/kjv_gpt_small.toml --run-dir "$run_dir" "$@"
 
 echo "==> [5/5] sampling from the checkpoint"
 ./build/bin/trident generate --checkpoint "$run_dir" --prompt "And God said unto Moses," \

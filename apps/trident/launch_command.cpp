@@ -3,7 +3,8 @@
 // A convenience wrapper over Open MPI's mpirun: adds --oversubscribe when N
 // exceeds the cores (CPU ranks share cores; each rank then uses
 // cores / ranks threads), --allow-run-as-root when run as root, lets idle ranks
-// yield the CPU, and runs COMMAND (usually `trident train ...`) on N ranks.
+// yield the CPU, tells the ranks whether the user's stdout is a terminal
+// (so rank 0 shows its live progress line through mpirun), and runs COMMAND (usually `trident train ...`) on N ranks.
 // `trident launch -n 4 -- trident train cfg.toml` is `mpirun -np 4 ... trident train cfg.toml`.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -41,6 +42,8 @@ void launch(const LaunchOptions& o) {
     args.push_back(o.hostfile);
   }
   if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  // Ranks write to mpirun's pipes: tell them when the user watches a terminal (live progress line).
+  if (::isatty(STDOUT_FILENO)) args.insert(args.end(), {"-x", "TRIDENT_STDOUT_IS_TTY=1"});
   // The trident binary itself when the command starts with "trident".
   std::vector<std::string> command = o.command;
   if (command.front() == "trident") {

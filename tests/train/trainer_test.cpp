@@ -157,5 +157,54 @@ TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {
   }
 }
 
+// Pipeline misconfigurations are caught by validate_config, before a process
+// group or a model exists; each message names the keys and values involved.
+TEST_F(Trainer, PipelineMisconfigurationsAreClearErrors) {
+  auto error_of = [&](int world, std::vector<std::string> extra) -> std::string {
+    extra.insert(extra.begin(), "train.micro_batch_size=2");
+    try {
+      validate_config(load_config("", options("pp", std::move(extra)).overrides), world);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return "";
+  };
+  auto expect = [&](int world, std::vector<std::string> extra, const std::string& want) {
+    const std::string got = error_of(world, extra);
+    EXPECT_NE(got.find(want), std::string::npos) << "expected '" << want << "', got '" << got << "'";
+  };
+  const std::string pp2 = "dist.pipeline_parallel_size=2";
+  expect(2, {pp2, "model.n_layer=3"},
+         "3 layers do not divide evenly over 2 pipeline stages; give the layers of each stage in "
+         "dist.pipeline_num_layers (e.g. [2, 1])");
+  expect(2, {pp2, "model.n_layer=4", "dist.pipeline_num_layers=[1, 1, 2]"},
+         "dist.pipeline_num_layers has 3 entries but there are 2 pipeline stages");
+  expect(2, {pp2, "model.n_layer=4", "dist.pipeline_num_layers=[1, 2]"},
+         "dist.pipeline_num_layers sums to 3 but the model has n_layer=4");
+  expect(2, {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"", "dist.virtual_pipeline_size=2",
+             "train.global_batch_size=6"},
+         "the interleaved pipeline schedule needs the number of micro-batches per step (3) to be a multiple of "
+         "dist.pipeline_parallel_size (2); use 2 or 4 micro-batches");
+  expect(2, {pp2, "model.n_layer=4", "dist.virtual_pipeline_size=2"},
+         "dist.virtual_pipeline_size=2 needs dist.pipeline_schedule='interleaved'");
+  expect(2, {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"", "dist.virtual_pipeline_size=2",
+             "dist.pipeline_num_layers=[1, 3]"},
+         "dist.pipeline_num_layers has 2 entries but there are 4 virtual pipeline stages");
+  expect(1, {"dist.virtual_pipeline_size=2"}, "it needs dist.pipeline_parallel_size of at least 2");
+  expect(2, {pp2, "dist.pipeline_schedule=\"zigzag\""},
+         "dist.pipeline_schedule='zigzag' is not a pipeline schedule; use gpipe, 1f1b or interleaved");
+  for (const char* stage : {"dist.zero_stage=2", "dist.zero_stage=3"}) {
+    expect(4, {pp2, stage}, fmt::format("{} with dist.pipeline_parallel_size=2: ZeRO-2/3 partition gradients",
+                                        std::string(stage).substr(5)));
+  }
+  expect(3, {pp2}, "tp × pp = 2 does not divide the 3 ranks of the job");
+  // What is valid: an explicit uneven split; interleaving with m a multiple of p; ZeRO-1 with data parallelism.
+  EXPECT_EQ(error_of(2, {pp2, "model.n_layer=4", "dist.pipeline_num_layers=[1, 3]"}), "");
+  EXPECT_EQ(error_of(2, {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"",
+                         "dist.virtual_pipeline_size=2", "train.global_batch_size=8"}),
+            "");
+  EXPECT_EQ(error_of(4, {pp2, "model.n_layer=4", "dist.zero_stage=1", "train.global_batch_size=8"}), "");
+}
+
 }  // namespace
 }  // namespace trident::train

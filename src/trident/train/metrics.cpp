@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "trident/core/error.h"
 
@@ -23,7 +25,10 @@ MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string&
     : enabled_(enabled) {
   TRIDENT_CHECK(progress == "auto" || progress == "on" || progress == "off",
                 "log.progress must be auto, on or off, got '{}'", progress);
-  live_ = enabled && (progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO)));
+  // Under `trident launch` stdout is mpirun's pipe; the launcher says whether its own is a terminal.
+  const char* launched_tty = std::getenv("TRIDENT_STDOUT_IS_TTY");
+  const bool tty = isatty(STDOUT_FILENO) || (launched_tty && std::string_view(launched_tty) == "1");
+  live_ = enabled && (progress == "on" || (progress == "auto" && tty));
   if (enabled_ && !metrics_path.empty()) {
     jsonl_.open(metrics_path, std::ios::app);
     TRIDENT_CHECK(jsonl_.good(), "cannot open metrics file '{}'", metrics_path);

@@ -134,6 +134,13 @@ DataSources open_data(const Config& c, std::int64_t train_samples) {
 
 namespace {
 
+// The model's layer count as configured (0 when the config leaves it to later checks).
+std::int64_t configured_layers(const ModelConfig& m) {
+  if (!m.from_pretrained.empty()) return models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string()).n_layer;
+  if (m.n_layer > 0) return m.n_layer;
+  return m.preset.empty() ? 0 : models::preset(m.preset).n_layer;
+}
+
 // The pipeline keys, once the data-parallel size is known (micro-batches per step).
 void validate_pipeline(const Config& c, int dp) {
   const std::int64_t pp = c.dist.pipeline_parallel_size, v = c.dist.virtual_pipeline_size;
@@ -161,6 +168,9 @@ void validate_pipeline(const Config& c, int dp) {
                 c.dist.pipeline_num_layers.size(), pp * v,
                 v > 1 ? "virtual pipeline stages (pipeline_parallel_size × virtual_pipeline_size)" : "pipeline stages",
                 v > 1 ? "model chunk, in virtual-stage order" : "stage");
+  if (const std::int64_t layers = configured_layers(c.model); layers > 0) {
+    (void)models::partition_layers(layers, static_cast<int>(pp * v), c.dist.pipeline_num_layers);
+  }
   const std::int64_t global = c.train.global_batch_size > 0 ? c.train.global_batch_size : c.train.micro_batch_size * dp;
   parallel::pipeline::validate(schedule, parallel::pipeline::ScheduleOptions{
                                              static_cast<int>(pp),
