@@ -110,6 +110,38 @@ TEST_F(Sharded, IncompleteCheckpointIsNeverLatest) {
   EXPECT_THROW(CheckpointReader{tmp}, Error);  // no meta.json
 }
 
+TEST_F(Sharded, LatestValidFallsBackPastCorruptOrMissingCheckpoints) {
+  EXPECT_EQ(latest_valid_checkpoint(root_.string()), "");  // nothing saved yet
+  const std::string older = save("step_00000001");
+  const std::string newer = save("step_00000002");
+  EXPECT_EQ(latest_valid_checkpoint(root_.string()), newer);
+  // Leftovers of interrupted saves are never candidates.
+  fs::create_directories(root_ / "step_00000009.tmp");
+  fs::create_directories(root_ / "step_00000009.replaced");
+  EXPECT_EQ(latest_valid_checkpoint(root_.string()), newer);
+  {  // the newest one is corrupted: the previous one is picked, and the reason reported
+    std::fstream f(newer + "/shard-00000.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x55');
+  }
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_valid_checkpoint(root_.string(), &skipped), older);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("shard-00000.safetensors"), std::string::npos) << skipped[0];
+  // latest names a directory that is gone.
+  fs::remove_all(newer);
+  EXPECT_EQ(latest_valid_checkpoint(root_.string()), older);
+}
+
+TEST_F(Sharded, RecommittingAStepReplacesItWhole) {
+  save("step_00000007");
+  const std::string again = save("step_00000007");  // a resumed run redoing a step it had saved
+  EXPECT_EQ(read_latest((root_ / "latest").string()), again);
+  EXPECT_FALSE(fs::exists(again + ".replaced"));
+  CheckpointReader r(again);
+  EXPECT_EQ(r.read("model/w", DType::f32).to_vector<float>(), iota({4, 5}).to_vector<float>());
+}
+
 TEST_F(Sharded, PruneKeepsNewest) {
   save("step_00000001");
   save("step_00000002");

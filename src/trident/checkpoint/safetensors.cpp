@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -280,6 +283,7 @@ void SafetensorsWriter::write(const std::string& path) const {
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
     write_all(fd, len, 8, tmp);
     write_all(fd, header.data(), header.size(), tmp);
+    crash_point("safetensors header written");
     for (const Entry& e : entries_) {
       Tensor t = e.producer();
       TRIDENT_CHECK(t.defined() && t.dtype() == e.dtype && t.shape() == e.shape,
@@ -287,6 +291,7 @@ void SafetensorsWriter::write(const std::string& path) const {
                     t.defined() ? t.describe() : std::string("nothing"));
       t = t.to(Device::cpu());
       write_all(fd, t.raw_data(), t.nbytes(), tmp);
+      crash_point("safetensors tensor written");
     }
     TRIDENT_CHECK(::fsync(fd) == 0, "fsync of '{}' failed: {}", tmp, errno_text());
     ::close(fd);
@@ -294,11 +299,30 @@ void SafetensorsWriter::write(const std::string& path) const {
     TRIDENT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "renaming '{}' to '{}' failed: {}", tmp, path,
                   errno_text());
     fsync_directory(std::filesystem::path(path).parent_path().string());
+    crash_point("safetensors file renamed into place");
   } catch (...) {
     if (fd >= 0) ::close(fd);
     std::remove(tmp.c_str());
     throw;
   }
+}
+
+void crash_point(const char* where) {
+  static const long target = [] {
+    const char* v = std::getenv("TRIDENT_CHECKPOINT_CRASH_AT");
+    return v ? std::strtol(v, nullptr, 10) : 0L;
+  }();
+  static long count = 0;
+  if (target == 0) return;
+  ++count;
+  if (target < 0) {  // list the points instead (how the crash test learns their number)
+    std::fprintf(stderr, "trident: crash_point %ld (%s)\n", count, where);
+    return;
+  }
+  if (count != target) return;
+  std::fprintf(stderr, "trident: crash_point %ld (%s): killing this process\n", count, where);
+  std::fflush(stderr);
+  ::raise(SIGKILL);
 }
 
 }  // namespace trident::checkpoint

@@ -97,4 +97,11 @@ class SafetensorsWriter {
 // fsyncs a directory so a rename inside it is durable.
 void fsync_directory(const std::string& dir);
 
+// Fault injection for the crash tests (tests/checkpoint/crash_test.sh): with
+// TRIDENT_CHECKPOINT_CRASH_AT=n in the environment, the n-th call in this
+// process (counting from 1) kills it with SIGKILL, as a power cut or the OOM
+// killer would; n = -1 lists every point on stderr instead. Writers call it
+// between every durable step. A no-op otherwise.
+void crash_point(const char* where);
+
 }  // namespace trident::checkpoint

@@ -204,6 +204,7 @@ std::string begin_checkpoint(const std::string& final_dir) {
   const std::string tmp = final_dir + ".tmp";
   fs::remove_all(tmp);  // a previous attempt that died half-way
   fs::create_directories(tmp);
+  crash_point("checkpoint directory created");
   return tmp;
 }
 
@@ -215,12 +216,24 @@ void commit_checkpoint(const std::string& tmp_dir, const std::string& final_dir,
   meta["files"] = sums;
   write_text_atomic(fs::path(tmp_dir) / "meta.json", meta.dump(2) + "\n");
   fsync_directory(tmp_dir);
-  if (fs::exists(final_dir)) fs::remove_all(final_dir);
+  crash_point("meta.json written");
+  // A checkpoint of this step may exist already (a resumed run redoing steps
+  // whose checkpoint was committed but never named by `latest`): move it aside
+  // first, so no moment lacks a complete checkpoint of every older step.
+  const std::string replaced = final_dir + ".replaced";
+  if (fs::exists(final_dir)) {
+    fs::remove_all(replaced);
+    fs::rename(final_dir, replaced);
+    crash_point("old checkpoint of the same step moved aside");
+  }
   fs::rename(tmp_dir, final_dir);
   fsync_directory(fs::path(final_dir).parent_path().string());
+  crash_point("checkpoint directory renamed into place");
   if (!latest_file.empty()) {
     write_text_atomic(latest_file, fs::path(final_dir).filename().string() + "\n");
+    crash_point("latest updated");
   }
+  fs::remove_all(replaced);
 }
 
 std::string read_latest(const std::string& latest_file) {
@@ -233,20 +246,61 @@ std::string read_latest(const std::string& latest_file) {
   return fs::exists(dir / "meta.json") ? dir.string() : "";
 }
 
-void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir) {
-  if (keep <= 0 || !fs::exists(root)) return;
+namespace {
+
+// Committed checkpoint directories under `root` (step_ followed by digits only), oldest first.
+std::vector<fs::path> committed_checkpoints(const std::string& root) {
   std::vector<fs::path> dirs;
+  if (!fs::exists(root)) return dirs;
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.starts_with("step_") && !name.ends_with(".tmp")) dirs.push_back(entry.path());
+    const bool digits = name.size() > 5 && std::all_of(name.begin() + 5, name.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (entry.is_directory() && name.starts_with("step_") && digits) dirs.push_back(entry.path());
   }
   std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+bool opens(const fs::path& dir, std::string* why) {
+  try {
+    CheckpointReader reader(dir.string());
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.message();
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string latest_valid_checkpoint(const std::string& root, std::vector<std::string>* skipped) {
+  const std::string named = read_latest((fs::path(root) / "latest").string());
+  std::string why;
+  if (!named.empty()) {
+    if (opens(named, &why)) return named;
+    if (skipped) skipped->push_back(why);
+  }
+  const auto dirs = committed_checkpoints(root);
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    if (!named.empty() && fs::equivalent(*it, named)) continue;
+    if (opens(*it, &why)) return it->string();
+    if (skipped) skipped->push_back(why);
+  }
+  return "";
+}
+
+void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir) {
+  if (keep <= 0 || !fs::exists(root)) return;
+  const std::vector<fs::path> dirs = committed_checkpoints(root);
   const std::int64_t excess = static_cast<std::int64_t>(dirs.size()) - keep;
   for (std::int64_t i = 0; i < excess; ++i) {
     if (fs::equivalent(dirs[static_cast<std::size_t>(i)], latest_dir.empty() ? dirs.back() : fs::path(latest_dir))) {
       continue;
     }
     fs::remove_all(dirs[static_cast<std::size_t>(i)]);
+    crash_point("old checkpoint pruned");
   }
 }
 

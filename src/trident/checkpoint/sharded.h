@@ -90,6 +90,10 @@ void commit_checkpoint(const std::string& tmp_dir, const std::string& final_dir,
                        const std::vector<std::string>& files, const std::string& latest_file);
 // The checkpoint `latest_file` names (resolved against its directory), or "" when there is none.
 std::string read_latest(const std::string& latest_file);
+// The newest checkpoint under `root` that opens with every checksum right: the
+// one `latest` names, else the newest step_N directory that does ("" when
+// none). `skipped` receives why each rejected candidate failed.
+std::string latest_valid_checkpoint(const std::string& root, std::vector<std::string>* skipped = nullptr);
 // Keeps the newest `keep` checkpoints named step_* in `root` (never the one `latest` names).
 void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir);
 

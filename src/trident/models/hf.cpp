@@ -197,10 +197,11 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
                   it->second, p->name, info.shape, p->global_shape);
     TRIDENT_CHECK(p->var.defined(), "load_hf_weights: parameter '{}' is not initialised", p->name);
     const DType dtype = p->var.dtype();
-    Tensor local = Tensor::empty(p->local_shape(), dtype);
+    Tensor local;
     if (p->shard.is_whole()) {
       local = f.tensor(p->name).to(dtype).clone();
     } else {
+      local = Tensor::zeros(p->local_shape(), dtype);  // vocabulary padding rows stay zero
       for (const nn::ShardPiece& piece : p->shard.pieces) {
         nn::copy_box_into(local, f.read_box(p->name, piece.global_offsets, piece.extent).to(dtype),
                           piece.local_offsets);

@@ -94,6 +94,17 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                            {"optimizer_step", par.optimizer_steps()},
                            {"loss_scale", state.loss_scale},
                            {"seed", config.train.seed},
+                           // Every random draw is a pure function of (seed, step, global coordinates).
+                           {"rng", {{"generator", "philox4x32-10, counter-based"},
+                                    {"seed", config.train.seed},
+                                    {"step", state.step}}},
+                           {"scheduler", {{"lr", state.lr},
+                                          {"max_lr", config.optim.lr},
+                                          {"min_lr", config.schedule.min_lr},
+                                          {"warmup_steps", config.schedule.warmup_steps},
+                                          {"decay", config.schedule.decay},
+                                          {"decay_steps", config.schedule.decay_steps > 0 ? config.schedule.decay_steps
+                                                                                          : config.train.steps}}},
                            {"layout",
                             {{"world_size", par.world->size()},
                              {"dp", par.dp_size},

@@ -113,10 +113,14 @@ void make_optimizer(ParallelState& par, const Config& config, const std::vector<
   }
 }
 
-std::string resume_directory(const Config& config, const TrainOptions& options, const std::string& ckpt_root) {
+std::string resume_directory(const Config& config, const TrainOptions& options, const std::string& ckpt_root,
+                             MetricsLogger& log) {
   if (options.resume || config.checkpoint.resume == "auto") {
-    std::string dir = checkpoint::read_latest((fs::path(ckpt_root) / "latest").string());
-    TRIDENT_CHECK(!dir.empty() || config.checkpoint.resume == "auto", "--resume: no checkpoint found under '{}'",
+    // The newest checkpoint whose files all verify: a crash mid-save never costs more than that save.
+    std::vector<std::string> skipped;
+    std::string dir = checkpoint::latest_valid_checkpoint(ckpt_root, &skipped);
+    for (const std::string& why : skipped) log.message("skipping a checkpoint that does not verify: " + why);
+    TRIDENT_CHECK(!dir.empty() || config.checkpoint.resume == "auto", "--resume: no valid checkpoint found under '{}'",
                   ckpt_root);
     return dir;
   }
@@ -175,7 +179,7 @@ TrainSummary train(const TrainOptions& options) {
     log.message(fmt::format("loaded pretrained weights from {}", config.model.from_pretrained));
   }
   const auto& params = runner.parameters();
-  const std::string resume_from = resume_directory(config, options, ckpt_root);
+  const std::string resume_from = resume_directory(config, options, ckpt_root, log);
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!resume_from.empty()) {
     reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
@@ -296,6 +300,7 @@ TrainSummary train(const TrainOptions& options) {
     }
     state.step = step;
     state.consumed_samples += global_batch;
+    state.lr = lr;
     state.loss_scale = fp16 ? scaler.scale() : 0;
     summary.losses.push_back(step_loss);
     if (step == first_step + 1) summary.memory_after_first_step = memory_stats(Device::cpu());
