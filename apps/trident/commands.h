@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace trident::cli {
 
@@ -19,7 +20,14 @@ void add_train_command(CLI::App& app);
 // trident generate (generate_command.cpp)
 void add_generate_command(CLI::App& app);
 
+// trident export (export_command.cpp)
+void add_export_command(CLI::App& app);
+
 // trident launch (launch_command.cpp)
 void add_launch_command(CLI::App& app);
+
+// --checkpoint PATH: a step directory, or a run (or checkpoint root) whose
+// latest (or checkpoints/latest) names one. Errors name the option and path.
+std::string resolve_checkpoint(const std::string& path);
 
 }  // namespace trident::cli

@@ -27,6 +27,15 @@ namespace trident::cli {
 
 namespace fs = std::filesystem;
 
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "meta.json")) return path;
+  for (const fs::path& latest : {fs::path(path) / "latest", fs::path(path) / "checkpoints" / "latest"}) {
+    const std::string dir = checkpoint::read_latest(latest.string());
+    if (!dir.empty()) return dir;
+  }
+  TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run with a latest checkpoint", path);
+}
+
 namespace {
 
 struct GenerateOptions {
@@ -40,16 +49,6 @@ struct GenerateOptions {
   std::uint64_t seed = 0;
   bool greedy = false;
 };
-
-// A step directory, or a directory whose latest (or checkpoints/latest) names one.
-std::string resolve_checkpoint(const std::string& path) {
-  if (fs::exists(fs::path(path) / "meta.json")) return path;
-  for (const fs::path& latest : {fs::path(path) / "latest", fs::path(path) / "checkpoints" / "latest"}) {
-    const std::string dir = checkpoint::read_latest(latest.string());
-    if (!dir.empty()) return dir;
-  }
-  TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run with a latest checkpoint", path);
-}
 
 void generate(const GenerateOptions& o) {
   const std::string dir = resolve_checkpoint(o.checkpoint);

@@ -1,7 +1,13 @@
 // A helper for the model interop test (tests/interop/hf_models_interop.py):
 //
-//   hf_logits load HF_DIR IDS OUT    load a transformers save_pretrained directory,
-//                                    write the fp32 logits of the token ids
+//   hf_logits load HF_DIR IDS OUT [TP PP]
+//                                    load a transformers save_pretrained directory,
+//                                    write the fp32 logits of the token ids; under
+//                                    mpirun with TP·PP ranks the model is split
+//                                    tensor × pipeline parallel, each rank loading
+//                                    only its slices (the last stage's TP rank 0 writes)
+//   hf_logits checkpoint DIR IDS OUT load a trident checkpoint (any layout) on one
+//                                    process, write the logits
 //   hf_logits save ARCH HF_DIR IDS OUT
 //                                    build a small random GPT-2 or LLaMA (ARCH = gpt2 | llama),
 //                                    save it in Hugging Face layout, write its logits
@@ -16,8 +22,11 @@
 #include <vector>
 
 #include "trident/autograd/autograd.h"
+#include "trident/dist/mesh.h"
+#include "trident/dist/mpi_communicator.h"
 #include "trident/models/causal_lm.h"
 #include "trident/models/hf.h"
+#include "trident/train/trainer.h"
 
 using namespace trident;
 
@@ -40,11 +49,58 @@ void write_logits(models::CausalLM& model, const std::vector<std::int64_t>& ids,
   f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));
 }
 
+// The logits of `ids` with the model split tp × pp over the MPI job.
+void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<std::int64_t>& ids,
+                     const std::string& out) {
+  auto world = dist::mpi_world(120.0);
+  const dist::Mesh mesh(world->size(), tp, pp);
+  auto tp_group = world->split(mesh.groups(dist::GroupKind::tp), "tp");
+  auto pp_group = world->split(mesh.groups(dist::GroupKind::pp), "pp");
+  const models::TransformerSpec spec = models::read_hf_config(dir + "/config.json");
+  const int stage = pp_group->rank();
+  models::CausalLM model(spec, tp > 1 ? nn::TensorParallel{tp_group, false} : nn::TensorParallel{},
+                         models::partition_layers(spec.n_layer, pp)[static_cast<std::size_t>(stage)]);
+  model.initialize(0);
+  models::load_hf_weights(model, dir);
+  autograd::NoGradGuard no_grad;
+  nn::ForwardContext ctx;
+  const auto T = static_cast<std::int64_t>(ids.size());
+  autograd::Variable h;
+  if (stage > 0) {
+    Tensor in = Tensor::empty({1, T, spec.d_model}, DType::f32);
+    pp_group->recv(in, stage - 1)->wait();
+    h = autograd::Variable(in);
+  }
+  h = model.stage_forward(Tensor::from_vector(ids, {1, T}), h, ctx);
+  if (stage + 1 < pp) {
+    pp_group->send(h.data(), stage + 1)->wait();
+  } else {
+    Tensor logits = model.head(h, ctx).data().to(DType::f32);
+    if (tp_group->rank() == 0) {
+      std::ofstream f(out, std::ios::binary);
+      f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));
+    }
+  }
+  world->barrier();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "load" && argc == 7) {
+      parallel_logits(argv[2], std::stoi(argv[5]), std::stoi(argv[6]), parse_ids(argv[3]), argv[4]);
+      dist::finalize();
+      return 0;
+    }
+    if (mode == "checkpoint" && argc == 5) {
+      models::CausalLM model(models::read_hf_config(std::string(argv[2]) + "/config.json"));
+      model.initialize(0);
+      train::load_checkpoint_weights(argv[2], model);
+      write_logits(model, parse_ids(argv[3]), argv[4]);
+      return 0;
+    }
     if (mode == "load" && argc == 5) {
       models::CausalLM model(models::read_hf_config(std::string(argv[2]) + "/config.json"));
       model.initialize(0);
@@ -70,7 +126,9 @@ int main(int argc, char** argv) {
       write_logits(model, parse_ids(argv[4]), argv[5]);
       return 0;
     }
-    std::fprintf(stderr, "usage: hf_logits load HF_DIR IDS OUT | hf_logits save ARCH HF_DIR IDS OUT\n");
+    std::fprintf(stderr,
+                 "usage: hf_logits load HF_DIR IDS OUT [TP PP] | hf_logits checkpoint DIR IDS OUT | "
+                 "hf_logits save ARCH HF_DIR IDS OUT\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hf_logits: %s\n", e.what());

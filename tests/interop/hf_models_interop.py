@@ -1,10 +1,15 @@
-"""Model interop with Hugging Face transformers (issue 4).
+"""Model interop with Hugging Face transformers.
 
 1. trident saves random GPT-2 and LLaMA models (config.json + model.safetensors);
    transformers loads them (GPT2LMHeadModel, LlamaForCausalLM) and gives the
    logits trident gave (max abs diff <= 1e-4, fp32).
 2. transformers creates random models and save_pretrained()s them; trident loads
-   them and gives transformers' logits.
+   them and gives transformers' logits — on one process, and split tp=2 × pp=2
+   over 4 ranks, each rank reading only its slices of the safetensors file.
+3. trident trains GPT-2 and LLaMA under tp=2 × pp=2 (4 ranks; the vocabulary is
+   padded for tensor parallelism) and `trident export`s the checkpoint, split
+   into several safetensors files with an index; transformers loads the export
+   and gives the logits trident computes from the checkpoint.
 """
 import os
 import sys
@@ -12,6 +17,7 @@ import sys
 from common import require, run, skip
 
 hf_logits = sys.argv[1]
+trident = sys.argv[2]
 np = require("numpy")
 torch = require("torch")
 transformers = require("transformers")
@@ -59,8 +65,10 @@ configs = {
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
                                       initializer_range=0.2, tie_word_embeddings=False),
 }
+hf_models = {}
 for arch, config in configs.items():
     model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    hf_models[arch] = model
     with torch.no_grad():  # norms away from their initial 1/0 so their layout matters
         for name, p in model.named_parameters():
             if "norm" in name or "ln_" in name:
@@ -71,6 +79,51 @@ for arch, config in configs.items():
     run([hf_logits, "load", d, csv, out])
     check(f"transformers {type(model).__name__} saved, loaded by trident", read_logits(out, config.vocab_size),
           hf_logits_of(model))
+
+    # The same directory split tp=2 × pp=2 over 4 ranks.
+    out = os.path.join(tmp, f"hf-{arch}-tp2pp2.bin")
+    run([trident, "launch", "-n", "4", "--", hf_logits, "load", d, csv, out, "2", "2"])
+    check(f"transformers {type(model).__name__} saved, loaded by trident under tp=2 x pp=2",
+          read_logits(out, config.vocab_size), hf_logits_of(model))
+
+# 3. trident trained under tp=2 × pp=2 -> trident export -> transformers
+corpus = os.path.join(tmp, "corpus")
+os.makedirs(corpus, exist_ok=True)
+with open(os.path.join(corpus, "c.txt"), "w") as f:
+    for i in range(1, 401):
+        f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
+run([trident, "tokenizer", "train", "--input", os.path.join(corpus, "c.txt"), "--vocab-size", "300",
+     "--special-token", "<|endoftext|>", "--output", os.path.join(corpus, "tok.json")])
+run([trident, "preprocess", "--input", os.path.join(corpus, "c.txt"), "--tokenizer", os.path.join(corpus, "tok.json"),
+     "--output-prefix", os.path.join(corpus, "c"), "--append-eod", "--quiet"])
+for arch in ("gpt2", "llama"):
+    run_dir = os.path.join(tmp, f"trained-{arch}")
+    sets = {"model.arch": f'"{arch}"', "model.n_layer": 4, "model.n_head": 4, "model.d_model": 32,
+            "model.max_seq_len": 32, "train.seq_len": 32, "data.tokenizer": os.path.join(corpus, "tok.json"),
+            "data.paths": f'["{os.path.join(corpus, "c")}"]', "data.split": '"90,10,0"', "log.progress": "off",
+            "train.micro_batch_size": 2, "train.global_batch_size": 8, "train.steps": 6, "train.eval_interval": 0,
+            "train.peak_gflops": 1, "optim.lr": 3e-3, "dist.tensor_parallel_size": 2,
+            "dist.pipeline_parallel_size": 2}
+    if arch == "llama":
+        sets.update({"model.n_kv_head": 2, "model.d_ff": 64})
+    cmd = [trident, "launch", "-n", "4", "--", trident, "train", "--run-dir", run_dir]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    run(cmd)
+    hf_dir = os.path.join(tmp, f"exported-{arch}")
+    run([trident, "export", "--checkpoint", run_dir, "--output", hf_dir, "--max-shard-size", "40KB"])
+    shards = [n for n in os.listdir(hf_dir) if n.startswith("model-") and n.endswith(".safetensors")]
+    if len(shards) < 2 or not os.path.exists(os.path.join(hf_dir, "model.safetensors.index.json")):
+        failures.append(f"{arch} export not sharded: {sorted(os.listdir(hf_dir))}")
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
+    if model.config.vocab_size != 300:
+        failures.append(f"{arch} export has vocab_size {model.config.vocab_size}, expected the unpadded 300")
+    with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+        step_dir = os.path.join(run_dir, "checkpoints", f.read().strip())
+    out = os.path.join(tmp, f"trained-{arch}.bin")
+    run([hf_logits, "checkpoint", step_dir, csv, out])
+    check(f"trident {arch} trained under tp=2 x pp=2, exported ({len(shards)} files), loaded by transformers "
+          f"{type(model).__name__}", read_logits(out, 300), hf_logits_of(model))
 
 if failures:
     sys.exit(f"{len(failures)} interop check(s) failed: {failures}")

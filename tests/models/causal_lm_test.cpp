@@ -1,11 +1,14 @@
 #include "trident/models/causal_lm.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "trident/autograd/autograd.h"
 #include "trident/models/hf.h"
@@ -263,10 +266,24 @@ TEST(CausalLM, KVCacheMatchesFullForward) {
 
 TEST(CausalLM, HuggingFaceRoundTrip) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("trident-hf-{}", ::getpid());
-  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+  // One file, then transformers' sharded layout (2 KB limit: several files and an index).
+  for (auto [arch, limit] : {std::pair{nn::Arch::gpt2, kDefaultMaxShardBytes}, std::pair{nn::Arch::llama, kDefaultMaxShardBytes},
+                             std::pair{nn::Arch::gpt2, std::uint64_t{2000}}, std::pair{nn::Arch::llama, std::uint64_t{2000}}}) {
     CausalLM model(tiny(arch));
     model.initialize(4);
-    save_hf(model, dir.string());
+    save_hf(model, dir.string(), DType::f32, limit);
+    const bool sharded = limit < kDefaultMaxShardBytes;
+    EXPECT_EQ(std::filesystem::exists(dir / "model.safetensors.index.json"), sharded);
+    EXPECT_EQ(std::filesystem::exists(dir / "model.safetensors"), !sharded);
+    if (sharded) {  // every tensor mapped to an existing file, and more than one file
+      std::ifstream in(dir / "model.safetensors.index.json");
+      const auto index = nlohmann::json::parse(in);
+      std::set<std::string> files;
+      for (const auto& [name, file] : index.at("weight_map").items()) files.insert(file.get<std::string>());
+      EXPECT_EQ(index.at("weight_map").size(), model.parameters().size());
+      EXPECT_GE(files.size(), 2u);
+      for (const auto& f : files) EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+    }
     TransformerSpec spec = read_hf_config((dir / "config.json").string());
     EXPECT_EQ(spec.n_kv_head, model.spec().n_kv_head);
     EXPECT_EQ(spec.d_ff, model.spec().d_ff);

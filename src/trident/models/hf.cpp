@@ -147,19 +147,66 @@ std::string hf_config_json(const TransformerSpec& s, DType dtype) {
   return j.dump(2) + "\n";
 }
 
-void save_hf(const CausalLM& model, const std::string& dir, DType dtype) {
+std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string& dir, DType dtype,
+                                  const TensorSource& source, std::uint64_t max_shard_bytes) {
+  TRIDENT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+                "Hugging Face export: dtype must be fp32, bf16 or fp16, got {}", dtype);
+  TRIDENT_CHECK(max_shard_bytes > 0, "Hugging Face export: the shard size limit must be positive");
   fs::create_directories(dir);
-  checkpoint::SafetensorsWriter writer;
-  writer.set_metadata("format", "pt");
+  // The model's parameters in order, cut into files of at most max_shard_bytes of tensor data
+  // (a tensor larger than the limit gets a file of its own, as transformers does).
+  const CausalLM layout(spec);  // names and global shapes only: nothing is allocated before initialize()
+  std::vector<std::vector<const nn::Parameter*>> files(1);
+  std::uint64_t in_file = 0, total = 0;
+  for (const nn::Parameter* p : layout.parameters()) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(p->global_shape.numel()) * dtype_size(dtype);
+    if (!files.back().empty() && in_file + bytes > max_shard_bytes) {
+      files.emplace_back();
+      in_file = 0;
+    }
+    files.back().push_back(p);
+    in_file += bytes;
+    total += bytes;
+  }
+  std::vector<std::string> written;
+  json weight_map = json::object();
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const std::string name = files.size() == 1 ? "model.safetensors"
+                                               : fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, files.size());
+    checkpoint::SafetensorsWriter writer;
+    writer.set_metadata("format", "pt");
+    for (const nn::Parameter* p : files[f]) {
+      const std::string tensor = p->name;
+      writer.add_lazy(tensor, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
+      weight_map[tensor] = name;
+    }
+    writer.write((fs::path(dir) / name).string());
+    written.push_back(name);
+  }
+  if (files.size() > 1) {
+    write_text((fs::path(dir) / "model.safetensors.index.json").string(),
+               json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
+    written.push_back("model.safetensors.index.json");
+    fs::remove(fs::path(dir) / "model.safetensors");  // a stale single file would confuse readers
+  } else {
+    fs::remove(fs::path(dir) / "model.safetensors.index.json");  // a stale index would win over the new file
+  }
+  write_text((fs::path(dir) / "config.json").string(), hf_config_json(spec, dtype));
+  written.push_back("config.json");
+  return written;
+}
+
+void save_hf(const CausalLM& model, const std::string& dir, DType dtype, std::uint64_t max_shard_bytes) {
+  std::map<std::string, const nn::Parameter*> by_name;
   for (const nn::Parameter* p : model.parameters()) {
     TRIDENT_CHECK(p->shard.is_whole(), "save_hf: parameter '{}' is sharded; export through a checkpoint instead",
                   p->name);
     TRIDENT_CHECK(p->var.defined(), "save_hf: parameter '{}' is not initialised", p->name);
-    const Tensor data = p->var.data();
-    writer.add_lazy(p->name, dtype, p->global_shape, [data, dtype] { return data.to(dtype); });
+    by_name[p->name] = p;
   }
-  writer.write((fs::path(dir) / "model.safetensors").string());
-  write_text((fs::path(dir) / "config.json").string(), hf_config_json(model.spec(), dtype));
+  TRIDENT_CHECK(model.is_whole(), "save_hf: the model is one pipeline stage; export through a checkpoint instead");
+  write_hf(model.spec(), dir, dtype,
+           [&](const std::string& name, DType dt) { return by_name.at(name)->var.data().to(dt); }, max_shard_bytes);
 }
 
 void load_hf_weights(CausalLM& model, const std::string& dir) {

@@ -6,6 +6,8 @@
 // tied GPT-2 head is not stored (transformers re-ties it on load).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "trident/models/causal_lm.h"
@@ -17,9 +19,24 @@ TransformerSpec read_hf_config(const std::string& path);
 // The config.json text transformers expects for `spec`.
 std::string hf_config_json(const TransformerSpec& spec, DType dtype = DType::f32);
 
-// Writes DIR/config.json and DIR/model.safetensors (tensors in `dtype`; default f32).
-// Single process: every parameter must be whole.
-void save_hf(const CausalLM& model, const std::string& dir, DType dtype = DType::f32);
+// transformers' default shard limit ("5GB").
+inline constexpr std::uint64_t kDefaultMaxShardBytes = 5'000'000'000ULL;
+
+// The whole tensor `name` (canonical name, global shape) in `dtype`.
+using TensorSource = std::function<Tensor(const std::string& name, DType dtype)>;
+
+// Writes a Hugging Face model directory for `spec`: DIR/config.json and the
+// weights, asking `source` for one tensor at a time as the file reaches it
+// (so no more than one tensor is ever in memory). Up to `max_shard_bytes` of
+// tensor data: DIR/model.safetensors; above, transformers' sharded layout —
+// DIR/model-00001-of-0000N.safetensors … and model.safetensors.index.json
+// (metadata.total_size, weight_map). Returns the files written.
+std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string& dir, DType dtype,
+                                  const TensorSource& source, std::uint64_t max_shard_bytes = kDefaultMaxShardBytes);
+
+// write_hf from a single-process model (every parameter must be whole).
+void save_hf(const CausalLM& model, const std::string& dir, DType dtype = DType::f32,
+             std::uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 // Loads weights from DIR (model.safetensors, or model.safetensors.index.json with
 // shards) into an initialised model, each parameter reading only its own shard.
