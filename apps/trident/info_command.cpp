@@ -9,6 +9,9 @@
 #include "trident/core/version.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
+#ifdef TRIDENT_HAVE_CUDA
+#include "trident/kernels/cuda/device.h"
+#endif
 
 namespace trident::cli {
 
@@ -20,7 +23,12 @@ void add_info_command(CLI::App& app) {
     fmt::print("compiler:        {}\n", kCompiler);
     fmt::print("cpu threads:     {} (of {} hardware threads, {} rank(s) on this node)\n", num_threads(),
                std::thread::hardware_concurrency(), local_rank_count());
-    fmt::print("cuda:            {}\n", backend_available(DeviceType::cuda) ? "built" : "not built");
+#ifdef TRIDENT_HAVE_CUDA
+    kernels::cuda::initialize();
+    fmt::print("cuda:            built; {}\n", kernels::cuda::describe());
+#else
+    fmt::print("cuda:            not built (no nvcc when configured)\n");
+#endif
     fmt::print("matmul backend:  {}\n", kernels::cpu::matmul_backend_description());
     fmt::print("mpi:             built ({})\n", dist::mpi_library_version());
   });

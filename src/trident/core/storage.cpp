@@ -126,7 +126,9 @@ bool backend_available(DeviceType type) noexcept { return g_backends[static_cast
 
 DeviceBackend& backend_for(Device device) {
   DeviceBackend* b = g_backends[static_cast<int>(device.type)];
-  TRIDENT_CHECK(b != nullptr, "device {} is not available: this build of trident has no CUDA support", device);
+  TRIDENT_CHECK(b != nullptr, "device {} is not available: no CUDA backend is registered (this build has no CUDA support, or "
+                "no GPU or driver was found)",
+                device);
   TRIDENT_CHECK(device.index >= 0 && device.index < b->device_count(), "device {} does not exist ({} device(s) found)",
                 device, b->device_count());
   return *b;

@@ -1,0 +1,296 @@
+#include "trident/kernels/cuda/device.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trident/core/backend.h"
+#include "trident/core/error.h"
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+void check(cudaError_t rc, const char* what) {
+  TRIDENT_CHECK(rc == cudaSuccess, "CUDA: {} failed: {} ({})", what, cudaGetErrorString(rc), cudaGetErrorName(rc));
+}
+
+// Sets the current device for the lifetime of the scope.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// One device's caching allocator (see device.h).
+class DeviceAllocator {
+ public:
+  explicit DeviceAllocator(int device) : device_(device) {}
+
+  static std::size_t rounded(std::size_t nbytes) {
+    constexpr std::size_t kSmall = 512, kLarge = std::size_t{2} << 20, kLargeFrom = std::size_t{1} << 20;
+    const std::size_t unit = nbytes >= kLargeFrom ? kLarge : kSmall;
+    return std::max(unit, (nbytes + unit - 1) / unit * unit);
+  }
+
+  void* allocate(std::size_t nbytes) {
+    const std::size_t size = rounded(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = free_.find(size); it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      stats_.cached_bytes -= static_cast<std::int64_t>(size);
+      return p;
+    }
+    DeviceScope scope(device_);
+    void* p = nullptr;
+    cudaError_t rc = cudaMalloc(&p, size);
+    if (rc == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the sticky-free error state
+      release_locked();
+      rc = cudaMalloc(&p, size);
+    }
+    TRIDENT_CHECK(rc == cudaSuccess,
+                  "CUDA: out of memory on cuda:{} allocating {} bytes ({} reserved, {} cached): {}", device_, nbytes,
+                  stats_.reserved_bytes, stats_.cached_bytes, cudaGetErrorString(rc));
+    ++stats_.driver_allocations;
+    stats_.reserved_bytes += static_cast<std::int64_t>(size);
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    return p;
+  }
+
+  void deallocate(void* ptr, std::size_t nbytes) noexcept {
+    const std::size_t size = rounded(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      free_[size].push_back(ptr);
+      stats_.cached_bytes += static_cast<std::int64_t>(size);
+    } catch (...) {
+      cudaFree(ptr);
+      stats_.reserved_bytes -= static_cast<std::int64_t>(size);
+    }
+  }
+
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_locked();
+  }
+
+  AllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  void release_locked() {
+    DeviceScope scope(device_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) {
+        cudaFree(p);
+        stats_.reserved_bytes -= static_cast<std::int64_t>(size);
+      }
+      blocks.clear();
+    }
+    stats_.cached_bytes = 0;
+  }
+
+  int device_;
+  std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  AllocatorStats stats_;
+};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  explicit CudaBackend(int devices) {
+    for (int d = 0; d < devices; ++d) allocators_.push_back(std::make_unique<DeviceAllocator>(d));
+  }
+  void* allocate(std::size_t nbytes, int index) override { return allocator(index).allocate(nbytes); }
+  void deallocate(void* ptr, std::size_t nbytes, int index) noexcept override {
+    if (index >= 0 && index < static_cast<int>(allocators_.size())) allocators_[static_cast<std::size_t>(index)]->deallocate(ptr, nbytes);
+  }
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) override {
+    if (nbytes == 0) return;
+    const cudaMemcpyKind kind = dst_device.is_cuda() ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice
+                                                                               : cudaMemcpyHostToDevice)
+                                                     : cudaMemcpyDeviceToHost;
+    check(cudaMemcpy(dst, src, nbytes, kind), "cudaMemcpy");
+  }
+  void fill_zero(void* ptr, std::size_t nbytes, int index) override {
+    if (nbytes == 0) return;
+    DeviceScope scope(index);
+    check(cudaMemset(ptr, 0, nbytes), "cudaMemset");
+  }
+  void synchronize(int index) override {
+    DeviceScope scope(index);
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  int device_count() const override { return static_cast<int>(allocators_.size()); }
+
+  DeviceAllocator& allocator(int index) {
+    TRIDENT_CHECK(index >= 0 && index < static_cast<int>(allocators_.size()),
+                  "CUDA: no device cuda:{} ({} visible)", index, allocators_.size());
+    return *allocators_[static_cast<std::size_t>(index)];
+  }
+
+ private:
+  std::vector<std::unique_ptr<DeviceAllocator>> allocators_;
+};
+
+std::mutex g_init_mutex;
+CudaBackend* g_backend = nullptr;  // never destroyed: tensors may outlive static destruction
+
+}  // namespace
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: not an error for callers that only ask
+    return 0;
+  }
+  return n;
+}
+
+bool initialize() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_backend) return true;
+  const int n = device_count();
+  if (n == 0) return false;
+  g_backend = new CudaBackend(n);
+  register_backend(DeviceType::cuda, g_backend);
+  return true;
+}
+
+std::string describe() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  const auto version = [](int v) { return v ? fmt::format("{}.{}", v / 1000, v % 1000 / 10) : std::string("none"); };
+  std::string out = fmt::format("CUDA runtime {}, driver {}, {} device(s)", version(runtime), version(driver),
+                                device_count());
+  for (int d = 0; d < device_count(); ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
+      out += fmt::format("; cuda:{} {} (sm_{}{}, {:.0f} GiB)", d, prop.name, prop.major, prop.minor,
+                         static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+    }
+  }
+  return out;
+}
+
+AllocatorStats allocator_stats(int device) {
+  TRIDENT_CHECK(g_backend, "CUDA: the backend is not initialised (no GPU, or initialize() not called)");
+  return g_backend->allocator(device).stats();
+}
+
+void release_cached_memory(int device) {
+  if (g_backend) g_backend->allocator(device).release();
+}
+
+Stream::Stream(int device) : device_(device) {
+  DeviceScope scope(device);
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = s;
+}
+Stream::~Stream() {
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+Stream::Stream(Stream&& o) noexcept : device_(o.device_), stream_(o.stream_) { o.stream_ = nullptr; }
+Stream& Stream::operator=(Stream&& o) noexcept {
+  if (this != &o) {
+    if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+    device_ = o.device_;
+    stream_ = o.stream_;
+    o.stream_ = nullptr;
+  }
+  return *this;
+}
+void Stream::synchronize() const { check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize"); }
+void Stream::wait(const Stream& other) const {
+  Event done(other.device());
+  done.record(other);
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), static_cast<cudaEvent_t>(done.native()), 0),
+        "cudaStreamWaitEvent");
+}
+
+Event::Event(int device, bool timing) : device_(device) {
+  DeviceScope scope(device);
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming), "cudaEventCreate");
+  event_ = e;
+}
+Event::~Event() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+Event::Event(Event&& o) noexcept : device_(o.device_), event_(o.event_) { o.event_ = nullptr; }
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+    device_ = o.device_;
+    event_ = o.event_;
+    o.event_ = nullptr;
+  }
+  return *this;
+}
+void Event::record(const Stream& stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream.native())),
+        "cudaEventRecord");
+}
+bool Event::query() const {
+  const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (rc == cudaErrorNotReady) return false;
+  check(rc, "cudaEventQuery");
+  return true;
+}
+void Event::synchronize() const { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+float Event::elapsed_ms_since(const Event& start) const {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(event_)),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
+PinnedBuffer::PinnedBuffer(std::size_t nbytes) : size_(nbytes) {
+  check(cudaMallocHost(&data_, nbytes == 0 ? 1 : nbytes), "cudaMallocHost");
+}
+PinnedBuffer::~PinnedBuffer() {
+  if (data_) cudaFreeHost(data_);
+}
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; }
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_) cudaFreeHost(data_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+  }
+  return *this;
+}
+
+void copy_to_device_async(void* device_dst, const void* host_src, std::size_t nbytes, const Stream& stream) {
+  check(cudaMemcpyAsync(device_dst, host_src, nbytes, cudaMemcpyHostToDevice,
+                        static_cast<cudaStream_t>(stream.native())),
+        "cudaMemcpyAsync (host to device)");
+}
+void copy_to_host_async(void* host_dst, const void* device_src, std::size_t nbytes, const Stream& stream) {
+  check(cudaMemcpyAsync(host_dst, device_src, nbytes, cudaMemcpyDeviceToHost,
+                        static_cast<cudaStream_t>(stream.native())),
+        "cudaMemcpyAsync (device to host)");
+}
+
+}  // namespace trident::kernels::cuda
