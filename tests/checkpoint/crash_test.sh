@@ -6,7 +6,10 @@
 # `latest`, while pruning — through the TRIDENT_CHECKPOINT_CRASH_AT hook
 # (checkpoint/safetensors.h). After every kill: `latest`, when present, names
 # a checkpoint whose files all verify, and `--resume` finishes the run with
-# exactly the losses of the uninterrupted run.
+# exactly the losses of the uninterrupted run. Then the same over a finished
+# run's directory: a fresh run re-saves the very step `latest` names (the old
+# copy is moved aside while the new one is renamed in), and after every kill a
+# complete checkpoint of that step is still found.
 #   crash_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
@@ -52,4 +55,24 @@ for n in $(seq 1 "$points"); do
   done < <(losses "$work/resume.log")
   grep -qE "^step +6/6|resumed from .* at step 6 " "$work/resume.log" || fail "$where: the resumed run did not reach step 6"
 done
-echo "ok: killed at each of $points crash points; latest always valid, every resume matched the uninterrupted run"
+
+# Re-committing the step latest names: only the final save (checkpoint.interval=0).
+final=("${common[@]}" --set checkpoint.interval=0)
+"$trident" train --run-dir "$work/base" "${final[@]}" > "$work/base.log" 2>&1 || fail "base run: $(tail "$work/base.log")"
+rm -rf "$work/count"
+TRIDENT_CHECKPOINT_CRASH_AT=-1 "$trident" train --run-dir "$work/count" "${final[@]}" > "$work/count.log" 2>&1 \
+  || fail "counting run: $(tail "$work/count.log")"
+again=$(grep -c "crash_point" "$work/count.log")
+for n in $(seq 1 "$again"); do
+  rm -rf "$work/run" && cp -a "$work/base" "$work/run"
+  { (TRIDENT_CHECKPOINT_CRASH_AT=$n exec "$trident" train --run-dir "$work/run" "${final[@]}" > "$work/crash.log" 2>&1); } 2>/dev/null
+  rc=$?
+  [ "$rc" -eq 137 ] || fail "re-commit, crash point $n: expected SIGKILL (137), got exit $rc"
+  where="re-commit, $(grep -o "crash_point $n (.*)" "$work/crash.log")"
+  "$trident" train --run-dir "$work/run" "${final[@]}" --resume > "$work/resume.log" 2>&1 \
+    || fail "$where: resume failed: $(tail -5 "$work/resume.log")"
+  grep -qE "resumed from .*step_00000006(\.tmp|\.replaced)? at step 6 " "$work/resume.log" \
+    || fail "$where: no complete step-6 checkpoint was found: $(grep -E "resumed|skipping" "$work/resume.log")"
+done
+echo "ok: killed at each of $points crash points of three saves and $again of a re-commit of the latest step;" \
+  "a valid checkpoint always remained, and every resume matched the uninterrupted run"

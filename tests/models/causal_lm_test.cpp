@@ -295,6 +295,22 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
                 loaded.parameters()[i]->var.data().to_vector<float>());
     }
   }
+  {  // An untied GPT-2 keeps its own head through config.json (tie_word_embeddings = false).
+    TransformerSpec untied = tiny(nn::Arch::gpt2);
+    untied.tie_embeddings = false;
+    CausalLM model(untied);
+    model.initialize(6);
+    const auto untied_dir = dir / "untied";
+    save_hf(model, untied_dir.string());
+    const TransformerSpec spec = read_hf_config((untied_dir / "config.json").string());
+    EXPECT_FALSE(spec.tie_embeddings);
+    CausalLM loaded(spec);
+    loaded.initialize(98);
+    load_hf_weights(loaded, untied_dir.string());
+    ASSERT_NE(loaded.find_parameter("lm_head.weight"), nullptr);
+    EXPECT_EQ(loaded.find_parameter("lm_head.weight")->var.data().to_vector<float>(),
+              model.find_parameter("lm_head.weight")->var.data().to_vector<float>());
+  }
   // A shape mismatch names the tensor and both shapes.
   TransformerSpec wrong = tiny(nn::Arch::llama);
   wrong.d_ff = 48;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "trident/core/error.h"
 
@@ -248,16 +249,28 @@ std::string read_latest(const std::string& latest_file) {
 
 namespace {
 
+// The step of a checkpoint directory name and how it was left: "step_N" (committed, 0), "step_N.tmp"
+// (written, not renamed: 1), "step_N.replaced" (an older save of that step, moved aside: 2); -1 otherwise.
+std::pair<std::int64_t, int> parse_checkpoint_name(const std::string& name) {
+  if (!name.starts_with("step_")) return {-1, 0};
+  std::size_t end = 5;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  if (end == 5) return {-1, 0};
+  const std::int64_t step = std::stoll(name.substr(5, end - 5));
+  const std::string rest = name.substr(end);
+  if (rest.empty()) return {step, 0};
+  if (rest == ".tmp") return {step, 1};
+  if (rest == ".replaced") return {step, 2};
+  return {-1, 0};
+}
+
 // Committed checkpoint directories under `root` (step_ followed by digits only), oldest first.
 std::vector<fs::path> committed_checkpoints(const std::string& root) {
   std::vector<fs::path> dirs;
   if (!fs::exists(root)) return dirs;
   for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    const bool digits = name.size() > 5 && std::all_of(name.begin() + 5, name.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
-    if (entry.is_directory() && name.starts_with("step_") && digits) dirs.push_back(entry.path());
+    const auto [step, state] = parse_checkpoint_name(entry.path().filename().string());
+    if (entry.is_directory() && step >= 0 && state == 0) dirs.push_back(entry.path());
   }
   std::sort(dirs.begin(), dirs.end());
   return dirs;
@@ -282,10 +295,21 @@ std::string latest_valid_checkpoint(const std::string& root, std::vector<std::st
     if (opens(named, &why)) return named;
     if (skipped) skipped->push_back(why);
   }
-  const auto dirs = committed_checkpoints(root);
-  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
-    if (!named.empty() && fs::equivalent(*it, named)) continue;
-    if (opens(*it, &why)) return it->string();
+  // Newest step first; for one step the committed directory, then a complete save a kill left
+  // unrenamed, then the older save it was replacing (both only exist after a crash mid-commit).
+  std::vector<std::tuple<std::int64_t, int, fs::path>> candidates;
+  if (fs::exists(root)) {
+    for (const auto& entry : fs::directory_iterator(root)) {
+      const auto [step, state] = parse_checkpoint_name(entry.path().filename().string());
+      if (!entry.is_directory() || step < 0) continue;
+      if (state > 0 && !fs::exists(entry.path() / "meta.json")) continue;  // an unfinished write
+      candidates.emplace_back(-step, state, entry.path());
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [minus_step, state, dir] : candidates) {
+    if (!named.empty() && fs::exists(named) && fs::equivalent(dir, named)) continue;
+    if (opens(dir, &why)) return dir.string();
     if (skipped) skipped->push_back(why);
   }
   return "";
@@ -301,6 +325,15 @@ void prune_checkpoints(const std::string& root, std::int64_t keep, const std::st
     }
     fs::remove_all(dirs[static_cast<std::size_t>(i)]);
     crash_point("old checkpoint pruned");
+  }
+  // What a crash mid-commit left (an unrenamed .tmp, a .replaced older copy) is superseded once a
+  // newer checkpoint is committed.
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const auto [step, state] = parse_checkpoint_name(entry.path().filename().string());
+    if (step >= 0 && state > 0 && entry.is_directory() && !dirs.empty() &&
+        step <= parse_checkpoint_name(dirs.back().filename().string()).first) {
+      fs::remove_all(entry.path());
+    }
   }
 }
 

@@ -74,7 +74,6 @@ TransformerSpec read_hf_config(const std::string& path) {
     const std::string act = get_or<std::string>(j, "activation_function", "gelu_new");
     TRIDENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
                   "'{}': activation_function '{}' is not supported (trident's GPT-2 uses gelu_new)", path, act);
-    TRIDENT_CHECK(s.tie_embeddings, "'{}': untied GPT-2 heads are not supported", path);
   } else if (type == "llama") {
     s.arch = nn::Arch::llama;
     s.n_layer = get<std::int64_t>(j, "num_hidden_layers", path);
@@ -123,7 +122,7 @@ std::string hf_config_json(const TransformerSpec& s, DType dtype) {
          {"embd_pdrop", s.dropout},
          {"attn_pdrop", 0.0},
          {"initializer_range", s.init_std},
-         {"tie_word_embeddings", true},
+         {"tie_word_embeddings", s.tie_embeddings},  // untied: GPT2LMHeadModel keeps its own lm_head.weight
          {"torch_dtype", torch_dtype}};
   } else {
     j = {{"architectures", {"LlamaForCausalLM"}},
@@ -167,6 +166,13 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
     files.back().push_back(p);
     in_file += bytes;
     total += bytes;
+  }
+  // Weight files of an earlier export into this directory would be stale: a reader could mix them in.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("model-") && name.ends_with(".safetensors") && name.find("-of-") != std::string::npos) {
+      fs::remove(entry.path());
+    }
   }
   std::vector<std::string> written;
   json weight_map = json::object();

@@ -33,6 +33,10 @@ class DynamicLossScaler {
   }
   std::int64_t skipped_steps() const noexcept { return skipped_; }
   void set_scale(double s) noexcept { scale_ = s; }
+  // Consecutive good steps since the scale last changed (checkpointed, so a
+  // resumed run grows the scale when the uninterrupted one would).
+  std::int64_t good_steps() const noexcept { return good_steps_; }
+  void set_good_steps(std::int64_t n) noexcept { good_steps_ = n; }
 
  private:
   double scale_;

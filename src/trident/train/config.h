@@ -50,7 +50,7 @@ struct TrainConfig {
   std::string precision = "fp32";      // fp32 | bf16 | fp16
   std::int64_t log_interval = 10;
   std::int64_t eval_interval = 100;
-  std::int64_t eval_steps = 10;
+  std::int64_t eval_steps = 10;  // global batches per evaluation
   bool activation_checkpointing = false;
   double peak_gflops = 0.0;            // for MFU; 0 = measure the matmul peak at start
   std::string device = "cpu";          // cpu | cuda

@@ -134,7 +134,9 @@ double ModelRunner::grad_sum_of_squares() {
       if (!p->tied_copy && p->tensor_parallel == sharded) subset.push_back(p);
     return par_.zero ? par_.zero->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
   };
-  double s = par_.tp_size == 1 ? part(false) : par_.tp->all_reduce_scalar(part(true), dist::ReduceOp::sum) + part(false);
+  // Under ZeRO each part is a collective: run them in one order on every rank.
+  double s = part(false);
+  if (par_.tp_size > 1) s += par_.tp->all_reduce_scalar(part(true), dist::ReduceOp::sum);
   if (par_.pipelined()) s = par_.pp->all_reduce_scalar(s, dist::ReduceOp::sum);
   return s;
 }

@@ -93,6 +93,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                            {"consumed_samples", state.consumed_samples},
                            {"optimizer_step", par.optimizer_steps()},
                            {"loss_scale", state.loss_scale},
+                           {"loss_scale_good_steps", state.loss_scale_good_steps},
                            {"seed", config.train.seed},
                            // Every random draw is a pure function of (seed, step, global coordinates).
                            {"rng", {{"generator", "philox4x32-10, counter-based"},
@@ -152,6 +153,7 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
   rs.step = meta.at("step").get<std::int64_t>();
   rs.consumed_samples = meta.at("consumed_samples").get<std::int64_t>();
   rs.loss_scale = meta.value("loss_scale", 0.0);
+  rs.loss_scale_good_steps = meta.value("loss_scale_good_steps", std::int64_t{0});
   return rs;
 }
 

@@ -191,7 +191,10 @@ TrainSummary train(const TrainOptions& options) {
   RunState state;
   if (reader) {
     state = load_optimizer_and_state(*reader, params, par);
-    if (fp16 && state.loss_scale > 0) scaler.set_scale(state.loss_scale);
+    if (fp16 && state.loss_scale > 0) {
+      scaler.set_scale(state.loss_scale);
+      scaler.set_good_steps(state.loss_scale_good_steps);
+    }
     log.message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, state.step,
                             state.consumed_samples));
     reader.reset();
@@ -228,13 +231,14 @@ TrainSummary train(const TrainOptions& options) {
                                      optim::parse_decay(config.schedule.decay)};
   nn::ParameterGatherer* gatherer = par.zero_stage == 3 ? par.zero.get() : nullptr;
 
+  // eval_steps global batches of the validation stream: the same samples under every layout.
   auto evaluate = [&](std::int64_t step) -> double {
     data::LoaderOptions vo = lo;
     vo.consumed_samples = 0;
     vo.prefetch = 0;
     auto vloader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.valid, vo) : nullptr;
     const double v = runner.evaluate(
-        std::max<std::int64_t>(config.train.eval_steps, 1), [&] { return vloader->next(); },
+        std::max<std::int64_t>(config.train.eval_steps, 1) * accum, [&] { return vloader->next(); },
         [&](std::int64_t) {
           nn::ForwardContext ctx;
           ctx.compute_dtype = cdt;
@@ -302,6 +306,7 @@ TrainSummary train(const TrainOptions& options) {
     state.consumed_samples += global_batch;
     state.lr = lr;
     state.loss_scale = fp16 ? scaler.scale() : 0;
+    state.loss_scale_good_steps = fp16 ? scaler.good_steps() : 0;
     summary.losses.push_back(step_loss);
     if (step == first_step + 1) summary.memory_after_first_step = memory_stats(Device::cpu());
 

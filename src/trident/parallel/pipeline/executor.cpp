@@ -60,7 +60,8 @@ void Executor::reap_sends() {
 
 void Executor::check_boundary(const Tensor& t, const Boundary& b, const Instruction& i, const char* what) const {
   TRIDENT_CHECK(t.defined() && t.shape() == b.shape && t.dtype() == b.dtype,
-                "pipeline {} on stage {}: {} is {} but stage boundaries carry {} {}", to_string(i), rank_, what,
+                "pipeline {} on virtual stage {} (rank {} of the pipeline): {} is {} but stage boundaries carry {} {}",
+                to_string(i), virtual_stage(i.chunk), rank_, what,
                 t.defined() ? t.describe() : std::string("undefined"), b.shape, b.dtype);
 }
 
