@@ -70,6 +70,14 @@ class LayoutRuns {
     return r;
   }
 
+  // Rank 0's copy of checkpoint step_NNNNNNNN of a single-process run: the
+  // path every rank resolves the same (the ranks must resolve the same config).
+  std::string rank0_checkpoint(const Run& single, std::int64_t step) const {
+    const std::filesystem::path dir = std::filesystem::path(single.summary.last_checkpoint).parent_path() /
+                                      fmt::format("step_{:08d}", step);
+    return (shared / "rank0" / std::filesystem::relative(dir, mine)).string();
+  }
+
   // Per-step losses (from reference step `first`) within 1e-5 relative; with
   // `params`, the final parameters too (relative norm 1e-5).
   static void expect_follows(const Run& got, const Run& ref, std::size_t first = 0, bool params = true) {

@@ -20,7 +20,6 @@
 namespace trident::train {
 namespace {
 
-namespace fs = std::filesystem;
 
 struct Layout {
   std::string arch;
@@ -103,10 +102,8 @@ TEST_P(PipelineParallelTraining, ResumesTheSingleProcessCheckpoint) {
     GTEST_SKIP() << "the 1f1b layouts of this job size";
   }
   const Run& ref = reference(l.arch);
-  // Every rank must resolve the same config: resume rank 0's copy of the reference.
-  const fs::path step10 = fs::path(ref.summary.last_checkpoint).parent_path() / "step_00000010";
-  const std::string from = (runs_.shared / "rank0" / fs::relative(step10, runs_.mine)).string();
-  const Run resumed = run(runs_.world, l.name() + "-resumed", l, {"checkpoint.resume=" + from});
+  const Run resumed =
+      run(runs_.world, l.name() + "-resumed", l, {"checkpoint.resume=" + runs_.rank0_checkpoint(ref, 10)});
   ASSERT_EQ(resumed.summary.losses.size(), 10u);
   testing::LayoutRuns::expect_follows(resumed, ref, 10, /*params=*/true);
 }
