@@ -19,11 +19,16 @@ if(TRIDENT_BENCH)
   find_package(benchmark REQUIRED)
 endif()
 if(TRIDENT_CUDA)
-  enable_language(CUDA)
-  find_package(CUDAToolkit REQUIRED)
+  # Ampere and Hopper (A100, H100/H200); set before enable_language, which would pick its own default.
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  # Kernel files are C++17: nvcc cannot parse fmt in C++20 mode (kernels/cuda/common.cuh).
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 endif()
 
 # trident_module(NAME SOURCES... [DEPS targets...] [PRIVATE_DEPS targets...])

@@ -13,13 +13,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "trident/core/dtype_enum.h"
+
 namespace trident {
 
-enum class DType : std::uint8_t { f32, bf16, f16, f64, i32, i64, u8, u16 };
-inline constexpr int kNumDTypes = 8;
-
-std::size_t dtype_size(DType dtype) noexcept;
-std::string_view dtype_name(DType dtype) noexcept;
 // Parses "f32", "float32", "bf16", "bfloat16", "fp16", ... ; throws on anything else.
 DType parse_dtype(std::string_view name);
 bool is_floating(DType dtype) noexcept;

@@ -10,6 +10,7 @@
 #include <numbers>
 #include <type_traits>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

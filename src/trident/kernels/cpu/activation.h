@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "trident/core/dtype.h"
+#include "trident/core/dtype_enum.h"
 
 namespace trident::kernels::cpu {
 

@@ -29,6 +29,7 @@
 #include <new>
 #include <type_traits>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/softmax.h"

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

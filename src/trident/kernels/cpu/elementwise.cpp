@@ -3,6 +3,7 @@
 // over the rank's threads in chunks of at least 16K elements.
 #include "trident/kernels/cpu/elementwise.h"
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

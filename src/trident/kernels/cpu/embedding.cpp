@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

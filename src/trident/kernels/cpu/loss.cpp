@@ -14,6 +14,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

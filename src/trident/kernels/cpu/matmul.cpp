@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <string_view>
 
-#include "trident/core/dtype.h"
+#include "trident/core/dtype_enum.h"
 
 namespace trident::kernels::cpu {
 

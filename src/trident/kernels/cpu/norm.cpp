@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "trident/core/dtype.h"
+#include "trident/core/dtype_enum.h"
 
 namespace trident::kernels::cpu {
 

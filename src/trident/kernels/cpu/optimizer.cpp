@@ -21,6 +21,7 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

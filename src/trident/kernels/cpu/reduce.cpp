@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

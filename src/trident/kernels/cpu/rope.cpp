@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/softmax.h"  // store_fast: vectorisable bf16 rounding

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "trident/core/dtype.h"
 #include "trident/core/parallel.h"
 
 namespace trident::kernels::cpu {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 

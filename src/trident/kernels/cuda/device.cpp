@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,20 +22,9 @@ void check(cudaError_t rc, const char* what) {
   TRIDENT_CHECK(rc == cudaSuccess, "CUDA: {} failed: {} ({})", what, cudaGetErrorString(rc), cudaGetErrorName(rc));
 }
 
-// Sets the current device for the lifetime of the scope.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
+using DeviceScope = DeviceGuard;
 
- private:
-  int previous_ = 0;
-};
+cudaStream_t native(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
 // One device's caching allocator (see device.h).
 class DeviceAllocator {
@@ -114,26 +104,42 @@ class DeviceAllocator {
   AllocatorStats stats_;
 };
 
+std::atomic<bool> g_poison{false};
+
 class CudaBackend final : public DeviceBackend {
  public:
   explicit CudaBackend(int devices) {
     for (int d = 0; d < devices; ++d) allocators_.push_back(std::make_unique<DeviceAllocator>(d));
   }
-  void* allocate(std::size_t nbytes, int index) override { return allocator(index).allocate(nbytes); }
+  void* allocate(std::size_t nbytes, int index) override {
+    void* p = allocator(index).allocate(nbytes);
+    if (g_poison.load(std::memory_order_relaxed) && nbytes > 0) {
+      DeviceScope scope(index);
+      check(cudaMemsetAsync(p, 0xFF, nbytes, native(compute_stream(index))), "cudaMemsetAsync (poison)");
+    }
+    return p;
+  }
   void deallocate(void* ptr, std::size_t nbytes, int index) noexcept override {
     if (index >= 0 && index < static_cast<int>(allocators_.size())) allocators_[static_cast<std::size_t>(index)]->deallocate(ptr, nbytes);
   }
+  // Queued on the compute stream so copies are ordered with kernels; a copy to
+  // the host waits for it (the caller reads the bytes next), and so does a copy
+  // from the host (its pageable source may be freed as soon as we return).
   void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) override {
     if (nbytes == 0) return;
+    const int index = dst_device.is_cuda() ? dst_device.index : src_device.index;
+    DeviceScope scope(index);
     const cudaMemcpyKind kind = dst_device.is_cuda() ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice
                                                                                : cudaMemcpyHostToDevice)
                                                      : cudaMemcpyDeviceToHost;
-    check(cudaMemcpy(dst, src, nbytes, kind), "cudaMemcpy");
+    const cudaStream_t stream = native(compute_stream(index));
+    check(cudaMemcpyAsync(dst, src, nbytes, kind, stream), "cudaMemcpyAsync");
+    if (kind != cudaMemcpyDeviceToDevice) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
   void fill_zero(void* ptr, std::size_t nbytes, int index) override {
     if (nbytes == 0) return;
     DeviceScope scope(index);
-    check(cudaMemset(ptr, 0, nbytes), "cudaMemset");
+    check(cudaMemsetAsync(ptr, 0, nbytes, native(compute_stream(index))), "cudaMemsetAsync");
   }
   void synchronize(int index) override {
     DeviceScope scope(index);
@@ -155,6 +161,34 @@ std::mutex g_init_mutex;
 CudaBackend* g_backend = nullptr;  // never destroyed: tensors may outlive static destruction
 
 }  // namespace
+
+void throw_error(const std::string& message) { TRIDENT_FAIL("{}", message); }
+
+void check_status(int status, const char* what) { check(static_cast<cudaError_t>(status), what); }
+
+int current_device() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  check(cudaGetDevice(&previous_), "cudaGetDevice");
+  if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+}
+DeviceGuard::~DeviceGuard() {
+  int now = previous_;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+const Stream& compute_stream(int device) {
+  static std::mutex mutex;
+  static std::unordered_map<int, Stream*> streams;  // never destroyed: kernels may run during static destruction
+  std::lock_guard<std::mutex> lock(mutex);
+  Stream*& s = streams[device];
+  if (!s) s = new Stream(device);
+  return *s;
+}
 
 int device_count() noexcept {
   int n = 0;
@@ -196,6 +230,8 @@ AllocatorStats allocator_stats(int device) {
   TRIDENT_CHECK(g_backend, "CUDA: the backend is not initialised (no GPU, or initialize() not called)");
   return g_backend->allocator(device).stats();
 }
+
+void set_allocation_poison(bool on) noexcept { g_poison.store(on, std::memory_order_relaxed); }
 
 void release_cached_memory(int device) {
   if (g_backend) g_backend->allocator(device).release();

@@ -22,6 +22,12 @@
 
 namespace trident::kernels::cuda {
 
+// Errors for CUDA code that cannot use fmt (nvcc-compiled files, see common.cuh):
+// both throw trident::Error with the message.
+[[noreturn]] void throw_error(const std::string& message);
+// Throws "CUDA: <what> failed: <description> (<name>)" unless status is cudaSuccess (0).
+void check_status(int status, const char* what);
+
 // GPUs visible to this process; 0 when CUDA has no device or no driver.
 int device_count() noexcept;
 // Registers the CUDA backend with core when a GPU is present (idempotent).
@@ -39,6 +45,31 @@ struct AllocatorStats {
 AllocatorStats allocator_stats(int device);
 // Returns every cached block of `device` to the driver.
 void release_cached_memory(int device);
+// Test aid: while on, every block handed out is first filled with 0xFF bytes
+// (NaN in f32, bf16 and f16), so a kernel that leaves output elements unwritten
+// is caught by the backend-consistency tests. Off by default.
+void set_allocation_poison(bool on) noexcept;
+
+// The device kernels run on: the calling thread's current CUDA device.
+int current_device();
+// Makes `device` the calling thread's current CUDA device for the lifetime of the guard.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+class Stream;
+// The stream every trident kernel, copy and fill of `device` is queued on, in
+// program order (created on first use, never destroyed). Work on other streams
+// (NCCL's, the loader's copies) is ordered against it with events. Host-side
+// reads of device memory (Tensor::to(cpu), item()) synchronise it.
+const Stream& compute_stream(int device);
 
 // A CUDA stream on one device (owning; movable).
 class Stream {

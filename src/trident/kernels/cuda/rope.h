@@ -1,0 +1,16 @@
+// CUDA kernels: Rotary position embedding (positions is a host array, as for the CPU kernel).
+//
+// Same signatures and semantics as kernels/cpu/rope.h (see there and kernels/cuda/common.cuh):
+// pointers are device memory of the current CUDA device; work is queued on its compute stream.
+#pragma once
+
+#include <cstdint>
+
+#include "trident/kernels/cpu/rope.h"
+
+namespace trident::kernels::cuda {
+
+void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch,
+          std::int64_t seq, std::int64_t heads, std::int64_t head_dim, double theta, bool inverse);
+
+}  // namespace trident::kernels::cuda
