@@ -88,11 +88,20 @@ int main(int argc, char** argv) {
   int steps = 5;
   std::int64_t B = 4, T = 64;
   std::string preset = "gpt2";
+  std::string only;  // "f32" or "bf16": run one precision (for profiling)
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seq")) T = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+  }
+  if (!only.empty()) {
+    const DType dtype = parse_dtype(only);
+    const Result r = run(preset, dtype, B, T, steps);
+    fmt::print("{}: {:.1f} ms/step {:.1f} tokens/s; forward {:.1f} ms, backward {:.1f} ms, optimizer {:.1f} ms\n",
+               dtype_name(dtype), r.ms_per_step, r.tokens_per_s, r.forward_ms, r.backward_ms, r.optimizer_ms);
+    return 0;
   }
   fmt::print("train_bench: {} B={} T={} steps={} threads={}\n", preset, B, T, steps, num_threads());
   fmt::print("matmul: {}\n", kernels::cpu::matmul_backend_description());

@@ -34,6 +34,19 @@ int local_rank_count() noexcept {
   return 1;
 }
 
+int local_rank() noexcept {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+                           "SLURM_LOCALID", "LOCAL_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) {
+      char* end = nullptr;
+      const long x = std::strtol(v, &end, 10);
+      if (end && *end == '\0' && x >= 0 && x < 1 << 20) return static_cast<int>(x);
+    }
+  }
+  return 0;
+}
+
 int default_num_threads() noexcept {
   if (int n = env_int("TRIDENT_NUM_THREADS")) return n;
   int cores = static_cast<int>(std::thread::hardware_concurrency());

@@ -18,6 +18,8 @@ void set_num_threads(int n);
 int default_num_threads() noexcept;
 // Ranks on this node as reported by mpirun/srun (1 when not launched).
 int local_rank_count() noexcept;
+// This process's index among the ranks on its node (mpirun/srun; 0 when not launched).
+int local_rank() noexcept;
 
 // Runs f(chunk_begin, chunk_end) over [begin, end) split into at most
 // num_threads() chunks of at least `grain` elements each. Serial when the range

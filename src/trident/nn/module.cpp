@@ -190,6 +190,15 @@ void Module::initialize(std::uint64_t seed, DType dtype) {
   }
 }
 
+void Module::to(Device device) {
+  MemoryCategoryScope scope(MemoryCategory::parameters);
+  for (Parameter* p : parameters()) {
+    if (!p->var.defined() || p->var.device() == device) continue;
+    p->var = Variable(p->var.data().to(device), true);
+    p->var.set_name(p->name);
+  }
+}
+
 void Module::zero_grad() {
   for (Parameter* p : parameters()) p->var.zero_grad();
 }

@@ -105,6 +105,8 @@ class Module {
 
   // Allocates every parameter (dtype = master dtype) and initialises it.
   void initialize(std::uint64_t seed, DType dtype = DType::f32);
+  // Moves every parameter's tensor to `device` (values unchanged; gradients dropped).
+  void to(Device device);
   void zero_grad();
   std::int64_t num_parameters() const;  // global count, each parameter once
 

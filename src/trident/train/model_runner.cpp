@@ -23,7 +23,7 @@ ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par
     executor_ = std::make_unique<pl::Executor>(par.pp, v);
     const std::int64_t t = par.sequence_parallel ? par.tp_size : 1;
     boundary_ = pl::Boundary{Shape{options_.micro_batch_size, options_.seq_len / t, spec.d_model},
-                             options_.compute_dtype};
+                             options_.compute_dtype, options_.device};
   }
   for (const auto& chunk : chunks_) {
     for (nn::Parameter* q : chunk->parameters()) params_.push_back(q);

@@ -37,6 +37,7 @@ class ModelRunner {
     std::int64_t micro_batch_size = 1;       // with seq_len and dtype: the shape of stage boundaries
     std::int64_t seq_len = 1;
     DType compute_dtype = DType::f32;
+    Device device = Device::cpu();           // where parameters and activations live
   };
   // Builds this rank's chunks (uninitialised): layers split over
   // pipeline_parallel_size × virtual_pipeline_size virtual stages, evenly or

@@ -22,7 +22,8 @@ const nn::Parameter& parameter_named(const std::vector<nn::Parameter*>& params, 
 // Rows [0, rows) of `data` hold local rows [row_begin, row_begin + rows) of
 // parameter `p`: append them as pieces in global coordinates.
 void add_pieces(std::vector<checkpoint::TensorPiece>& out, const std::string& key, const nn::Parameter& p,
-                const Tensor& data, std::int64_t row_begin = 0) {
+                const Tensor& device_data, std::int64_t row_begin = 0) {
+  const Tensor data = device_data.to(Device::cpu());  // the writer reads host memory
   const std::int64_t rows = data.rank() ? data.shape()[0] : 1;
   for (const nn::ShardPiece& piece : p.shard.pieces_in_rows(row_begin, row_begin + rows)) {
     Tensor box = p.shard.is_whole() && data.shape() == piece.extent

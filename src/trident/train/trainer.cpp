@@ -23,6 +23,10 @@
 #include "trident/train/run_checkpoint.h"
 #include "trident/train/setup.h"
 
+#if TRIDENT_HAVE_CUDA
+#include "trident/kernels/cuda/device.h"
+#endif
+
 namespace trident::train {
 
 namespace fs = std::filesystem;
@@ -131,6 +135,19 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
 
 void request_stop() noexcept { g_stop.store(true); }
 
+namespace {
+
+// The matmul peak MFU is measured against: the CPU's, measured now, or the
+// GPU's datasheet dense peak (bf16/f16 tensor cores, or f32).
+double matmul_peak_gflops(Device device, DType compute) {
+#if TRIDENT_HAVE_CUDA
+  if (device.is_cuda()) return 1e3 * kernels::cuda::dense_peak_tflops(device.index, compute != DType::f32);
+#endif
+  return kernels::cpu::measure_matmul_peak_gflops(compute == DType::bf16 ? DType::bf16 : DType::f32);
+}
+
+}  // namespace
+
 void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
   load_model(checkpoint::CheckpointReader(dir), model.parameters());
 }
@@ -166,13 +183,16 @@ TrainSummary train(const TrainOptions& options) {
                 data.tokenizer.vocab_size());
 
   const DType cdt = compute_dtype(config.train.precision);
+  const Device device = training_device(config);
   ModelRunner runner(spec, par,
                      ModelRunner::Options{config.dist.pipeline_num_layers,
                                           parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), mb, T,
-                                          cdt});
+                                          cdt, device});
   for (const auto& chunk : runner.chunks()) {
+    // Initialised (and loaded) on the host, where the counter RNG runs, then moved.
     chunk->initialize(static_cast<std::uint64_t>(config.train.seed));
     if (!config.model.from_pretrained.empty()) models::load_hf_weights(*chunk, config.model.from_pretrained);
+    chunk->to(device);
     chunk->set_activation_checkpointing(config.train.activation_checkpointing);
   }
   if (!config.model.from_pretrained.empty()) {
@@ -200,21 +220,17 @@ TrainSummary train(const TrainOptions& options) {
     reader.reset();
   }
 
-  const double peak_gflops =
-      config.train.peak_gflops > 0
-          ? config.train.peak_gflops
-          : kernels::cpu::measure_matmul_peak_gflops(cdt == DType::bf16 ? DType::bf16 : DType::f32);
+  const double peak_gflops = config.train.peak_gflops > 0 ? config.train.peak_gflops : matmul_peak_gflops(device, cdt);
   log.message(fmt::format(
       "trident: {} {} ({:.2f}M parameters), {} precision, {}, {} threads/rank, global batch {} × {} tokens "
-      "(micro-batch {} × {} {} × {} data-parallel), ZeRO stage {}, matmul peak {:.0f} GFLOP/s",
+      "(micro-batch {} × {} {} × {} data-parallel), ZeRO stage {}, on {}, matmul peak {:.0f} GFLOP/s",
       config.model.preset.empty() ? config.model.arch : config.model.preset,
       spec.arch == nn::Arch::gpt2 ? "GPT-2" : "LLaMA", static_cast<double>(spec.num_parameters()) / 1e6,
       config.train.precision, par.mesh->describe(), num_threads(), global_batch, T, mb, accum,
       par.pipelined() ? fmt::format("micro-batches through the {} pipeline schedule{}", config.dist.pipeline_schedule,
                                     par.chunks > 1 ? fmt::format(" ({} chunks per rank)", par.chunks) : "")
                       : std::string("accumulation"),
-      dp, par.zero_stage,
-      peak_gflops));
+      dp, par.zero_stage, device, peak_gflops));
 
   data::LoaderOptions lo;
   lo.micro_batch_size = mb;
@@ -225,6 +241,11 @@ TrainSummary train(const TrainOptions& options) {
   lo.prefetch = static_cast<int>(config.data.prefetch);
   // Middle pipeline stages need no data (they receive hidden states).
   auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
+  auto on_device = [device](data::Batch b) {
+    b.tokens = b.tokens.to(device);
+    b.labels = b.labels.to(device);
+    return b;
+  };
 
   const optim::ScheduleOptions sched{config.optim.lr, config.schedule.min_lr, config.schedule.warmup_steps,
                                      config.schedule.decay_steps > 0 ? config.schedule.decay_steps : config.train.steps,
@@ -238,7 +259,7 @@ TrainSummary train(const TrainOptions& options) {
     vo.prefetch = 0;
     auto vloader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.valid, vo) : nullptr;
     const double v = runner.evaluate(
-        std::max<std::int64_t>(config.train.eval_steps, 1) * accum, [&] { return vloader->next(); },
+        std::max<std::int64_t>(config.train.eval_steps, 1) * accum, [&] { return on_device(vloader->next()); },
         [&](std::int64_t) {
           nn::ForwardContext ctx;
           ctx.compute_dtype = cdt;
@@ -259,7 +280,7 @@ TrainSummary train(const TrainOptions& options) {
   const std::int64_t first_step = state.step;
   const double tokens_per_step = static_cast<double>(global_batch * T);
   const double flops_per_token = runner.chunks().front()->flops_per_token(T);
-  reset_peak_memory(Device::cpu());
+  reset_peak_memory(device);
 
   while (state.step < config.train.steps) {
     const std::int64_t step = state.step + 1;
@@ -274,7 +295,7 @@ TrainSummary train(const TrainOptions& options) {
     }
     const double loss_scale = fp16 ? scaler.scale() : 1.0;
     const double step_loss = runner.train_step(
-        accum, [&] { return loader->next(); },
+        accum, [&] { return on_device(loader->next()); },
         [&](std::int64_t m) {
           nn::ForwardContext ctx;
           ctx.training = true;
@@ -308,7 +329,7 @@ TrainSummary train(const TrainOptions& options) {
     state.loss_scale = fp16 ? scaler.scale() : 0;
     state.loss_scale_good_steps = fp16 ? scaler.good_steps() : 0;
     summary.losses.push_back(step_loss);
-    if (step == first_step + 1) summary.memory_after_first_step = memory_stats(Device::cpu());
+    if (step == first_step + 1) summary.memory_after_first_step = memory_stats(device);
 
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
@@ -321,7 +342,7 @@ TrainSummary train(const TrainOptions& options) {
     mtr.step_ms = dt * 1e3;
     mtr.tokens_per_s = tokens_per_step / dt;
     mtr.mfu = flops_per_token * mtr.tokens_per_s / (peak_gflops * 1e9 * par.world->size());
-    mtr.peak_memory_mb = static_cast<double>(memory_stats(Device::cpu()).peak) / (1 << 20);
+    mtr.peak_memory_mb = static_cast<double>(memory_stats(device).peak) / (1 << 20);
     mtr.eta_s = elapsed / static_cast<double>(step - first_step) * static_cast<double>(config.train.steps - step);
     mtr.loss_scale = fp16 ? scaler.scale() : 0;
     mtr.skipped = skipped;

@@ -44,6 +44,10 @@ struct TrainSummary {
 // Checks the cross-field rules of a config for a job of `world_size` ranks;
 // errors name the keys and values involved.
 void validate_config(const Config& config, int world_size);
+// The device train.device names for this rank: cpu, cuda:N, or for plain "cuda"
+// the GPU of this rank's index on its node. A CUDA device without the CUDA
+// backend or without a visible GPU is a clear error.
+Device training_device(const Config& config);
 
 // Runs training as configured. Installs SIGINT/SIGTERM handlers that finish the
 // current step, save a checkpoint and return (interrupted = true).

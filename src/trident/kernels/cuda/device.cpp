@@ -226,6 +226,39 @@ std::string describe() {
   return out;
 }
 
+double dense_peak_tflops(int device, bool bf16) {
+  // NVIDIA's datasheet figures where known (they assume a lower clock than the
+  // reported boost clock, so the formula below would overstate them by ~8%).
+  struct Known {
+    const char* name_part;
+    double bf16, f32;
+  };
+  static constexpr Known kKnown[] = {
+      {"H200", 989.4, 66.9},      {"H100 PCIe", 756.0, 51.2}, {"H100 NVL", 835.0, 60.0},
+      {"H100", 989.4, 66.9},      {"A100", 312.0, 19.5},      {"L40S", 362.0, 91.6},
+  };
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  const std::string name = prop.name;
+  for (const Known& k : kKnown) {
+    if (name.find(k.name_part) != std::string::npos) return bf16 ? k.bf16 : k.f32;
+  }
+  int sms = 0, clock_khz = 0, major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+  double per_clock = 0;
+  if (major >= 9) {
+    per_clock = bf16 ? 4096 : 256;
+  } else if (major == 8 && minor == 0) {
+    per_clock = bf16 ? 2048 : 128;
+  } else {
+    per_clock = bf16 ? 1024 : 128;
+  }
+  return sms * (clock_khz * 1e3) * per_clock / 1e12;
+}
+
 AllocatorStats allocator_stats(int device) {
   TRIDENT_CHECK(g_backend, "CUDA: the backend is not initialised (no GPU, or initialize() not called)");
   return g_backend->allocator(device).stats();

@@ -36,6 +36,13 @@ bool initialize();
 // "CUDA runtime 13.0, driver none, 0 devices" — for `trident info`.
 std::string describe();
 
+// The dense (no sparsity) tensor-core peak of `device` in TFLOP/s for bf16/f16
+// inputs with f32 accumulation, or its f32 (non-TF32) CUDA-core peak: the
+// datasheet figure for known GPUs (H100 SXM and H200: 989.4 bf16, 66.9 f32;
+// A100: 312 / 19.5), otherwise SMs × clock × FLOPs per SM per clock of the
+// architecture (Hopper 4096 bf16 / 256 f32, A100 2048 / 128, others 1024 / 128).
+double dense_peak_tflops(int device, bool bf16);
+
 struct AllocatorStats {
   std::int64_t reserved_bytes = 0;  // held from the driver (in use + cached)
   std::int64_t cached_bytes = 0;    // free blocks kept for reuse

@@ -18,7 +18,7 @@ GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Com
   }
   {
     MemoryCategoryScope scope(MemoryCategory::gradients);
-    buffer_ = Tensor::zeros({total}, dtype);
+    buffer_ = Tensor::zeros({total}, dtype, params.front()->var.device());
   }
   stats_.bytes = static_cast<std::int64_t>(buffer_.nbytes());
   const std::int64_t bucket_elems =

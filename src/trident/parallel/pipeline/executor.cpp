@@ -45,7 +45,7 @@ Tensor Executor::recv(const Boundary& b, int from_rank, int tag) {
     queue.pop_front();
     return t;
   }
-  Tensor t = Tensor::empty(b.shape, b.dtype);
+  Tensor t = Tensor::empty(b.shape, b.dtype, b.device);
   group_->recv(t, from_rank, tag)->wait();
   return t;
 }
@@ -125,7 +125,7 @@ void Executor::run(const std::vector<Instruction>& list, const Boundary& boundar
         }
         if (k > 0) {
           Tensor g = s.input.grad();
-          grads_out[key] = g.defined() ? g : Tensor::zeros(boundary.shape, boundary.dtype);
+          grads_out[key] = g.defined() ? g : Tensor::zeros(boundary.shape, boundary.dtype, boundary.device);
         }
         break;
       }

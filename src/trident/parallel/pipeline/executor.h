@@ -37,6 +37,7 @@ using autograd::Variable;
 struct Boundary {
   Shape shape;
   DType dtype = DType::f32;
+  Device device = Device::cpu();  // where activations and their gradients live
 };
 
 struct StepCallbacks {

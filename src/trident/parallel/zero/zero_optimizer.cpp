@@ -31,20 +31,21 @@ ZeroOptimizer::ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std:
     e.begin = std::min(r * e.chunk_rows, e.rows);
     e.end = std::min((r + 1) * e.chunk_rows, e.rows);
     const DType dt = p->var.dtype();
+    const Device dev = p->var.device();
     if (stage_ >= 2) {  // stage 1 reduces into the owned rows of the full gradient instead
       MemoryCategoryScope scope(MemoryCategory::gradients);
-      e.grad_shard = Tensor::zeros({e.chunk_rows * e.row_size}, dt);
+      e.grad_shard = Tensor::zeros({e.chunk_rows * e.row_size}, dt, dev);
     }
     {
       MemoryCategoryScope scope(MemoryCategory::optimizer);
-      e.exp_avg = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt);
-      e.exp_avg_sq = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt);
+      e.exp_avg = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt, dev);
+      e.exp_avg_sq = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt, dev);
     }
     if (stage_ == 3) {
       MemoryCategoryScope scope(MemoryCategory::parameters);
       e.param_shard = p->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size).clone()
                           .view(rows_shape(e.full_shape, e.end - e.begin));
-      p->var.reset_data(Tensor::empty({0}, dt));  // the full tensor is freed; gather() brings it back
+      p->var.reset_data(Tensor::empty({0}, dt, dev));  // the full tensor is freed; gather() brings it back
     }
     index_[p] = entries_.size();
     entries_.push_back(std::move(e));
@@ -89,7 +90,8 @@ Tensor ZeroOptimizer::owned_grad(const Entry& e) const {
 void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad) {
   const std::int64_t d = dp_->size();
   const DType dt = e.grad_shard.dtype();
-  Tensor padded = Tensor::empty({d * e.chunk_rows * e.row_size}, dt);
+  const Device dev = e.exp_avg.device();  // grad_shard exists only from stage 2
+  Tensor padded = Tensor::empty({d * e.chunk_rows * e.row_size}, dt, dev);
   const std::int64_t n = e.rows * e.row_size;
   if (full_grad.defined()) {
     padded.slice0(0, n).copy_from(full_grad.flatten().to(dt));
@@ -97,7 +99,7 @@ void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad)
     padded.slice0(0, n).fill_zero();  // an unused parameter still joins the collective
   }
   padded.slice0(n, padded.size(0)).fill_zero();
-  Tensor mine = Tensor::empty({e.chunk_rows * e.row_size}, dt);
+  Tensor mine = Tensor::empty({e.chunk_rows * e.row_size}, dt, dev);
   dp_->reduce_scatter(padded, mine, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
   const std::int64_t owned = (e.end - e.begin) * e.row_size;
   if (stage_ >= 2) {
@@ -128,10 +130,10 @@ double ZeroOptimizer::grad_sum_of_squares(const std::vector<nn::Parameter*>& sub
 Tensor ZeroOptimizer::all_gather_rows(const Entry& e, const Tensor& owned) const {
   const std::int64_t d = dp_->size();
   const DType dt = owned.dtype();
-  Tensor chunk = Tensor::zeros({e.chunk_rows * e.row_size}, dt);
+  Tensor chunk = Tensor::zeros({e.chunk_rows * e.row_size}, dt, owned.device());
   const std::int64_t n = owned.numel();
   if (n) chunk.slice0(0, n).copy_from(owned.flatten());
-  Tensor all = Tensor::empty({d * e.chunk_rows * e.row_size}, dt);
+  Tensor all = Tensor::empty({d * e.chunk_rows * e.row_size}, dt, owned.device());
   dp_->all_gather(chunk, all, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
   return all.slice0(0, e.rows * e.row_size).view(e.full_shape);
 }
@@ -174,7 +176,7 @@ void ZeroOptimizer::release(const std::vector<nn::Parameter*>& params) {
   for (nn::Parameter* p : params) {
     Entry& e = entry(*p);
     TRIDENT_DCHECK(e.gathered > 0, "release without gather of {}", p->name);
-    if (--e.gathered == 0) p->var.reset_data(Tensor::empty({0}, e.param_shard.dtype()));
+    if (--e.gathered == 0) p->var.reset_data(Tensor::empty({0}, e.param_shard.dtype(), e.param_shard.device()));
   }
 }
 

@@ -1,0 +1,111 @@
+// Training on a CUDA GPU (label gpu): the tiny GPT and LLaMA configurations
+// follow the CPU run's losses (fp32, dropout on: the CUDA dropout draws the
+// CPU's masks), bf16 and fp16 train, and a checkpoint written from the GPU
+// resumes on the CPU. Without a GPU only the error cases run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "trident/kernels/cuda/device.h"
+#include "trident/train/trainer.h"
+#include "corpus.h"
+
+namespace trident::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CudaTraining : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / fmt::format("trident-cuda-training-{}", ::getpid());
+    fs::remove_all(dir_);
+    testing::make_corpus(dir_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static TrainOptions options(const std::string& run, std::vector<std::string> extra) {
+    TrainOptions o;
+    o.overrides = testing::tiny_run(dir_, "cache-" + run);
+    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
+    o.run_dir = (dir_ / run).string();
+    o.quiet = true;
+    return o;
+  }
+  static inline fs::path dir_;
+};
+
+std::string error_of(const TrainOptions& o) {
+  try {
+    (void)train(o);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST_F(CudaTraining, NoGpuOrABadDeviceIsAClearError) {
+  EXPECT_NE(error_of(options("tpu", {"train.steps=1", "train.device=\"tpu\""}))
+                .find("train.device 'tpu' is not a device: expected cpu, cuda or cuda:N"),
+            std::string::npos);
+  if (kernels::cuda::device_count() > 0) {
+    const std::string far = error_of(options("far", {"train.steps=1", "train.device=\"cuda:99\""}));
+    EXPECT_NE(far.find("train.device 'cuda:99': only"), std::string::npos) << far;
+    GTEST_SKIP() << "a GPU is present: " << kernels::cuda::describe();
+  }
+  const std::string got = error_of(options("nogpu", {"train.steps=1", "train.device=\"cuda\""}));
+  EXPECT_NE(got.find("train.device 'cuda': no CUDA GPU is visible here"), std::string::npos) << got;
+}
+
+class CudaTrainingOnGpu : public CudaTraining {
+ protected:
+  void SetUp() override {
+    if (!kernels::cuda::initialize()) GTEST_SKIP() << "no CUDA GPU here: " << kernels::cuda::describe();
+  }
+};
+
+// 20 fp32 steps of the tiny GPT-2 and LLaMA: every loss within 1e-4 of the CPU's.
+TEST_F(CudaTrainingOnGpu, TinyGptAndLlamaFollowTheCpuRun) {
+  const std::vector<std::string> llama = {"model.arch=llama", "model.n_kv_head=2"};
+  for (const auto& arch : {std::vector<std::string>{}, llama}) {
+    const std::string name = arch.empty() ? "gpt2" : "llama";
+    std::vector<std::string> common = {"train.steps=20", "train.micro_batch_size=4", "model.dropout=0.1"};
+    common.insert(common.end(), arch.begin(), arch.end());
+    auto cpu = common, gpu = common;
+    gpu.push_back("train.device=\"cuda\"");
+    const TrainSummary ref = train(options(name + "-cpu", cpu));
+    const TrainSummary got = train(options(name + "-cuda", gpu));
+    ASSERT_EQ(got.losses.size(), ref.losses.size());
+    for (std::size_t i = 0; i < ref.losses.size(); ++i) {
+      EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-4 * std::max(1.0, std::fabs(ref.losses[i])))
+          << name << " step " << i + 1;
+    }
+  }
+}
+
+TEST_F(CudaTrainingOnGpu, Bf16AndFp16Train) {
+  for (const char* precision : {"bf16", "fp16"}) {
+    const TrainSummary s = train(options(std::string("cuda-") + precision,
+                                         {"train.steps=20", "train.micro_batch_size=8", "train.device=\"cuda\"",
+                                          std::string("train.precision=") + precision}));
+    ASSERT_EQ(s.losses.size(), 20u);
+    EXPECT_LT(s.losses.back(), s.losses.front()) << precision;
+    for (double l : s.losses) EXPECT_TRUE(std::isfinite(l)) << precision;
+  }
+}
+
+// A checkpoint written from GPU memory resumes on the CPU exactly where the GPU run stopped.
+TEST_F(CudaTrainingOnGpu, GpuCheckpointResumesOnTheCpu) {
+  const TrainSummary gpu = train(options("ckpt", {"train.steps=10", "train.device=\"cuda\""}));
+  auto more = options("ckpt", {"train.steps=12"});
+  more.resume = true;
+  const TrainSummary cpu = train(more);
+  ASSERT_EQ(cpu.losses.size(), 2u);
+  EXPECT_TRUE(std::isfinite(cpu.losses[0]));
+  EXPECT_LT(cpu.losses[0], gpu.losses.front());
+}
+
+}  // namespace
+}  // namespace trident::train
