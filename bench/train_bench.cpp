@@ -5,7 +5,12 @@
 // and its ratio to the fp32 matmul peak measured in the same run, in fp32 and
 // bf16, and the bf16/fp32 tokens/s ratio.
 //
-//   build/bin/train_bench [--steps N] [--batch B] [--seq T] [--preset gpt2]
+// On a GPU (--device cuda; llm.c's train_gpt2cu configuration is sequence
+// 1024): tokens/s and MFU, the achieved FLOP/s over the GPU's dense bf16
+// tensor-core peak (kernels::cuda::dense_peak_tflops; H100 SXM 989 TFLOP/s).
+//
+//   build/bin/train_bench [--steps N] [--batch B] [--seq T] [--preset gpt2] [--only f32|bf16]
+//   build/bin/train_bench --device cuda --batch 8 --seq 1024 [--only bf16]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,10 +21,15 @@
 #include <vector>
 
 #include "trident/autograd/autograd.h"
+#include "trident/core/backend.h"
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/matmul.h"
 #include "trident/models/causal_lm.h"
 #include "trident/optim/optimizer.h"
+
+#if TRIDENT_HAVE_CUDA
+#include "trident/kernels/cuda/device.h"
+#endif
 
 using namespace trident;
 
@@ -37,9 +47,15 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_t T, int steps) {
+Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_t T, int steps,
+           Device device = Device::cpu()) {
   models::CausalLM model(models::preset(preset));
   model.initialize(1);
+  model.to(device);
+  // Device work is asynchronous: wait for it before reading the clock.
+  auto sync = [&] {
+    if (device.is_cuda()) backend_for(device).synchronize(device.index);
+  };
   optim::AdamW opt(model.parameters(), optim::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
   std::mt19937_64 gen(1);
   std::uniform_int_distribution<std::int64_t> tok(0, model.spec().vocab_size - 1);
@@ -51,7 +67,8 @@ Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_
   std::vector<double> times, fwd, bwd, upd;
   auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   for (int s = 0; s < steps + 1; ++s) {  // the first step warms up (allocations, primitive creation)
-    Tensor ids = batch(), labels = batch();
+    Tensor ids = batch().to(device), labels = batch().to(device);
+    sync();
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     nn::ForwardContext ctx;
@@ -59,10 +76,13 @@ Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_
     ctx.step = s + 1;
     ctx.compute_dtype = compute;
     autograd::Variable loss = model.loss(ids, labels, ctx);
+    sync();
     const double t_fwd = since(t0);
     loss.backward();
+    sync();
     const double t_bwd = since(t0) - t_fwd;
     opt.step(1e-4);
+    sync();
     const double dt = since(t0);
     if (s > 0) {
       times.push_back(dt);
@@ -89,12 +109,40 @@ int main(int argc, char** argv) {
   std::int64_t B = 4, T = 64;
   std::string preset = "gpt2";
   std::string only;  // "f32" or "bf16": run one precision (for profiling)
+  std::string device_name = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--seq")) T = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    if (!std::strcmp(argv[i], "--device")) device_name = argv[i + 1];
+  }
+  const Device device = parse_device(device_name);
+  if (device.is_cuda()) {
+#if TRIDENT_HAVE_CUDA
+    if (!kernels::cuda::initialize()) {
+      fmt::print("train_bench: no CUDA GPU here ({})\n", kernels::cuda::describe());
+      return 1;
+    }
+    fmt::print("train_bench: {} B={} T={} steps={} on {}\n", preset, B, T, steps, kernels::cuda::describe());
+    for (const DType dtype : {DType::bf16, DType::f32}) {
+      if (!only.empty() && parse_dtype(only) != dtype) continue;
+      const double peak = kernels::cuda::dense_peak_tflops(device.index, dtype != DType::f32);
+      const Result r = run(preset, dtype, B, T, steps, device);
+      fmt::print("{}: {:.1f} ms/step {:.0f} tokens/s {:.1f} TFLOP/s = MFU {:.1f}% of the {:.1f} TFLOP/s dense {} peak; "
+                 "forward {:.1f} ms, backward {:.1f} ms, optimizer {:.1f} ms\n",
+                 dtype_name(dtype), r.ms_per_step, r.tokens_per_s, r.gflops / 1e3, 100 * r.gflops / (peak * 1e3), peak,
+                 dtype == DType::f32 ? "f32" : "bf16", r.forward_ms, r.backward_ms, r.optimizer_ms);
+      const auto stats = kernels::cuda::allocator_stats(device.index);
+      fmt::print("      GPU memory: peak reserved {:.2f} GiB, {} cudaMalloc calls in all\n",
+                 static_cast<double>(stats.peak_reserved_bytes) / (1 << 30), stats.driver_allocations);
+    }
+    return 0;
+#else
+    fmt::print("train_bench: this build has no CUDA backend\n");
+    return 1;
+#endif
   }
   if (!only.empty()) {
     const DType dtype = parse_dtype(only);
