@@ -1,5 +1,6 @@
 #include "trident/nn/layers.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "trident/autograd/autograd.h"
@@ -112,7 +113,9 @@ namespace {
 // zero vectors and contribute no gradient.
 Variable shard_lookup(const Variable& weight, const Tensor& ids, std::int64_t begin) {
   const std::int64_t rows = weight.shape()[0];
-  const Tensor global = ids.to(DType::i64);
+  const Device device = weight.data().device();
+  // The ids are few (one per token): the shard mask is computed on the host.
+  const Tensor global = ids.to(Device::cpu()).to(DType::i64);
   Tensor local = Tensor::empty(ids.shape(), DType::i64);
   const auto g = global.span<std::int64_t>();
   auto l = local.span<std::int64_t>();
@@ -121,20 +124,24 @@ Variable shard_lookup(const Variable& weight, const Tensor& ids, std::int64_t be
     mine[i] = g[i] >= begin && g[i] < begin + rows;
     l[i] = mine[i] ? g[i] - begin : 0;
   }
-  // Zeroes the rows of a [..., D] tensor whose id lies outside the shard.
+  // Zeroes the rows of a [..., D] tensor whose id lies outside the shard (on a
+  // GPU through a host copy: TP embedding lookups are not yet a CUDA kernel).
   auto zero_foreign = [mine](Tensor t) {
-    const std::int64_t d = t.size(-1);
-    const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(t.dtype());
-    auto* base = static_cast<char*>(t.raw_data());
+    if (std::all_of(mine.begin(), mine.end(), [](std::uint8_t m) { return m != 0; })) return t;
+    Tensor host = t.to(Device::cpu());  // t itself on the CPU
+    const std::int64_t d = host.size(-1);
+    const std::size_t row_bytes = static_cast<std::size_t>(d) * dtype_size(host.dtype());
+    auto* base = static_cast<char*>(host.raw_data());
     for (std::size_t i = 0; i < mine.size(); ++i)
       if (!mine[i]) std::memset(base + i * row_bytes, 0, row_bytes);
+    if (!t.device().is_cpu()) t.copy_from(host);
     return t;
   };
-  Tensor out = zero_foreign(ops::embedding(weight.data(), local));
+  Tensor out = zero_foreign(ops::embedding(weight.data(), local.to(device)));
   return autograd::make_result(out, {weight}, "vocab_parallel_embedding",
                                [local, rows, zero_foreign](const autograd::GradContext& ctx) {
                                  return std::vector<Tensor>{
-                                     ops::embedding_backward(zero_foreign(ctx.grad().clone()), local, rows)};
+                                     ops::embedding_backward(zero_foreign(ctx.grad().clone()), local.to(ctx.grad().device()), rows)};
                                });
 }
 

@@ -26,7 +26,7 @@ Tensor batch_summed_matmul(const Tensor& x, const Tensor& y, bool tx, bool ty) {
   for (std::int64_t i = 0; i < batch; ++i) {
     ops::matmul_into(x3.select0(i), y3.select0(i), out, tx, ty, 1.0, i == 0 ? 0.0 : 1.0);
   }
-  return out.to(x.dtype());
+  return ops::cast(out, x.dtype());
 }
 
 // op(x) · op(y), summed over the batch when the gradient's owner was a shared 2-D operand.
