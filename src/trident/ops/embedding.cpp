@@ -23,7 +23,8 @@ void check_ids(const Tensor& ids, std::int64_t vocab, std::string_view op) {
   TRIDENT_CHECK(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
                 "{}: ids must be i32 or i64, got {} (shape {})", op, ids.dtype(), ids.shape());
   std::int64_t bad_id = 0;
-  const std::int64_t at = kernels::cpu::find_invalid_id(ids.dtype(), ids.raw_data(), ids.numel(), vocab, &bad_id);
+  const std::int64_t at =
+      TRIDENT_KERNEL(ids.device(), find_invalid_id, ids.dtype(), ids.raw_data(), ids.numel(), vocab, &bad_id);
   TRIDENT_CHECK(at < 0, "{}: id {} at position {} of ids {} is outside the vocabulary [0, {})", op, bad_id,
                 position_in(ids.shape(), at < 0 ? 0 : at), ids.shape(), vocab);
 }
@@ -34,14 +35,14 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   check_defined(ids, "embedding", "ids");
   check_rank(weight, 2, "embedding", "weight");
   check_floating(weight, "embedding", "weight");
-  require_cpu("embedding", {&weight, &ids});
+  check_same_device(weight, ids, "embedding");
   const std::int64_t vocab = weight.size(0), dim = weight.size(1);
   check_ids(ids, vocab, "embedding");
   std::vector<std::int64_t> out_dims = ids.shape().dims();
   out_dims.push_back(dim);
   Tensor out = Tensor::empty(Shape(std::move(out_dims)), weight.dtype(), weight.device());
-  kernels::cpu::embedding_forward(weight.dtype(), ids.dtype(), weight.raw_data(), ids.raw_data(), out.raw_data(),
-                                  ids.numel(), dim);
+  TRIDENT_KERNEL(weight.device(), embedding_forward, weight.dtype(), ids.dtype(), weight.raw_data(), ids.raw_data(),
+                 out.raw_data(), ids.numel(), dim);
   return out;
 }
 
@@ -54,12 +55,12 @@ Tensor embedding_backward(const Tensor& dout, const Tensor& ids, std::int64_t vo
                     std::equal(ids.shape().begin(), ids.shape().end(), dout.shape().begin()),
                 "embedding_backward: dout of shape {} does not match ids of shape {} (expected [..ids, D])",
                 dout.shape(), ids.shape());
-  require_cpu("embedding_backward", {&dout, &ids});
+  check_same_device(dout, ids, "embedding_backward");
   check_ids(ids, vocab, "embedding_backward");
   const std::int64_t dim = dout.size(-1);
   Tensor dweight = Tensor::empty(Shape{vocab, dim}, dout.dtype(), dout.device());
-  kernels::cpu::embedding_backward(dout.dtype(), ids.dtype(), dout.raw_data(), ids.raw_data(), dweight.raw_data(),
-                                   ids.numel(), vocab, dim);
+  TRIDENT_KERNEL(dout.device(), embedding_backward, dout.dtype(), ids.dtype(), dout.raw_data(), ids.raw_data(),
+                 dweight.raw_data(), ids.numel(), vocab, dim);
   return dweight;
 }
 

@@ -59,13 +59,13 @@ LayerNormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   const std::int64_t cols = check_row_param(x, weight, op, "weight");
   if (bias.defined()) check_row_param(x, bias, op, "bias");
   check_eps(eps, op);
-  require_cpu(op, {&x, &weight, &bias});
   const std::int64_t rows = x.numel() / cols;
   LayerNormOutput out{Tensor::empty(x.shape(), x.dtype(), x.device()),
                       Tensor::empty({rows}, stat_dtype(x.dtype()), x.device()),
                       Tensor::empty({rows}, stat_dtype(x.dtype()), x.device())};
-  kernels::cpu::layer_norm_forward(x.dtype(), x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
-                                   out.y.raw_data(), out.mean.raw_data(), out.rstd.raw_data(), rows, cols, eps);
+  TRIDENT_KERNEL(x.device(), layer_norm_forward, x.dtype(), x.raw_data(), weight.raw_data(),
+                 bias.defined() ? bias.raw_data() : nullptr, out.y.raw_data(), out.mean.raw_data(),
+                 out.rstd.raw_data(), rows, cols, eps);
   return out;
 }
 
@@ -77,13 +77,12 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   check_backward_args(dy, x, op);
   check_stat(mean, x, op, "mean");
   check_stat(rstd, x, op, "rstd");
-  require_cpu(op, {&dy, &x, &weight, &mean, &rstd});
   const std::int64_t rows = x.numel() / cols;
   LayerNormGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({cols}, x.dtype(), x.device()),
                    Tensor::empty({cols}, x.dtype(), x.device())};
-  kernels::cpu::layer_norm_backward(x.dtype(), dy.raw_data(), x.raw_data(), weight.raw_data(), mean.raw_data(),
-                                    rstd.raw_data(), g.dx.raw_data(), g.dweight.raw_data(), g.dbias.raw_data(), rows,
-                                    cols);
+  TRIDENT_KERNEL(x.device(), layer_norm_backward, x.dtype(), dy.raw_data(), x.raw_data(), weight.raw_data(),
+                 mean.raw_data(), rstd.raw_data(), g.dx.raw_data(), g.dweight.raw_data(), g.dbias.raw_data(), rows,
+                 cols);
   return g;
 }
 
@@ -92,12 +91,11 @@ RmsNormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_input(x, op);
   const std::int64_t cols = check_row_param(x, weight, op, "weight");
   check_eps(eps, op);
-  require_cpu(op, {&x, &weight});
   const std::int64_t rows = x.numel() / cols;
   RmsNormOutput out{Tensor::empty(x.shape(), x.dtype(), x.device()),
                     Tensor::empty({rows}, stat_dtype(x.dtype()), x.device())};
-  kernels::cpu::rms_norm_forward(x.dtype(), x.raw_data(), weight.raw_data(), out.y.raw_data(), out.rstd.raw_data(),
-                                 rows, cols, eps);
+  TRIDENT_KERNEL(x.device(), rms_norm_forward, x.dtype(), x.raw_data(), weight.raw_data(), out.y.raw_data(),
+                 out.rstd.raw_data(), rows, cols, eps);
   return out;
 }
 
@@ -107,11 +105,10 @@ RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& 
   const std::int64_t cols = check_row_param(x, weight, op, "weight");
   check_backward_args(dy, x, op);
   check_stat(rstd, x, op, "rstd");
-  require_cpu(op, {&dy, &x, &weight, &rstd});
   const std::int64_t rows = x.numel() / cols;
   RmsNormGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty({cols}, x.dtype(), x.device())};
-  kernels::cpu::rms_norm_backward(x.dtype(), dy.raw_data(), x.raw_data(), weight.raw_data(), rstd.raw_data(),
-                                  g.dx.raw_data(), g.dweight.raw_data(), rows, cols);
+  TRIDENT_KERNEL(x.device(), rms_norm_backward, x.dtype(), dy.raw_data(), x.raw_data(), weight.raw_data(),
+                 rstd.raw_data(), g.dx.raw_data(), g.dweight.raw_data(), rows, cols);
   return g;
 }
 

@@ -19,6 +19,7 @@ void check_like_param(const Tensor& param, const Tensor& t, std::string_view op,
   check_defined(t, op, arg);
   TRIDENT_CHECK(t.shape() == param.shape(), "{}: {} has shape {}, expected the param's shape {}", op, arg, t.shape(),
                 param.shape());
+  check_same_device(param, t, op);
 }
 
 // True when the byte ranges of a and b share memory (the step writes all of them).
@@ -61,8 +62,6 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
     copy_data = param_copy->raw_data();
     copy_dtype = param_copy->dtype();
   }
-  require_cpu(op, {&param, &grad, &exp_avg, &exp_avg_sq});
-  if (param_copy != nullptr) require_cpu(op, {param_copy});
   kernels::cpu::AdamWHyper hyper;
   hyper.lr = config.lr;
   hyper.beta1 = config.beta1;
@@ -71,8 +70,8 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   hyper.weight_decay = config.weight_decay;
   hyper.step = step;
   hyper.grad_scale = grad_scale;
-  kernels::cpu::adamw_step(param.dtype(), grad.dtype(), copy_dtype, param.raw_data(), grad.raw_data(),
-                           exp_avg.raw_data(), exp_avg_sq.raw_data(), copy_data, param.numel(), hyper);
+  TRIDENT_KERNEL(param.device(), adamw_step, param.dtype(), grad.dtype(), copy_dtype, param.raw_data(),
+                 grad.raw_data(), exp_avg.raw_data(), exp_avg_sq.raw_data(), copy_data, param.numel(), hyper);
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
@@ -88,7 +87,6 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr
                 "{}: nesterov momentum needs momentum > 0 and dampening 0 (got momentum {}, dampening {})", op,
                 momentum, dampening);
   TRIDENT_CHECK(std::isfinite(grad_scale), "{}: grad_scale {} must be finite", op, grad_scale);
-  require_cpu(op, {&param, &grad});
   bool init_buf = false;
   if (momentum != 0) {
     if (!momentum_buf.defined()) {
@@ -96,18 +94,16 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr
       init_buf = true;
     }
     check_state(param, momentum_buf, op, "momentum_buf");
-    require_cpu(op, {&momentum_buf});
   }
-  kernels::cpu::sgd_step(param.dtype(), grad.dtype(), param.raw_data(), grad.raw_data(),
-                         momentum != 0 ? momentum_buf.raw_data() : nullptr, init_buf, param.numel(), lr, momentum,
-                         weight_decay, dampening, nesterov, grad_scale);
+  TRIDENT_KERNEL(param.device(), sgd_step, param.dtype(), grad.dtype(), param.raw_data(), grad.raw_data(),
+                 momentum != 0 ? momentum_buf.raw_data() : nullptr, init_buf, param.numel(), lr, momentum,
+                 weight_decay, dampening, nesterov, grad_scale);
 }
 
 double sum_of_squares(const Tensor& t) {
   check_defined(t, "sum_of_squares", "t");
   check_floating(t, "sum_of_squares", "t");
-  require_cpu("sum_of_squares", {&t});
-  return kernels::cpu::sum_of_squares(t.dtype(), t.raw_data(), t.numel());
+  return TRIDENT_KERNEL(t.device(), sum_of_squares, t.dtype(), t.raw_data(), t.numel());
 }
 
 }  // namespace trident::ops

@@ -1,6 +1,6 @@
 // CUDA kernels: Softmax cross-entropy over the vocabulary, one row per block, never writing fp32 probabilities:
 // forward keeps only lse per row, backward recomputes softmax into dlogits. Plus the vocab-parallel
-// (TP) pieces.
+// (TP) pieces. count_targets synchronises (host result).
 //
 // Same signatures and semantics as kernels/cpu/loss.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
