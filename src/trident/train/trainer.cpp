@@ -25,6 +25,7 @@
 
 #if TRIDENT_HAVE_CUDA
 #include "trident/kernels/cuda/device.h"
+#include "trident/kernels/cuda/upload.h"
 #endif
 
 namespace trident::train {
@@ -241,7 +242,18 @@ TrainSummary train(const TrainOptions& options) {
   lo.prefetch = static_cast<int>(config.data.prefetch);
   // Middle pipeline stages need no data (they receive hidden states).
   auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
-  auto on_device = [device](data::Batch b) {
+#if TRIDENT_HAVE_CUDA
+  std::unique_ptr<kernels::cuda::PinnedUploader> uploader;
+  if (device.is_cuda()) uploader = std::make_unique<kernels::cuda::PinnedUploader>(device.index);
+#endif
+  auto on_device = [&](data::Batch b) {
+#if TRIDENT_HAVE_CUDA
+    if (uploader) {
+      b.tokens = uploader->upload(b.tokens);
+      b.labels = uploader->upload(b.labels);
+      return b;
+    }
+#endif
     b.tokens = b.tokens.to(device);
     b.labels = b.labels.to(device);
     return b;
