@@ -1,0 +1,910 @@
+// Backend consistency: every op of the registry (ops::kOps), through its public
+// ops:: entry points, on CUDA against the CPU reference.
+//
+// Each case builds fresh random inputs on the host (seeded from its name),
+// copies them to cuda:0, runs the op on both devices and compares every output
+// in f64 on the host: ‖out − ref‖₂ / ‖ref‖₂ ≤ 1e-5 for f32, 1e-2 for bf16/f16,
+// 1e-12 for f64, exact for integers (the looser of the case's and the output's
+// dtype). A NaN in the CUDA output never passes, nor an infinity where the
+// reference is finite. CUDA allocations are poisoned with NaN during the CUDA
+// run, so an output element a kernel never writes shows up as NaN; inputs are
+// copies of the host tensors (in-place ops update those copies).
+//
+// Without a GPU the comparison cases skip; what still runs is the coverage
+// check (every registry op has a case), the comparator's own test and every
+// case's CPU half, so a broken case is caught before a GPU ever sees it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trident/core/dtype.h"
+#include "trident/core/error.h"
+#include "trident/core/rng.h"
+#include "trident/core/tensor.h"
+#include "trident/kernels/cuda/device.h"
+#include "trident/ops/activation.h"
+#include "trident/ops/attention.h"
+#include "trident/ops/dropout.h"
+#include "trident/ops/elementwise.h"
+#include "trident/ops/embedding.h"
+#include "trident/ops/loss.h"
+#include "trident/ops/matmul.h"
+#include "trident/ops/norm.h"
+#include "trident/ops/optimizer.h"
+#include "trident/ops/reduce.h"
+#include "trident/ops/registry.h"
+#include "trident/ops/rope.h"
+#include "trident/ops/shape.h"
+#include "trident/ops/softmax.h"
+
+namespace trident {
+namespace {
+
+using ops::Op;
+using Tensors = std::vector<Tensor>;
+using Shapes = std::vector<Shape>;
+using Rng = std::mt19937_64;
+// Host inputs for the case's dtype and shapes (what each shape means is the case's).
+using MakeInputs = std::function<Tensors(Rng&, DType, const Shapes&)>;
+// Runs the op on inputs that live on `device` and returns its outputs (in-place ops return the updated inputs).
+using RunOp = std::function<Tensors(const Tensors&, Device)>;
+
+struct ConsistencyCase {
+  std::string name;  // the test's name: <entry point>[_<variant>]_<dtype>
+  Op op;             // the registry op this case covers
+  DType dtype;
+  Shapes shapes;
+  MakeInputs make_inputs;
+  RunOp run;
+};
+
+void PrintTo(const ConsistencyCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+// --- comparison ---
+
+double bound(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 1e-5;
+    case DType::bf16:
+    case DType::f16:
+      return 1e-2;
+    default:
+      return 0;  // integers: exact
+  }
+}
+
+// "" when `got` matches the reference `ref` within `tol`; otherwise what differs.
+std::string mismatch(const Tensor& got, const Tensor& ref, double tol) {
+  if (!ref.defined() || !got.defined()) {
+    return ref.defined() == got.defined() ? ""
+                                          : fmt::format("defined: got {}, reference {}", got.defined(), ref.defined());
+  }
+  if (got.shape() != ref.shape() || got.dtype() != ref.dtype()) {
+    return fmt::format("got {} but the reference is {}", got.describe(), ref.describe());
+  }
+  const std::vector<double> g = got.to(Device::cpu()).to(DType::f64).to_vector<double>();
+  const std::vector<double> r = ref.to(DType::f64).to_vector<double>();
+  double num = 0, den = 0;
+  std::int64_t nan = 0, wrong_inf = 0, first_bad = -1;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    bool bad = false;
+    if (std::isnan(g[i])) {
+      ++nan, bad = true;
+    } else if (!std::isfinite(r[i]) || !std::isfinite(g[i])) {
+      if (g[i] != r[i]) ++wrong_inf, bad = true;  // an infinity must be the reference's, sign included
+    } else {
+      num += (g[i] - r[i]) * (g[i] - r[i]);
+      den += r[i] * r[i];
+    }
+    if (bad && first_bad < 0) first_bad = static_cast<std::int64_t>(i);
+  }
+  const double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  if (nan == 0 && wrong_inf == 0 && err <= tol) return "";
+  std::string what = fmt::format("{}: relative error {:.3g} (bound {:.0e})", ref.describe(), err, tol);
+  if (nan + wrong_inf > 0) {
+    const auto i = static_cast<std::size_t>(first_bad);
+    what += fmt::format(
+        ", {} NaN and {} infinities where the reference differs; first at flat index {}: got {}, "
+        "reference {}",
+        nan, wrong_inf, first_bad, g[i], r[i]);
+  }
+  return what;
+}
+
+// While it lives, every new CUDA allocation starts as NaN (0xFF bytes).
+struct PoisonedAllocations {
+  PoisonedAllocations() { kernels::cuda::set_allocation_poison(true); }
+  ~PoisonedAllocations() { kernels::cuda::set_allocation_poison(false); }
+  PoisonedAllocations(const PoisonedAllocations&) = delete;
+  PoisonedAllocations& operator=(const PoisonedAllocations&) = delete;
+};
+
+// Runs `c` on the CPU and on `target` (inputs copied there; cloned when it is
+// the CPU too) and returns one line per mismatching output.
+std::vector<std::string> compare_backends(const ConsistencyCase& c, Device target) {
+  Rng gen(stream_id(c.name));
+  const Tensors host = c.make_inputs(gen, c.dtype, c.shapes);
+  Tensors copies;
+  for (const Tensor& t : host) copies.push_back(!t.defined() ? t : target.is_cpu() ? t.clone() : t.to(target));
+  const Tensors ref = c.run(host, Device::cpu());
+  Tensors got;
+  {
+    std::optional<PoisonedAllocations> poison;
+    if (target.is_cuda()) poison.emplace();
+    got = c.run(copies, target);
+  }
+  if (got.size() != ref.size()) return {fmt::format("{} outputs, the reference has {}", got.size(), ref.size())};
+  std::vector<std::string> failures;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double tol = std::max(bound(c.dtype), ref[i].defined() ? bound(ref[i].dtype()) : 0.0);
+    std::string what = mismatch(got[i], ref[i], tol);
+    if (!what.empty()) failures.push_back(fmt::format("output {}: {}", i, what));
+  }
+  return failures;
+}
+
+std::string describe_inputs(const ConsistencyCase& c) {
+  std::string s;
+  for (const Shape& shape : c.shapes) s += (s.empty() ? "" : ", ") + shape.to_string();
+  return fmt::format("{} ({} of op {}; shapes {})", c.name, dtype_name(c.dtype), ops::op_info(c.op).name, s);
+}
+
+// --- inputs ---
+
+// Uniform in [lo, hi) for floating dtypes (drawn in f64, rounded once), integers in [0, 100) otherwise.
+Tensor uniform(Rng& gen, const Shape& shape, DType dtype, double lo = -1, double hi = 1) {
+  Tensor t = Tensor::empty(shape, DType::f64);
+  std::uniform_real_distribution<double> real(lo, hi);
+  std::uniform_int_distribution<int> integer(0, 99);
+  for (double& v : t.span<double>()) v = is_floating(dtype) ? real(gen) : integer(gen);
+  return t.to(dtype);
+}
+
+Tensor random_ids(Rng& gen, const Shape& shape, std::int64_t bound_excl, DType dtype = DType::i64) {
+  std::uniform_int_distribution<std::int64_t> dist(0, bound_excl - 1);
+  Tensor t = Tensor::empty(shape, DType::i64);
+  for (auto& v : t.span<std::int64_t>()) v = dist(gen);
+  return t.to(dtype);
+}
+
+// Targets in [0, vocab) with every 7th row ignore_index (-100).
+Tensor targets_with_ignored(Rng& gen, const Shape& shape, std::int64_t vocab, DType dtype = DType::i64) {
+  Tensor t = random_ids(gen, shape, vocab);
+  auto s = t.span<std::int64_t>();
+  for (std::size_t i = 3; i < s.size(); i += 7) s[i] = -100;
+  return t.to(dtype);
+}
+
+DType loss_dtype(DType logits) {
+  return logits == DType::f64 ? DType::f64 : DType::f32;
+}
+
+MakeInputs uniform_in(double lo, double hi) {
+  return [lo, hi](Rng& gen, DType dtype, const Shapes& shapes) {
+    Tensors in;
+    for (const Shape& s : shapes) in.push_back(uniform(gen, s, dtype, lo, hi));
+    return in;
+  };
+}
+
+// All but the first element of a 1-D input: a view whose data starts one element past its allocation's start.
+Tensor misaligned(const Tensor& flat) {
+  return flat.slice0(1, flat.size(0));
+}
+
+const std::vector<DType> kFloat = {DType::f32, DType::bf16, DType::f16, DType::f64};
+const std::vector<DType> kNoF64 = {DType::f32, DType::bf16, DType::f16};
+const std::vector<DType> kRealistic = {DType::f32, DType::bf16};  // the realistic shapes: training dtypes only
+const std::vector<DType> kF32 = {DType::f32};
+const std::vector<DType> kMaster = {DType::f32, DType::f64};
+const std::vector<DType> kAnyDType = {DType::f32, DType::bf16, DType::f64, DType::i64, DType::u8};
+
+struct CaseTable {
+  std::vector<ConsistencyCase> cases;
+  void add(const std::string& name, Op op, const std::vector<DType>& dtypes, const Shapes& shapes, const RunOp& run,
+           const MakeInputs& make = uniform_in(-1, 1)) {
+    for (DType d : dtypes) cases.push_back({name + "_" + std::string(dtype_name(d)), op, d, shapes, make, run});
+  }
+};
+
+// --- the cases, by family ---
+
+void elementwise_cases(CaseTable& t) {
+  const Shapes odd = {{37, 1001}, {37, 1001}}, gpt2 = {{8 * 64, 768}, {8 * 64, 768}};
+  const RunOp add = [](const Tensors& in, Device) { return Tensors{ops::add(in[0], in[1])}; };
+  t.add("add", Op::add, kFloat, odd, add);
+  t.add("add_gpt2", Op::add, kRealistic, gpt2, add);
+  t.add("add_misaligned", Op::add, kNoF64, {{1 + 37 * 1001}, {1 + 37 * 1001}},
+        [](const Tensors& in, Device) { return Tensors{ops::add(misaligned(in[0]), misaligned(in[1]))}; });
+  t.add("add_inplace", Op::add, kFloat, odd, [](const Tensors& in, Device) {
+    Tensor dst = in[0];
+    ops::add_(dst, in[1], 0.3);
+    return Tensors{dst};
+  });
+  t.add("add_inplace_misaligned", Op::add, kNoF64, {{1 + 4099}, {1 + 4099}}, [](const Tensors& in, Device) {
+    Tensor dst = misaligned(in[0]);
+    ops::add_(dst, misaligned(in[1]), -1.5);
+    return Tensors{dst};
+  });
+  t.add("sub", Op::sub, kFloat, odd, [](const Tensors& in, Device) { return Tensors{ops::sub(in[0], in[1])}; });
+  t.add("mul", Op::mul, kFloat, odd, [](const Tensors& in, Device) { return Tensors{ops::mul(in[0], in[1])}; });
+  t.add("scale", Op::scale, kFloat, {{37, 1001}},
+        [](const Tensors& in, Device) { return Tensors{ops::scale(in[0], -1.7)}; });
+  t.add("scale_inplace", Op::scale, kFloat, {{37, 1001}}, [](const Tensors& in, Device) {
+    Tensor dst = in[0];
+    ops::scale_(dst, 0.125);
+    return Tensors{dst};
+  });
+  const RunOp bias_add = [](const Tensors& in, Device) { return Tensors{ops::bias_add(in[0], in[1])}; };
+  t.add("bias_add", Op::bias_add, kFloat, {{37, 1001}, {1001}}, bias_add);
+  t.add("bias_add_gpt2", Op::bias_add, kRealistic, {{8, 64, 2304}, {2304}}, bias_add);
+  // cast_to_<target>_<source>; values up to ±100 so that rounding is exercised at several exponents.
+  const auto cast = [&t](DType target, const std::vector<DType>& sources) {
+    t.add(
+        fmt::format("cast_to_{}", dtype_name(target)), Op::cast, sources, {{37, 1001}},
+        [target](const Tensors& in, Device) { return Tensors{ops::cast(in[0], target)}; }, uniform_in(-100, 100));
+  };
+  cast(DType::bf16, {DType::f32, DType::f16, DType::f64});
+  cast(DType::f16, {DType::f32, DType::bf16, DType::f64});
+  cast(DType::f32, {DType::bf16, DType::f16, DType::f64});
+  cast(DType::f64, {DType::f32, DType::bf16});
+}
+
+void reduce_cases(CaseTable& t) {
+  // Mostly positive values: a sum that cancels to near zero would measure its condition number, not the kernel.
+  const MakeInputs positive = uniform_in(-0.5, 1.5);
+  const RunOp sum = [](const Tensors& in, Device) { return Tensors{ops::sum(in[0])}; };
+  const RunOp mean = [](const Tensors& in, Device) { return Tensors{ops::mean(in[0])}; };
+  const RunOp to_last = [](const Tensors& in, Device) { return Tensors{ops::sum_to_last_dim(in[0])}; };
+  t.add("sum", Op::sum, kFloat, {{37, 1001}}, sum, positive);
+  t.add("sum_gpt2", Op::sum, kRealistic, {{8 * 64, 768}}, sum, positive);
+  t.add("sum_one_element", Op::sum, kFloat, {{1}}, sum, positive);
+  t.add("sum_to_last_dim", Op::sum, kFloat, {{37, 1001}}, to_last, positive);
+  t.add("sum_to_last_dim_gpt2", Op::sum, kRealistic, {{8, 64, 768}}, to_last, positive);
+  t.add("mean", Op::mean, kFloat, {{37, 1001}}, mean, positive);
+  t.add("mean_gpt2", Op::mean, kRealistic, {{8 * 64, 768}}, mean, positive);
+}
+
+void activation_cases(CaseTable& t) {
+  const MakeInputs wide = uniform_in(-5, 5);  // both tails of every activation
+  const Shapes odd = {{37, 1001}, {37, 1001}}, mlp = {{8 * 64, 3072}, {8 * 64, 3072}};
+  const auto unary = [&](const std::string& name, Op op, Tensor (*fwd)(const Tensor&),
+                         Tensor (*bwd)(const Tensor&, const Tensor&)) {
+    const RunOp f = [fwd](const Tensors& in, Device) { return Tensors{fwd(in[0])}; };
+    const RunOp b = [bwd](const Tensors& in, Device) { return Tensors{bwd(in[0], in[1])}; };  // (dy, x)
+    t.add(name, op, kFloat, {odd[0]}, f, wide);
+    t.add(name + "_gpt2", op, kRealistic, {mlp[0]}, f, wide);
+    t.add(name + "_backward", op, kFloat, odd, b, wide);
+    t.add(name + "_backward_gpt2", op, kRealistic, mlp, b, wide);
+  };
+  unary("gelu_tanh", Op::gelu_tanh, &ops::gelu_tanh, &ops::gelu_tanh_backward);
+  unary("gelu", Op::gelu, &ops::gelu, &ops::gelu_backward);
+  unary("silu", Op::silu, &ops::silu, &ops::silu_backward);
+
+  const RunOp swiglu = [](const Tensors& in, Device) { return Tensors{ops::swiglu(in[0], in[1])}; };
+  const RunOp swiglu_bwd = [](const Tensors& in, Device) {
+    auto g = ops::swiglu_backward(in[0], in[1], in[2]);
+    return Tensors{g.dgate, g.dup};
+  };
+  t.add("swiglu", Op::swiglu, kFloat, odd, swiglu, wide);
+  t.add("swiglu_llama", Op::swiglu, kRealistic, {{4, 64, 2752}, {4, 64, 2752}}, swiglu, wide);
+  t.add("swiglu_backward", Op::swiglu, kFloat, {odd[0], odd[0], odd[0]}, swiglu_bwd, wide);
+  t.add("swiglu_backward_llama", Op::swiglu, kRealistic, {{4, 64, 2752}, {4, 64, 2752}, {4, 64, 2752}}, swiglu_bwd,
+        wide);
+
+  const RunOp bias_gelu = [](const Tensors& in, Device) { return Tensors{ops::bias_gelu_tanh(in[0], in[1])}; };
+  const RunOp bias_gelu_bwd = [](const Tensors& in, Device) {
+    auto g = ops::bias_gelu_tanh_backward(in[0], in[1], in[2]);
+    return Tensors{g.dx, g.dbias};
+  };
+  t.add("bias_gelu_tanh", Op::gelu_tanh, kFloat, {{37, 1000}, {1000}}, bias_gelu, wide);
+  t.add("bias_gelu_tanh_gpt2", Op::gelu_tanh, kRealistic, {{8, 64, 3072}, {3072}}, bias_gelu, wide);
+  t.add("bias_gelu_tanh_backward", Op::gelu_tanh, kFloat, {{37, 1000}, {37, 1000}, {1000}}, bias_gelu_bwd, wide);
+  t.add("bias_gelu_tanh_backward_gpt2", Op::gelu_tanh, kRealistic, {{8, 64, 3072}, {8, 64, 3072}, {3072}},
+        bias_gelu_bwd, wide);
+}
+
+void norm_cases(CaseTable& t) {
+  // shapes: {x, [C]}; x away from zero mean so that the centring matters.
+  const auto layer_norm_inputs = [](bool bias, bool backward) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      Tensor x = uniform(gen, s[0], d, -1.5, 2.5), w = uniform(gen, s[1], d, 0.5, 1.5);
+      Tensor b = bias ? uniform(gen, s[1], d) : Tensor();
+      if (!backward) return Tensors{x, w, b};
+      auto f = ops::layer_norm(x, w, b);
+      return Tensors{uniform(gen, s[0], d), x, w, f.mean, f.rstd};
+    };
+  };
+  const RunOp ln = [](const Tensors& in, Device) {
+    auto f = ops::layer_norm(in[0], in[1], in[2]);
+    return Tensors{f.y, f.mean, f.rstd};
+  };
+  const RunOp ln_bwd = [](const Tensors& in, Device) {
+    auto g = ops::layer_norm_backward(in[0], in[1], in[2], in[3], in[4]);
+    return Tensors{g.dx, g.dweight, g.dbias};
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string suffix = bwd ? "_backward" : "";
+    const RunOp& run = bwd ? ln_bwd : ln;
+    t.add("layer_norm" + suffix, Op::layer_norm, kFloat, {{37, 1000}, {1000}}, run, layer_norm_inputs(true, bwd));
+    t.add("layer_norm" + suffix + "_no_bias", Op::layer_norm, kRealistic, {{37, 1000}, {1000}}, run,
+          layer_norm_inputs(false, bwd));
+    t.add("layer_norm" + suffix + "_odd_width", Op::layer_norm, kNoF64, {{3, 5, 4099}, {4099}}, run,
+          layer_norm_inputs(true, bwd));
+    t.add("layer_norm" + suffix + "_narrow", Op::layer_norm, kF32, {{37, 24}, {24}}, run, layer_norm_inputs(true, bwd));
+    t.add("layer_norm" + suffix + "_gpt2", Op::layer_norm, kRealistic, {{8, 64, 768}, {768}}, run,
+          layer_norm_inputs(true, bwd));
+  }
+
+  const auto rms_norm_inputs = [](bool backward) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      Tensor x = uniform(gen, s[0], d, -1.5, 2.5), w = uniform(gen, s[1], d, 0.5, 1.5);
+      if (!backward) return Tensors{x, w};
+      return Tensors{uniform(gen, s[0], d), x, w, ops::rms_norm(x, w).rstd};
+    };
+  };
+  const RunOp rms = [](const Tensors& in, Device) {
+    auto f = ops::rms_norm(in[0], in[1]);
+    return Tensors{f.y, f.rstd};
+  };
+  const RunOp rms_bwd = [](const Tensors& in, Device) {
+    auto g = ops::rms_norm_backward(in[0], in[1], in[2], in[3]);
+    return Tensors{g.dx, g.dweight};
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string suffix = bwd ? "_backward" : "";
+    const RunOp& run = bwd ? rms_bwd : rms;
+    t.add("rms_norm" + suffix, Op::rms_norm, kFloat, {{37, 1000}, {1000}}, run, rms_norm_inputs(bwd));
+    t.add("rms_norm" + suffix + "_odd_width", Op::rms_norm, kNoF64, {{3, 5, 4099}, {4099}}, run, rms_norm_inputs(bwd));
+    t.add("rms_norm" + suffix + "_llama", Op::rms_norm, kRealistic, {{4, 64, 4096}, {4096}}, run, rms_norm_inputs(bwd));
+  }
+}
+
+void softmax_cases(CaseTable& t) {
+  // shapes: {x}; scores of up to ±8, with -inf entries (masked keys) and row 1 entirely -inf (zeros expected).
+  const auto inputs = [](bool backward) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      Tensor x = uniform(gen, s[0], DType::f64, -8, 8);
+      auto v = x.span<double>();
+      const std::int64_t cols = s[0].last();
+      for (std::size_t i = 0; i < v.size(); i += 5) v[i] = -std::numeric_limits<double>::infinity();
+      if (x.numel() / cols > 1)
+        std::fill(v.begin() + cols, v.begin() + 2 * cols, -std::numeric_limits<double>::infinity());
+      x = x.to(d);
+      if (!backward) return Tensors{x};
+      return Tensors{ops::softmax(x), uniform(gen, s[0], d)};
+    };
+  };
+  const RunOp fwd = [](const Tensors& in, Device) { return Tensors{ops::softmax(in[0])}; };
+  const RunOp bwd = [](const Tensors& in, Device) { return Tensors{ops::softmax_backward(in[0], in[1])}; };
+  t.add("softmax", Op::softmax, kFloat, {{37, 1000}}, fwd, inputs(false));
+  t.add("softmax_odd_width", Op::softmax, kNoF64, {{3, 5, 4099}}, fwd, inputs(false));
+  t.add("softmax_width_1025", Op::softmax, kRealistic, {{37, 1025}}, fwd, inputs(false));  // just past one warp a row
+  t.add("softmax_gpt2_scores", Op::softmax, kRealistic, {{8 * 12, 64, 64}}, fwd, inputs(false));
+  t.add("softmax_backward", Op::softmax, kFloat, {{37, 1000}}, bwd, inputs(true));
+  t.add("softmax_backward_odd_width", Op::softmax, kNoF64, {{3, 5, 4099}}, bwd, inputs(true));
+  t.add("softmax_backward_width_1025", Op::softmax, kRealistic, {{37, 1025}}, bwd, inputs(true));
+  t.add("softmax_backward_gpt2_scores", Op::softmax, kRealistic, {{8 * 12, 64, 64}}, bwd, inputs(true));
+}
+
+// Attention: shapes {q [B, T, H, D], k/v [B, S, Hkv, D]}; with a mask, it is [T, S] with -inf entries and its
+// first query row entirely hidden (zero output, lse −inf). The backward gets out and lse from the CPU forward.
+void attention_cases(CaseTable& t) {
+  struct Config {
+    std::string name;
+    Shape q, kv;
+    bool causal = true;
+    double scale = 0;
+    bool mask = false;
+    std::vector<DType> dtypes = kFloat;
+  };
+  const std::vector<Config> configs = {
+      {"causal", {2, 37, 4, 64}, {2, 37, 4, 64}},
+      {"not_causal", {2, 37, 4, 64}, {2, 53, 4, 64}, false},
+      {"gqa", {2, 37, 8, 64}, {2, 37, 2, 64}},
+      {"gqa_head_dim_128", {1, 67, 8, 128}, {1, 67, 2, 128}, true, 0, false, kRealistic},
+      {"kv_cache", {2, 5, 4, 64}, {2, 41, 4, 64}},
+      {"mask_and_scale", {2, 37, 4, 32}, {2, 45, 4, 32}, false, 0.3, true},
+      {"causal_mask", {1, 37, 4, 32}, {1, 37, 4, 32}, true, 0, true, kF32},
+      {"head_dim_16", {3, 29, 2, 16}, {3, 29, 2, 16}, true, 0, false, kF32},
+      {"gpt2", {4, 256, 12, 64}, {4, 256, 12, 64}, true, 0, false, kRealistic},
+  };
+  for (const Config& cfg : configs) {
+    ops::AttentionOptions options;
+    options.causal = cfg.causal;
+    options.scale = cfg.scale;
+    const bool with_mask = cfg.mask;
+    const auto inputs = [options, with_mask](bool backward) -> MakeInputs {
+      return [=](Rng& gen, DType d, const Shapes& s) {
+        Tensor q = uniform(gen, s[0], d, -2, 2), k = uniform(gen, s[1], d, -2, 2), v = uniform(gen, s[1], d);
+        ops::AttentionOptions opts = options;
+        if (with_mask) {
+          Tensor m = uniform(gen, {s[0][1], s[1][1]}, DType::f64);
+          auto mv = m.span<double>();
+          const auto keys = static_cast<std::size_t>(s[1][1]);
+          for (std::size_t i = 0; i < mv.size(); ++i) {
+            if (i < keys || i % 4 == 1) mv[i] = -std::numeric_limits<double>::infinity();
+          }
+          opts.mask = m.to(d);
+        }
+        if (!backward) return Tensors{q, k, v, opts.mask};
+        auto [out, lse] = ops::attention(q, k, v, opts);
+        return Tensors{q, k, v, out, lse, uniform(gen, s[0], d), opts.mask};
+      };
+    };
+    const RunOp fwd = [options](const Tensors& in, Device) {
+      ops::AttentionOptions opts = options;
+      opts.mask = in[3];
+      auto [out, lse] = ops::attention(in[0], in[1], in[2], opts);
+      return Tensors{out, lse};
+    };
+    const RunOp bwd = [options](const Tensors& in, Device) {
+      ops::AttentionOptions opts = options;
+      opts.mask = in[6];
+      auto [dq, dk, dv] = ops::attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], opts);
+      return Tensors{dq, dk, dv};
+    };
+    t.add("attention_" + cfg.name, Op::attention, cfg.dtypes, {cfg.q, cfg.kv}, fwd, inputs(false));
+    t.add("attention_backward_" + cfg.name, Op::attention, cfg.dtypes, {cfg.q, cfg.kv}, bwd, inputs(true));
+  }
+}
+
+void embedding_cases(CaseTable& t) {
+  // Forward: shapes {weight [V, D], ids}. Backward: shapes {[V, D], ids}, dout = ids + [D].
+  const auto inputs = [](bool backward, DType id_dtype, bool frequent_token) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      const std::int64_t vocab = s[0][0], dim = s[0][1];
+      Tensor ids = random_ids(gen, s[1], vocab);
+      if (frequent_token) {  // half the tokens are one id (padding, end of text): one long run of equal ids
+        auto v = ids.span<std::int64_t>();
+        for (std::size_t i = 0; i < v.size(); i += 2) v[i] = vocab - 47;
+      }
+      ids = ids.to(id_dtype);
+      if (!backward) return Tensors{uniform(gen, s[0], d), ids};
+      std::vector<std::int64_t> dout = s[1].dims();
+      dout.push_back(dim);
+      return Tensors{uniform(gen, Shape(dout), d), ids};
+    };
+  };
+  const RunOp fwd = [](const Tensors& in, Device) { return Tensors{ops::embedding(in[0], in[1])}; };
+  const auto bwd = [](std::int64_t vocab) -> RunOp {
+    return [vocab](const Tensors& in, Device) { return Tensors{ops::embedding_backward(in[0], in[1], vocab)}; };
+  };
+  t.add("embedding", Op::embedding, kFloat, {{997, 100}, {3, 37}}, fwd, inputs(false, DType::i64, false));
+  t.add("embedding_i32_ids", Op::embedding, kF32, {{997, 100}, {3, 37}}, fwd, inputs(false, DType::i32, false));
+  t.add("embedding_gpt2", Op::embedding, kRealistic, {{50304, 768}, {8, 64}}, fwd, inputs(false, DType::i64, true));
+  t.add("embedding_backward", Op::embedding, kFloat, {{61, 100}, {3, 37}}, bwd(61), inputs(true, DType::i64, false));
+  t.add("embedding_backward_i32_ids", Op::embedding, kF32, {{61, 100}, {3, 37}}, bwd(61),
+        inputs(true, DType::i32, false));
+  t.add("embedding_backward_gpt2", Op::embedding, kRealistic, {{50304, 768}, {8, 64}}, bwd(50304),
+        inputs(true, DType::i64, true));
+}
+
+void loss_cases(CaseTable& t) {
+  // cross_entropy: shapes {logits [..., V]}; targets with ignored rows; logits of ±4 (a peaked softmax).
+  const auto ce_inputs = [](bool backward, DType target_dtype) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      const std::vector<std::int64_t>& dims = s[0].dims();
+      const Shape rows(std::vector<std::int64_t>(dims.begin(), dims.end() - 1));
+      Tensor logits = uniform(gen, s[0], d, -4, 4),
+             targets = targets_with_ignored(gen, rows, s[0].last(), target_dtype);
+      if (!backward) return Tensors{logits, targets};
+      const Tensor lse = ops::cross_entropy(logits, targets).lse;
+      return Tensors{logits, targets, lse, uniform(gen, rows, loss_dtype(d), 0.5, 1.5)};
+    };
+  };
+  const RunOp ce = [](const Tensors& in, Device) {
+    auto r = ops::cross_entropy(in[0], in[1]);
+    return Tensors{r.losses, r.lse, Tensor::scalar(static_cast<double>(r.count), DType::f64)};
+  };
+  const RunOp ce_bwd = [](const Tensors& in, Device) {
+    return Tensors{ops::cross_entropy_backward(in[0], in[1], in[2], in[3])};
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string name = bwd ? "cross_entropy_backward" : "cross_entropy";
+    const RunOp& run = bwd ? ce_bwd : ce;
+    t.add(name, Op::cross_entropy, kFloat, {{3, 37, 1000}}, run, ce_inputs(bwd, DType::i64));
+    t.add(name + "_i32_targets", Op::cross_entropy, kF32, {{37, 1000}}, run, ce_inputs(bwd, DType::i32));
+    t.add(name + "_gpt2_vocab", Op::cross_entropy, kRealistic, {{64, 50304}}, run, ce_inputs(bwd, DType::i64));
+    t.add(name + "_unpadded_vocab", Op::cross_entropy, kNoF64, {{16, 50257}}, run, ce_inputs(bwd, DType::i64));
+  }
+
+  // Vocabulary-parallel pieces: shapes {logits [N, V_local]}; this rank holds global ids
+  // [begin, begin + V_local) of a vocabulary of `vocab` (the rest of its columns are padding).
+  struct Slice {
+    std::string name;
+    Shape logits;
+    std::int64_t begin, vocab;
+    std::vector<DType> dtypes;
+  };
+  const std::vector<Slice> slices = {
+      {"first_rank", {37, 512}, 0, 1000, kFloat},
+      {"padded_rank", {37, 512}, 512, 1000, kFloat},  // 488 real columns, 24 padding
+      {"padding_only", {37, 64}, 1024, 1000, kF32},   // no real column: row_max −inf, sums 0
+      {"gpt2_tp2", {64, 25152}, 25152, 50257, kRealistic},
+  };
+  for (const Slice& sl : slices) {
+    const std::int64_t begin = sl.begin, vocab = sl.vocab;
+    const auto inputs = [vocab](bool backward) -> MakeInputs {
+      return [=](Rng& gen, DType d, const Shapes& s) {
+        Tensor logits = uniform(gen, s[0], d, -4, 4), targets = targets_with_ignored(gen, {s[0][0]}, vocab);
+        if (!backward) return Tensors{logits, targets};
+        // The group's statistics: any maxima above the slice's and positive sums will do for the comparison.
+        return Tensors{logits, targets, uniform(gen, {s[0][0]}, loss_dtype(d), 4, 5),
+                       uniform(gen, {s[0][0]}, loss_dtype(d), 50, 500)};
+      };
+    };
+    t.add(
+        "vocab_parallel_partials_" + sl.name, Op::cross_entropy, sl.dtypes, {sl.logits},
+        [begin, vocab](const Tensors& in, Device) {
+          auto p = ops::vocab_parallel_cross_entropy_partials(in[0], in[1], begin, vocab);
+          return Tensors{p.row_max, p.packed, Tensor::scalar(static_cast<double>(p.count), DType::f64)};
+        },
+        inputs(false));
+    t.add(
+        "vocab_parallel_backward_" + sl.name, Op::cross_entropy, sl.dtypes, {sl.logits},
+        [begin, vocab](const Tensors& in, Device) {
+          return Tensors{
+              ops::vocab_parallel_cross_entropy_backward(in[0], in[1], in[2], in[3], 1.0 / 37, begin, vocab)};
+        },
+        inputs(true));
+  }
+  // In place on the sums; row_max −inf (a rank without real columns) must give 0, not NaN.
+  t.add(
+      "vocab_parallel_rebase_sums", Op::cross_entropy, kMaster, {{1000}},
+      [](const Tensors& in, Device) {
+        Tensor sums = in[0];
+        ops::vocab_parallel_rebase_sums(sums, in[1], in[2]);
+        return Tensors{sums};
+      },
+      [](Rng& gen, DType d, const Shapes& s) {
+        Tensor sums = uniform(gen, s[0], DType::f64, 1, 100), row_max = uniform(gen, s[0], DType::f64);
+        Tensor group_max = uniform(gen, s[0], DType::f64, 1, 3);
+        for (std::size_t i = 0; i < sums.span<double>().size(); i += 9) {
+          row_max.span<double>()[i] = -std::numeric_limits<double>::infinity();
+          sums.span<double>()[i] = 0;
+        }
+        return Tensors{sums.to(d), row_max.to(d), group_max.to(d)};
+      });
+}
+
+void dropout_cases(CaseTable& t) {
+  const CounterRng rng(20240611, "consistency/dropout");
+  const GlobalSlice slice{{80, 2000}, {11, 500}};  // a shard of a larger tensor: the mask follows global indices
+  const RunOp fwd = [rng](const Tensors& in, Device) { return Tensors{ops::dropout(in[0], 0.1, rng)}; };
+  const RunOp bwd = [rng](const Tensors& in, Device) { return Tensors{ops::dropout_backward(in[0], 0.1, rng)}; };
+  const RunOp sliced = [rng, slice](const Tensors& in, Device) {
+    return Tensors{ops::dropout(in[0], 0.3, rng, slice), ops::dropout_backward(in[0], 0.3, rng, slice)};
+  };
+  t.add("dropout", Op::dropout, kFloat, {{37, 1001}}, fwd);
+  t.add("dropout_backward", Op::dropout, kFloat, {{37, 1001}}, bwd);
+  t.add("dropout_global_slice", Op::dropout, kNoF64, {{37, 1000}}, sliced);
+  t.add("dropout_gpt2", Op::dropout, kRealistic, {{8, 64, 768}}, fwd);
+}
+
+void rope_cases(CaseTable& t) {
+  // shapes {x [B, T, H, D]}; explicit positions are random in [0, 4096), on the run's device.
+  const auto with_positions = [](DType pos_dtype) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      return Tensors{uniform(gen, s[0], d), random_ids(gen, {s[0][1]}, 4096, pos_dtype)};
+    };
+  };
+  const auto offset = [](std::int64_t position_offset, double theta, bool backward) -> RunOp {
+    return [=](const Tensors& in, Device) {
+      return Tensors{backward ? ops::rope_backward(in[0], position_offset, theta)
+                              : ops::rope(in[0], position_offset, theta)};
+    };
+  };
+  const auto positions = [](bool backward) -> RunOp {
+    return [=](const Tensors& in, Device) {
+      return Tensors{backward ? ops::rope_backward(in[0], in[1], 10000.0) : ops::rope(in[0], in[1], 10000.0)};
+    };
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string name = bwd ? "rope_backward" : "rope";
+    t.add(name, Op::rope, kFloat, {{2, 37, 5, 24}}, offset(7, 10000.0, bwd));
+    t.add(name + "_gpt2_shape", Op::rope, kRealistic, {{8, 64, 12, 64}}, offset(0, 10000.0, bwd));
+    t.add(name + "_llama", Op::rope, kRealistic, {{2, 128, 8, 128}}, offset(3000, 500000.0, bwd));
+    t.add(name + "_positions", Op::rope, kFloat, {{2, 37, 5, 24}}, positions(bwd), with_positions(DType::i64));
+    t.add(name + "_i32_positions", Op::rope, kF32, {{2, 37, 5, 24}}, positions(bwd), with_positions(DType::i32));
+  }
+}
+
+void shape_cases(CaseTable& t) {
+  const auto permute = [](std::vector<std::int64_t> dims) -> RunOp {
+    return [dims](const Tensors& in, Device) { return Tensors{ops::permute(in[0], dims)}; };
+  };
+  t.add("reshape", Op::reshape, kAnyDType, {{37, 1000}}, [](const Tensors& in, Device) {
+    return Tensors{ops::reshape(in[0], {1000, -1}), ops::reshape(in[0], {37000})};
+  });
+  t.add("permute_2d", Op::permute, kAnyDType, {{37, 1000}}, permute({1, 0}));
+  t.add("permute_heads", Op::permute, kAnyDType, {{3, 37, 5, 24}}, permute({0, 2, 1, 3}));
+  t.add("permute_4d", Op::permute, kAnyDType, {{3, 37, 5, 24}}, permute({2, 0, 3, 1}));
+  t.add("permute_3d", Op::permute, kAnyDType, {{5, 7, 11}}, permute({2, 1, 0}));
+  t.add("permute_heads_gpt2", Op::permute, kRealistic, {{8, 64, 12, 64}}, permute({0, 2, 1, 3}));
+  t.add("transpose", Op::permute, kAnyDType, {{3, 37, 5, 24}}, [](const Tensors& in, Device) {
+    return Tensors{ops::transpose(in[0], 1, 2), ops::transpose(in[0], -1, 0)};
+  });
+
+  const auto split = [](std::vector<std::int64_t> sizes, std::int64_t dim) -> RunOp {
+    return [sizes, dim](const Tensors& in, Device) { return ops::split(in[0], sizes, dim); };
+  };
+  t.add("split_last_dim", Op::split, kAnyDType, {{37, 1000}}, split({300, 1, 699}, -1));
+  t.add("split_dim0", Op::split, kAnyDType, {{37, 1000}}, split({10, 27}, 0));
+  t.add("split_middle_dim", Op::split, kAnyDType, {{3, 37, 5, 24}}, split({2, 3}, 2));
+  t.add("split_qkv_gpt2", Op::split, kRealistic, {{8, 64, 2304}}, split({768, 768, 768}, -1));
+
+  const auto concat = [](std::int64_t dim) -> RunOp {
+    return [dim](const Tensors& in, Device) { return Tensors{ops::concat(in, dim)}; };
+  };
+  t.add("concat_last_dim", Op::concat, kAnyDType, {{37, 300}, {37, 1}, {37, 699}}, concat(-1));
+  t.add("concat_dim0", Op::concat, kAnyDType, {{10, 1000}, {27, 1000}}, concat(0));
+  t.add("concat_middle_dim", Op::concat, kAnyDType, {{3, 37, 2, 24}, {3, 37, 3, 24}}, concat(2));
+  t.add("concat_qkv_gpt2", Op::concat, kRealistic, {{8, 64, 768}, {8, 64, 768}, {8, 64, 768}}, concat(-1));
+
+  const auto slice = [](std::int64_t dim, std::int64_t start, std::int64_t end) -> RunOp {
+    return [=](const Tensors& in, Device) { return Tensors{ops::slice(in[0], dim, start, end)}; };
+  };
+  t.add("slice_last_dim", Op::slice, kAnyDType, {{37, 1000}}, slice(-1, 13, 500));
+  t.add("slice_dim0", Op::slice, kAnyDType, {{37, 1000}}, slice(0, 5, 36));
+  t.add("slice_middle_dim", Op::slice, kAnyDType, {{3, 37, 5, 24}}, slice(1, 5, 30));
+  // The rest of the output is zeros that the kernel must write (the output starts as NaN).
+  t.add("slice_backward", Op::slice, kAnyDType, {{37, 487}}, [](const Tensors& in, Device) {
+    return Tensors{ops::slice_backward(in[0], {37, 1000}, 1, 13)};
+  });
+  t.add("slice_backward_dim0", Op::slice, kAnyDType, {{3, 37, 5, 24}}, [](const Tensors& in, Device) {
+    return Tensors{ops::slice_backward(in[0], {7, 37, 5, 24}, 0, 2)};
+  });
+}
+
+void optimizer_cases(CaseTable& t) {
+  // shapes {param} (1-D params are also ZeRO shards). Parameters of ±1e-2 with lr 1e-2, so that
+  // the update is as large as the parameter and its error shows in the comparison.
+  ops::AdamWConfig config;
+  config.lr = 1e-2;
+  config.weight_decay = 0.1;
+  // grad_dtype: the param's when not given.
+  const auto adamw_inputs = [](std::optional<DType> grad_dtype, bool first_step) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      const Tensor param = uniform(gen, s[0], d, -1e-2, 1e-2);
+      const Tensor grad = uniform(gen, s[0], grad_dtype.value_or(d), -1e-1, 1e-1);
+      const Tensor m = first_step ? Tensor::zeros(s[0], d) : uniform(gen, s[0], d, -1e-2, 1e-2);
+      const Tensor v = first_step ? Tensor::zeros(s[0], d) : uniform(gen, s[0], d, 0, 1e-4);
+      return Tensors{param, grad, m, v};
+    };
+  };
+  // With copy_dtype, the step also writes param_copy (allocated on the run's device, so poisoned on CUDA);
+  // a shard runs on views one element into each input.
+  const auto adamw = [config](std::int64_t step, std::optional<DType> copy_dtype, bool shard) -> RunOp {
+    return [=](const Tensors& in, Device device) {
+      const auto arg = [&](std::size_t i) { return shard ? misaligned(in[i]) : in[i]; };
+      Tensor p = arg(0), g = arg(1), m = arg(2), v = arg(3);
+      Tensor copy = copy_dtype ? Tensor::empty(p.shape(), *copy_dtype, device) : Tensor();
+      ops::adamw_step(p, g, m, v, config, step, 0.5, copy.defined() ? &copy : nullptr);
+      return Tensors{p, m, v, copy};
+    };
+  };
+  t.add("adamw_step", Op::adamw, kMaster, {{37, 1001}}, adamw(10, std::nullopt, false),
+        adamw_inputs(std::nullopt, false));
+  t.add("adamw_step_first", Op::adamw, kMaster, {{37, 1001}}, adamw(1, std::nullopt, false),
+        adamw_inputs(std::nullopt, true));
+  t.add("adamw_step_bf16_grad_and_copy", Op::adamw, kF32, {{37, 1001}}, adamw(10, DType::bf16, false),
+        adamw_inputs(DType::bf16, false));
+  t.add("adamw_step_f16_grad_and_copy", Op::adamw, kF32, {{37, 1001}}, adamw(10, DType::f16, false),
+        adamw_inputs(DType::f16, false));
+  t.add("adamw_step_misaligned_shard", Op::adamw, kF32, {{1 + 4099}}, adamw(3, DType::bf16, true),
+        adamw_inputs(DType::bf16, false));
+  t.add("adamw_step_gpt2_mlp", Op::adamw, kF32, {{768 * 3072}}, adamw(100, DType::bf16, false),
+        adamw_inputs(DType::bf16, false));
+
+  const auto sgd = [](double momentum, bool nesterov, bool first_step) -> RunOp {
+    return [=](const Tensors& in, Device) {
+      Tensor p = in[0], buf = first_step || momentum == 0 ? Tensor() : in[2];
+      ops::sgd_step(p, in[1], buf, 1e-2, momentum, 0.01, 0.0, nesterov, 0.5);
+      return Tensors{p, buf};
+    };
+  };
+  t.add("sgd_step_first_momentum", Op::adamw, kMaster, {{37, 1001}, {37, 1001}}, sgd(0.9, false, true),
+        uniform_in(-1e-2, 1e-2));
+  t.add("sgd_step_nesterov", Op::adamw, kMaster, {{37, 1001}, {37, 1001}, {37, 1001}}, sgd(0.9, true, false),
+        uniform_in(-1e-2, 1e-2));
+  t.add("sgd_step_plain", Op::adamw, kMaster, {{37, 1001}, {37, 1001}}, sgd(0, false, false), uniform_in(-1e-2, 1e-2));
+
+  const RunOp sum_of_squares = [](const Tensors& in, Device) {
+    return Tensors{Tensor::scalar(ops::sum_of_squares(in[0]), DType::f64)};
+  };
+  t.add("sum_of_squares", Op::adamw, kFloat, {{37, 1001}}, sum_of_squares);
+  t.add("sum_of_squares_misaligned", Op::adamw, kNoF64, {{1 + 4099}}, [](const Tensors& in, Device) {
+    return Tensors{Tensor::scalar(ops::sum_of_squares(misaligned(in[0])), DType::f64)};
+  });
+  t.add("sum_of_squares_gpt2_mlp", Op::adamw, kRealistic, {{768 * 3072}}, sum_of_squares);
+}
+
+void matmul_cases(CaseTable& t) {
+  const auto mm = [](bool trans_a, bool trans_b) -> RunOp {
+    return [=](const Tensors& in, Device) { return Tensors{ops::matmul(in[0], in[1], trans_a, trans_b)}; };
+  };
+  t.add("matmul", Op::matmul, kFloat, {{37, 1000}, {1000, 53}}, mm(false, false));
+  t.add("matmul_trans_a", Op::matmul, kFloat, {{1000, 37}, {1000, 53}}, mm(true, false));
+  t.add("matmul_trans_b", Op::matmul, kFloat, {{37, 1000}, {53, 1000}}, mm(false, true));
+  t.add("matmul_trans_ab", Op::matmul, kFloat, {{1000, 37}, {53, 1000}}, mm(true, true));
+  t.add("matmul_batched", Op::matmul, kFloat, {{3, 37, 100}, {3, 100, 29}}, mm(false, false));
+  t.add("matmul_batched_4d_trans_b", Op::matmul, kFloat, {{2, 3, 37, 64}, {2, 3, 29, 64}}, mm(false, true));
+  t.add("matmul_broadcast_b", Op::matmul, kFloat, {{4, 37, 100}, {100, 45}}, mm(false, false));
+  t.add("matmul_broadcast_a_trans_a", Op::matmul, kFloat, {{100, 37}, {3, 100, 45}}, mm(true, false));
+  t.add("matmul_gpt2_qkv", Op::matmul, kRealistic, {{8 * 64, 768}, {2304, 768}}, mm(false, true));
+  t.add("matmul_gpt2_weight_grad", Op::matmul, kRealistic, {{8 * 64, 2304}, {8 * 64, 768}}, mm(true, false));
+
+  // matmul_into: out = alpha op(a) op(b) + beta out. With beta 0 the output starts as NaN on CUDA
+  // (poisoned) and must be ignored; with beta 1 it is an input and accumulates (gradient buffers).
+  // shapes {a, b, out}; out has a's dtype unless into_inputs is given another.
+  const auto into = [](double alpha, double beta) -> RunOp {
+    return [=](const Tensors& in, Device device) {
+      Tensor out = beta == 0 ? Tensor::empty(in[2].shape(), in[2].dtype(), device) : in[2];
+      ops::matmul_into(in[0], in[1], out, false, true, alpha, beta);
+      return Tensors{out};
+    };
+  };
+  const auto into_inputs = [](std::optional<DType> out_dtype) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      return Tensors{uniform(gen, s[0], d), uniform(gen, s[1], d), uniform(gen, s[2], out_dtype.value_or(d))};
+    };
+  };
+  const Shapes into_shapes = {{37, 1000}, {53, 1000}, {37, 53}};
+  t.add("matmul_into_f32_out", Op::matmul, {DType::bf16, DType::f16}, into_shapes, into(1, 0), into_inputs(DType::f32));
+  t.add("matmul_into_f32_out_accumulate", Op::matmul, {DType::bf16, DType::f16}, into_shapes, into(0.5, 1),
+        into_inputs(DType::f32));
+  t.add("matmul_into_accumulate", Op::matmul, kFloat, into_shapes, into(-2, 1), into_inputs(std::nullopt));
+  t.add("matmul_into_gpt2_weight_grad", Op::matmul, {DType::bf16}, {{768, 8 * 64}, {2304, 8 * 64}, {768, 2304}},
+        into(1, 1), into_inputs(DType::f32));
+
+  const RunOp linear = [](const Tensors& in, Device) { return Tensors{ops::linear(in[0], in[1], in[2])}; };
+  const RunOp linear_no_bias = [](const Tensors& in, Device) { return Tensors{ops::linear(in[0], in[1])}; };
+  t.add("linear", Op::matmul, kFloat, {{2, 37, 100}, {45, 100}, {45}}, linear);
+  t.add("linear_no_bias", Op::matmul, kFloat, {{2, 37, 100}, {45, 100}}, linear_no_bias);
+  t.add("linear_gpt2_qkv", Op::matmul, kRealistic, {{8, 64, 768}, {2304, 768}, {2304}}, linear);
+}
+
+const std::vector<ConsistencyCase>& consistency_cases() {
+  static const std::vector<ConsistencyCase> cases = [] {
+    CaseTable t;
+    elementwise_cases(t);
+    reduce_cases(t);
+    activation_cases(t);
+    norm_cases(t);
+    softmax_cases(t);
+    attention_cases(t);
+    embedding_cases(t);
+    loss_cases(t);
+    dropout_cases(t);
+    rope_cases(t);
+    shape_cases(t);
+    optimizer_cases(t);
+    matmul_cases(t);
+    return t.cases;
+  }();
+  return cases;
+}
+
+// --- tests ---
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kernels::cuda::initialize()) {
+      GTEST_SKIP() << "no CUDA GPU here (" << kernels::cuda::describe() << "): the CPU/CUDA comparison needs one";
+    }
+  }
+};
+
+class CudaConsistency : public CudaTest, public ::testing::WithParamInterface<ConsistencyCase> {};
+
+TEST_P(CudaConsistency, MatchesTheCpu) {
+  const ConsistencyCase& c = GetParam();
+  try {
+    for (const std::string& failure : compare_backends(c, Device::cuda(0)))
+      ADD_FAILURE() << describe_inputs(c) << ": " << failure;
+  } catch (const Error& e) {
+    FAIL() << describe_inputs(c) << " threw: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaConsistency, ::testing::ValuesIn(consistency_cases()),
+                         [](const ::testing::TestParamInfo<ConsistencyCase>& param) { return param.param.name; });
+
+// A new op cannot skip the comparison: every registry op needs a case here.
+TEST(CudaConsistencyTable, EveryRegistryOpHasACase) {
+  std::set<std::string_view> covered;
+  std::set<std::string> names;
+  for (const ConsistencyCase& c : consistency_cases()) {
+    covered.insert(ops::op_info(c.op).name);
+    EXPECT_TRUE(names.insert(c.name).second) << "two cases are named " << c.name;
+  }
+  std::string missing;
+  for (const ops::OpInfo& info : ops::kOps) {
+    if (!covered.contains(info.name)) missing += (missing.empty() ? "" : ", ") + std::string(info.name);
+  }
+  EXPECT_TRUE(missing.empty()) << "ops of ops::kOps without a CPU/CUDA consistency case in "
+                                  "tests/kernels/cuda_consistency_test.cpp: "
+                               << missing;
+}
+
+// Every case's inputs and CPU run are valid, and the driver's comparison of the CPU against itself
+// (on cloned inputs) passes: what a GPU run then reports is about the CUDA side.
+TEST(CudaConsistencyTable, EveryCaseRunsOnTheCpu) {
+  for (const ConsistencyCase& c : consistency_cases()) {
+    try {
+      for (const std::string& failure : compare_backends(c, Device::cpu()))
+        ADD_FAILURE() << describe_inputs(c) << ": " << failure;
+    } catch (const Error& e) {
+      ADD_FAILURE() << describe_inputs(c) << " threw on the CPU: " << e.what();
+    }
+  }
+}
+
+TEST(CudaConsistencyTable, NanNeverPassesAndInfinitiesMustMatch) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const auto t = [](std::vector<double> v) {
+    const auto n = static_cast<std::int64_t>(v.size());
+    return Tensor::from_vector(v, {n});
+  };
+  EXPECT_EQ(mismatch(t({1, 2, -inf}), t({1, 2, -inf}), 0), "");
+  EXPECT_EQ(mismatch(t({1, 2 + 1e-7, 0}), t({1, 2, 0}), 1e-5), "");
+  EXPECT_NE(mismatch(t({1, 2.1, 0}), t({1, 2, 0}), 1e-5), "");
+  EXPECT_NE(mismatch(t({1, nan, 0}), t({1, 2, 0}), 1), "");
+  EXPECT_NE(mismatch(t({1, nan, 0}), t({1, nan, 0}), 1), "");
+  EXPECT_NE(mismatch(t({1, inf, 0}), t({1, 2, 0}), 1), "");
+  EXPECT_NE(mismatch(t({1, inf, 0}), t({1, -inf, 0}), 1), "");
+  EXPECT_NE(mismatch(t({1, 2}), t({1, 2, 0}), 1), "");
+  EXPECT_NE(mismatch(t({1, 2, 3}), t({1, 2, 3}).to(DType::f32), 1), "");
+}
+
+// Dropout masks must match bit for bit: CPU and GPU replicas of a run drop the same elements.
+using CudaDropoutMask = CudaTest;
+
+TEST_F(CudaDropoutMask, SameSeedSameMaskBitForBit) {
+  std::mt19937_64 gen(7);
+  const CounterRng rng(99, "consistency/dropout_mask");
+  const GlobalSlice slice{{64, 3000}, {17, 999}};
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor x = uniform(gen, {37, 1001}, dtype, 0.5, 1.5);  // no zeros: a zero output is a dropped element
+    const Tensor x_cuda = x.to(Device::cuda(0));
+    Tensors got;
+    {
+      PoisonedAllocations poison;
+      got = {ops::dropout(x_cuda, 0.2, rng), ops::dropout(x_cuda, 0.2, rng, slice),
+             ops::dropout_backward(x_cuda, 0.2, rng, slice)};
+    }
+    const Tensors ref = {ops::dropout(x, 0.2, rng), ops::dropout(x, 0.2, rng, slice),
+                         ops::dropout_backward(x, 0.2, rng, slice)};
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const Tensor host = got[i].to(Device::cpu());
+      ASSERT_TRUE(host.shape() == ref[i].shape() && host.dtype() == ref[i].dtype())
+          << "got " << host.describe() << ", the CPU gives " << ref[i].describe();
+      const std::vector<double> g = host.to(DType::f64).to_vector<double>(),
+                                r = ref[i].to(DType::f64).to_vector<double>();
+      std::int64_t mask_differs = 0;
+      for (std::size_t j = 0; j < g.size(); ++j) mask_differs += (g[j] == 0) != (r[j] == 0);
+      EXPECT_EQ(mask_differs, 0) << dtype_name(dtype) << " output " << i << ": elements dropped on one device only";
+      EXPECT_EQ(std::memcmp(host.raw_data(), ref[i].raw_data(), ref[i].nbytes()), 0)
+          << dtype_name(dtype) << " output " << i << ": kept elements are not bitwise equal";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trident
