@@ -2,6 +2,7 @@
 //
 // Same signatures and semantics as kernels/cpu/activation.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
+// Grid-stride loops with 16-byte loads and stores when the arrays are 16-byte aligned.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,8 @@
 //
 // Same signatures and semantics as kernels/cpu/reduce.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
+// Both accumulate in f64 over a fixed two-pass tree (no atomics), so results are deterministic;
+// sum_all waits for the stream to return its value.
 #pragma once
 
 #include <cstdint>

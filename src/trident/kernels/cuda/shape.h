@@ -2,6 +2,7 @@
 //
 // Same signatures and semantics as kernels/cpu/shape.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
+// permute supports up to 16 axes after merging the ones that stay adjacent (it fails clearly beyond).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,95 @@
+// Dropout with the counter-based generator, bit for bit the CPU kernel's mask
+// (kernels/cpu/dropout.cpp): element at global index g uses 32-bit word g % 4
+// of Philox-4x32-10 block g / 4 under CounterRng's counter and key layout.
+//
+// Launch shape: one thread per (local row, aligned quad of global indices) —
+// a quad is one Philox block, so each thread runs the generator once for up to
+// four consecutive elements of its row; flat grid-stride over rows × quads
+// (256 threads per block). Each element is read and written by its own thread,
+// so y may alias x.
+#include "trident/kernels/cuda/dropout_launch.h"
+
+#include "trident/kernels/cuda/common.cuh"
+
+namespace trident::kernels::cuda::detail {
+
+namespace {
+
+constexpr int kDropoutThreads = 256;
+
+// Mirrors trident::philox4x32_10 (core/rng.cpp) with the counter and key that
+// CounterRng::block(index) builds: counter = (index lo, index hi, stream lo,
+// stream hi), key = (seed lo, seed hi). Returns the block's four words.
+__device__ __forceinline__ uint4 philox_block(std::uint64_t index, std::uint64_t stream, std::uint64_t seed) {
+  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  std::uint32_t c0 = static_cast<std::uint32_t>(index), c1 = static_cast<std::uint32_t>(index >> 32);
+  std::uint32_t c2 = static_cast<std::uint32_t>(stream), c3 = static_cast<std::uint32_t>(stream >> 32);
+  std::uint32_t k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const std::uint32_t hi0 = __umulhi(kM0, c0), lo0 = kM0 * c0;
+    const std::uint32_t hi1 = __umulhi(kM1, c2), lo1 = kM1 * c2;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return make_uint4(c0, c1, c2, c3);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kDropoutThreads) dropout_kernel(const T* x, T* y, DropoutPlan p) {
+  using A = Acc<T>;
+  const std::int64_t quads = (p.row + 6) / 4;  // covers a row starting anywhere within a quad
+  const std::int64_t total = p.rows * quads;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kDropoutThreads;
+  const A scale = static_cast<A>(p.scale);
+  for (std::int64_t u = static_cast<std::int64_t>(blockIdx.x) * kDropoutThreads + threadIdx.x; u < total; u += stride) {
+    const std::int64_t r = u / quads, q = u - r * quads;
+    std::int64_t rem = r, g0 = p.base;
+    for (int k = p.rank - 2; k >= 0; --k) {  // dims[rank - 1] is the row itself
+      const std::int64_t d = rem / p.dims[k];
+      g0 += (rem - d * p.dims[k]) * p.global_strides[k];
+      rem = d;
+    }
+    const std::int64_t block = (g0 >> 2) + q;
+    const std::int64_t j0 = block * 4 - g0;  // local column of the quad's first word (may be < 0)
+    if (j0 >= p.row) continue;
+    const T* xr = x + r * p.row;
+    T* yr = y + r * p.row;
+    if (p.drop_all) {
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const std::int64_t j = j0 + w;
+        if (j >= 0 && j < p.row) store(yr + j, A(0));
+      }
+      continue;
+    }
+    const uint4 bits = philox_block(static_cast<std::uint64_t>(block), p.stream, p.seed);
+    const std::uint32_t word[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const std::int64_t j = j0 + w;
+      // x * 0 for dropped elements, as the CPU kernel (inf and NaN give NaN).
+      if (j >= 0 && j < p.row) store(yr + j, load(xr + j) * (word[w] >= p.threshold ? scale : A(0)));
+    }
+  }
+}
+
+}  // namespace
+
+void launch_dropout(DType dtype, const void* x, void* y, const DropoutPlan& plan) {
+  if (plan.rows <= 0 || plan.row <= 0) return;
+  const std::int64_t total = plan.rows * ((plan.row + 6) / 4);
+  dispatch_floating(dtype, "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<T><<<blocks_for(total, kDropoutThreads), kDropoutThreads, 0, stream()>>>(static_cast<const T*>(x),
+                                                                                            static_cast<T*>(y), plan);
+    check_launch("dropout");
+  });
+}
+
+}  // namespace trident::kernels::cuda::detail
