@@ -28,18 +28,17 @@ void check_like(const Tensor& t, const Tensor& like, std::string_view op, std::s
 
 Tensor unary(Activation act, std::string_view op, const Tensor& x) {
   check_input(x, op, "x");
-  require_cpu(op, {&x});
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::activation_forward(act, x.dtype(), x.raw_data(), y.raw_data(), x.numel());
+  TRIDENT_KERNEL(x.device(), activation_forward, act, x.dtype(), x.raw_data(), y.raw_data(), x.numel());
   return y;
 }
 
 Tensor unary_backward(Activation act, std::string_view op, const Tensor& dy, const Tensor& x) {
   check_input(x, op, "x");
   check_like(dy, x, op, "dy", "x");
-  require_cpu(op, {&dy, &x});
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::activation_backward(act, x.dtype(), dy.raw_data(), x.raw_data(), dx.raw_data(), x.numel());
+  TRIDENT_KERNEL(x.device(), activation_backward, act, x.dtype(), dy.raw_data(), x.raw_data(), dx.raw_data(),
+                 x.numel());
   return dx;
 }
 
@@ -73,9 +72,9 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   constexpr std::string_view op = "swiglu";
   check_input(gate, op, "gate");
   check_like(up, gate, op, "up", "gate");
-  require_cpu(op, {&gate, &up});
   Tensor out = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
-  kernels::cpu::swiglu_forward(gate.dtype(), gate.raw_data(), up.raw_data(), out.raw_data(), gate.numel());
+  TRIDENT_KERNEL(gate.device(), swiglu_forward, gate.dtype(), gate.raw_data(), up.raw_data(), out.raw_data(),
+                 gate.numel());
   return out;
 }
 
@@ -84,11 +83,10 @@ SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& 
   check_input(gate, op, "gate");
   check_like(up, gate, op, "up", "gate");
   check_like(dy, gate, op, "dy", "gate");
-  require_cpu(op, {&dy, &gate, &up});
   SwigluGrads g{Tensor::empty(gate.shape(), gate.dtype(), gate.device()),
                 Tensor::empty(gate.shape(), gate.dtype(), gate.device())};
-  kernels::cpu::swiglu_backward(gate.dtype(), dy.raw_data(), gate.raw_data(), up.raw_data(), g.dgate.raw_data(),
-                                g.dup.raw_data(), gate.numel());
+  TRIDENT_KERNEL(gate.device(), swiglu_backward, gate.dtype(), dy.raw_data(), gate.raw_data(), up.raw_data(),
+                 g.dgate.raw_data(), g.dup.raw_data(), gate.numel());
   return g;
 }
 
@@ -96,10 +94,9 @@ Tensor bias_gelu_tanh(const Tensor& x, const Tensor& bias) {
   constexpr std::string_view op = "bias_gelu_tanh";
   check_input(x, op, "x");
   const std::int64_t cols = check_bias(x, bias, op);
-  require_cpu(op, {&x, &bias});
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::bias_gelu_tanh_forward(x.dtype(), x.raw_data(), bias.raw_data(), y.raw_data(),
-                                       cols ? x.numel() / cols : 0, cols);
+  TRIDENT_KERNEL(x.device(), bias_gelu_tanh_forward, x.dtype(), x.raw_data(), bias.raw_data(), y.raw_data(),
+                 cols ? x.numel() / cols : 0, cols);
   return y;
 }
 
@@ -108,10 +105,9 @@ BiasGeluGrads bias_gelu_tanh_backward(const Tensor& dy, const Tensor& x, const T
   check_input(x, op, "x");
   const std::int64_t cols = check_bias(x, bias, op);
   check_like(dy, x, op, "dy", "x");
-  require_cpu(op, {&dy, &x, &bias});
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::bias_gelu_tanh_backward(x.dtype(), dy.raw_data(), x.raw_data(), bias.raw_data(), dx.raw_data(),
-                                        cols ? x.numel() / cols : 0, cols);
+  TRIDENT_KERNEL(x.device(), bias_gelu_tanh_backward, x.dtype(), dy.raw_data(), x.raw_data(), bias.raw_data(),
+                 dx.raw_data(), cols ? x.numel() / cols : 0, cols);
   Tensor dbias = sum_to_last_dim(dx);
   return {std::move(dx), std::move(dbias)};
 }

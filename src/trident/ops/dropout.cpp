@@ -27,10 +27,9 @@ Tensor apply_dropout(std::string_view op, std::string_view name, const Tensor& x
                     fmt::join(slice.offsets, ", "), slice.global_shape);
     }
   }
-  require_cpu(op, {&x});
   if (p == 0.0) return x;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::dropout(x.dtype(), x.raw_data(), y.raw_data(), local, p, rng, slice);
+  TRIDENT_KERNEL(x.device(), dropout, x.dtype(), x.raw_data(), y.raw_data(), local, p, rng, slice);
   return y;
 }
 

@@ -13,9 +13,8 @@ Tensor binary(kernels::cpu::BinaryOp op, std::string_view name, const Tensor& a,
   check_same_dtype(a, b, name);
   check_same_device(a, b, name);
   check_floating(a, name, "a");
-  require_cpu(name, {&a, &b});
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  kernels::cpu::binary(op, a.dtype(), a.raw_data(), b.raw_data(), out.raw_data(), a.numel());
+  TRIDENT_KERNEL(a.device(), binary, op, a.dtype(), a.raw_data(), b.raw_data(), out.raw_data(), a.numel());
   return out;
 }
 }  // namespace
@@ -27,9 +26,8 @@ Tensor mul(const Tensor& a, const Tensor& b) { return binary(kernels::cpu::Binar
 Tensor scale(const Tensor& a, double s) {
   check_defined(a, "scale", "a");
   check_floating(a, "scale", "a");
-  require_cpu("scale", {&a});
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  kernels::cpu::scale(a.dtype(), a.raw_data(), s, out.raw_data(), a.numel());
+  TRIDENT_KERNEL(a.device(), scale, a.dtype(), a.raw_data(), s, out.raw_data(), a.numel());
   return out;
 }
 
@@ -39,17 +37,30 @@ Tensor bias_add(const Tensor& x, const Tensor& bias) {
   TRIDENT_CHECK(x.rank() >= 1 && bias.rank() == 1 && bias.size(0) == x.size(-1),
                 "bias_add: bias of shape {} does not match the last dimension of x {}", bias.shape(), x.shape());
   check_same_dtype(x, bias, "bias_add");
+  check_same_device(x, bias, "bias_add");
   check_floating(x, "bias_add", "x");
-  require_cpu("bias_add", {&x, &bias});
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   const std::int64_t cols = x.size(-1);
-  kernels::cpu::bias_add(x.dtype(), x.raw_data(), bias.raw_data(), out.raw_data(), cols ? x.numel() / cols : 0, cols);
+  TRIDENT_KERNEL(x.device(), bias_add, x.dtype(), x.raw_data(), bias.raw_data(), out.raw_data(),
+                 cols ? x.numel() / cols : 0, cols);
   return out;
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
   check_defined(x, "cast", "x");
-  require_cpu("cast", {&x});
+  if (x.dtype() == dtype) return x;
+#if TRIDENT_HAVE_CUDA
+  // core's Tensor::to(dtype) converts host memory only; CUDA tensors convert on their device.
+  if (x.device().is_cuda()) {
+    TRIDENT_CHECK(is_floating(x.dtype()) && is_floating(dtype),
+                  "cast: {} to {} on {} (tensor {}): CUDA casts convert between floating dtypes only", x.dtype(),
+                  dtype, x.device(), x.describe());
+    Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+    const kernels::cuda::DeviceGuard guard(x.device().index);
+    kernels::cuda::cast(x.raw_data(), x.dtype(), out.raw_data(), dtype, x.numel());
+    return out;
+  }
+#endif
   return x.to(dtype);
 }
 
@@ -58,16 +69,15 @@ void add_(Tensor& dst, const Tensor& src, double alpha) {
   check_defined(src, "add_", "src");
   check_same_shape(dst, src, "add_");
   check_same_dtype(dst, src, "add_");
+  check_same_device(dst, src, "add_");
   check_floating(dst, "add_", "dst");
-  require_cpu("add_", {&dst, &src});
-  kernels::cpu::axpy(dst.dtype(), alpha, src.raw_data(), dst.raw_data(), dst.numel());
+  TRIDENT_KERNEL(dst.device(), axpy, dst.dtype(), alpha, src.raw_data(), dst.raw_data(), dst.numel());
 }
 
 void scale_(Tensor& dst, double s) {
   check_defined(dst, "scale_", "dst");
   check_floating(dst, "scale_", "dst");
-  require_cpu("scale_", {&dst});
-  kernels::cpu::scale(dst.dtype(), dst.raw_data(), s, dst.raw_data(), dst.numel());
+  TRIDENT_KERNEL(dst.device(), scale, dst.dtype(), dst.raw_data(), s, dst.raw_data(), dst.numel());
 }
 
 }  // namespace trident::ops

@@ -19,13 +19,12 @@ void check_rope_input(std::string_view op, const Tensor& x, double theta) {
                 op, x.size(3), x.shape());
   TRIDENT_CHECK(std::isfinite(theta) && theta > 0, "{}: theta {} must be positive and finite (x {})", op, theta,
                 x.shape());
-  require_cpu(op, {&x});
 }
 
 Tensor run(const Tensor& x, const std::int64_t* positions, double theta, bool inverse) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::rope(x.dtype(), x.raw_data(), out.raw_data(), positions, x.size(0), x.size(1), x.size(2), x.size(3),
-                     theta, inverse);
+  TRIDENT_KERNEL(x.device(), rope, x.dtype(), x.raw_data(), out.raw_data(), positions, x.size(0), x.size(1),
+                 x.size(2), x.size(3), theta, inverse);
   return out;
 }
 
@@ -44,8 +43,10 @@ Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positi
   TRIDENT_CHECK(positions.dtype() == DType::i64 || positions.dtype() == DType::i32,
                 "{}: positions have dtype {} (shape {}), expected i64 or i32", op, positions.dtype(),
                 positions.shape());
-  require_cpu(op, {&positions});
-  const Tensor pos = positions.to(DType::i64);
+  // The kernels take positions as a host array; positions on x's device are read back first.
+  TRIDENT_CHECK(positions.device().is_cpu() || positions.device() == x.device(),
+                "{}: positions on {} but x {} is on {}", op, positions.device(), x.shape(), x.device());
+  const Tensor pos = positions.to(Device::cpu()).to(DType::i64);
   return run(x, pos.data<std::int64_t>(), theta, inverse);
 }
 

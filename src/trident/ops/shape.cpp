@@ -15,7 +15,6 @@ Tensor reshape(const Tensor& x, Shape shape) {
 
 Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims) {
   check_defined(x, "permute", "x");
-  require_cpu("permute", {&x});
   TRIDENT_CHECK(dims.size() == x.rank(), "permute: {} dims [{}] for a tensor of shape {}", dims.size(),
                 fmt::join(dims, ", "), x.shape());
   std::vector<std::size_t> perm;
@@ -29,7 +28,7 @@ Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims) {
     out_dims.push_back(x.shape()[a]);
   }
   Tensor out = Tensor::empty(Shape(out_dims), x.dtype(), x.device());
-  kernels::cpu::permute(dtype_size(x.dtype()), x.raw_data(), out.raw_data(), x.shape(), perm);
+  TRIDENT_KERNEL(x.device(), permute, dtype_size(x.dtype()), x.raw_data(), out.raw_data(), x.shape(), perm);
   return out;
 }
 
@@ -43,7 +42,6 @@ Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {
   check_defined(x, "split", "x");
-  require_cpu("split", {&x});
   const std::size_t a = x.shape().axis(dim);
   const std::int64_t total = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
   TRIDENT_CHECK(total == x.shape()[a] && std::all_of(sizes.begin(), sizes.end(), [](auto s) { return s >= 0; }),
@@ -54,8 +52,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
     Shape s = x.shape();
     s[a] = len;
     Tensor piece = Tensor::empty(s, x.dtype(), x.device());
-    kernels::cpu::copy_dim_block(dtype_size(x.dtype()), x.raw_data(), x.shape()[a], start, piece.raw_data(), len, 0,
-                                 x.shape().outer(a), x.shape().inner(a), len);
+    TRIDENT_KERNEL(x.device(), copy_dim_block, dtype_size(x.dtype()), x.raw_data(), x.shape()[a], start,
+                   piece.raw_data(), len, 0, x.shape().outer(a), x.shape().inner(a), len);
     out.push_back(std::move(piece));
     start += len;
   }
@@ -68,8 +66,8 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t dim) {
   const std::size_t a = xs[0].shape().axis(dim);
   std::int64_t total = 0;
   for (const Tensor& t : xs) {
-    require_cpu("concat", {&t});
     check_same_dtype(xs[0], t, "concat");
+    check_same_device(xs[0], t, "concat");
     bool ok = t.rank() == xs[0].rank();
     for (std::size_t d = 0; ok && d < t.rank(); ++d) ok = d == a || t.shape()[d] == xs[0].shape()[d];
     TRIDENT_CHECK(ok, "concat: shapes {} and {} differ outside dimension {}", xs[0].shape(), t.shape(), a);
@@ -81,8 +79,8 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t dim) {
   std::int64_t start = 0;
   for (const Tensor& t : xs) {
     const std::int64_t len = t.shape()[a];
-    kernels::cpu::copy_dim_block(dtype_size(t.dtype()), t.raw_data(), len, 0, out.raw_data(), total, start,
-                                 s.outer(a), s.inner(a), len);
+    TRIDENT_KERNEL(out.device(), copy_dim_block, dtype_size(t.dtype()), t.raw_data(), len, 0, out.raw_data(), total,
+                   start, s.outer(a), s.inner(a), len);
     start += len;
   }
   return out;
@@ -90,27 +88,25 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t dim) {
 
 Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end) {
   check_defined(x, "slice", "x");
-  require_cpu("slice", {&x});
   const std::size_t a = x.shape().axis(dim);
   TRIDENT_CHECK(0 <= start && start <= end && end <= x.shape()[a],
                 "slice: range [{}, {}) out of bounds for dimension {} of shape {}", start, end, a, x.shape());
   Shape s = x.shape();
   s[a] = end - start;
   Tensor out = Tensor::empty(s, x.dtype(), x.device());
-  kernels::cpu::copy_dim_block(dtype_size(x.dtype()), x.raw_data(), x.shape()[a], start, out.raw_data(), s[a], 0,
-                               x.shape().outer(a), x.shape().inner(a), s[a]);
+  TRIDENT_KERNEL(x.device(), copy_dim_block, dtype_size(x.dtype()), x.raw_data(), x.shape()[a], start,
+                 out.raw_data(), s[a], 0, x.shape().outer(a), x.shape().inner(a), s[a]);
   return out;
 }
 
 Tensor slice_backward(const Tensor& x, const Shape& shape, std::int64_t dim, std::int64_t start) {
   check_defined(x, "slice_backward", "x");
-  require_cpu("slice_backward", {&x});
   const std::size_t a = shape.axis(dim);
   TRIDENT_CHECK(x.rank() == shape.rank() && start >= 0 && start + x.shape()[a] <= shape[a],
                 "slice_backward: piece {} at {} does not fit dimension {} of {}", x.shape(), start, a, shape);
   Tensor out = Tensor::zeros(shape, x.dtype(), x.device());
-  kernels::cpu::copy_dim_block(dtype_size(x.dtype()), x.raw_data(), x.shape()[a], 0, out.raw_data(), shape[a], start,
-                               shape.outer(a), shape.inner(a), x.shape()[a]);
+  TRIDENT_KERNEL(x.device(), copy_dim_block, dtype_size(x.dtype()), x.raw_data(), x.shape()[a], 0, out.raw_data(),
+                 shape[a], start, shape.outer(a), shape.inner(a), x.shape()[a]);
   return out;
 }
 

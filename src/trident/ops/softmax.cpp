@@ -13,9 +13,8 @@ Tensor softmax(const Tensor& x) {
   check_defined(x, "softmax", "x");
   check_floating(x, "softmax", "x");
   TRIDENT_CHECK(x.rank() >= 1, "softmax: x must have at least one dimension, got shape {}", x.shape());
-  require_cpu("softmax", {&x});
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::cpu::softmax_forward(x.dtype(), x.raw_data(), y.raw_data(), rows_of(x), x.size(-1));
+  TRIDENT_KERNEL(x.device(), softmax_forward, x.dtype(), x.raw_data(), y.raw_data(), rows_of(x), x.size(-1));
   return y;
 }
 
@@ -27,9 +26,9 @@ Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
   check_same_dtype(y, dy, "softmax_backward");
   check_same_device(y, dy, "softmax_backward");
   TRIDENT_CHECK(y.rank() >= 1, "softmax_backward: y must have at least one dimension, got shape {}", y.shape());
-  require_cpu("softmax_backward", {&y, &dy});
   Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
-  kernels::cpu::softmax_backward(y.dtype(), y.raw_data(), dy.raw_data(), dx.raw_data(), rows_of(y), y.size(-1));
+  TRIDENT_KERNEL(y.device(), softmax_backward, y.dtype(), y.raw_data(), dy.raw_data(), dx.raw_data(), rows_of(y),
+                 y.size(-1));
   return dx;
 }
 
