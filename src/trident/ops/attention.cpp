@@ -61,12 +61,10 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
 std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
   const auto dims = check_attention("attention", q, k, v, options);
-  require_cpu("attention", {&q, &k, &v, &options.mask});
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
   Tensor lse = Tensor::empty({dims.batch, dims.heads, dims.q_len}, lse_dtype(q.dtype()), q.device());
-  kernels::cpu::attention_forward(q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
-                                  options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(),
-                                  lse.raw_data());
+  TRIDENT_KERNEL(q.device(), attention_forward, q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
+                 options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(), lse.raw_data());
   return {out, lse};
 }
 
@@ -86,13 +84,15 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Ten
                 "{}: lse {} must have shape [B, H, T] = [{}, {}, {}]", op, lse.shape(), dims.batch, dims.heads,
                 dims.q_len);
   check_dtype(lse, lse_dtype(q.dtype()), op, "lse");
-  require_cpu(op, {&q, &k, &v, &out, &lse, &dout, &options.mask});
+  check_same_device(q, out, op);
+  check_same_device(q, lse, op);
+  check_same_device(q, dout, op);
   Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
   Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
   Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
-  kernels::cpu::attention_backward(q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
-                                   options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(),
-                                   lse.raw_data(), dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
+  TRIDENT_KERNEL(q.device(), attention_backward, q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
+                 options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(), lse.raw_data(),
+                 dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
   return {dq, dk, dv};
 }
 

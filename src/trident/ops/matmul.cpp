@@ -33,7 +33,6 @@ Plan plan_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, s
                 "{}: unsupported dtype {} for a {} and b {} (expected f32, f64, bf16 or f16)", op, a.dtype(), a.shape(),
                 b.shape());
   check_same_device(a, b, op);
-  require_cpu(op, {&a, &b});
 
   Plan p;
   auto& g = p.gemm;
@@ -77,21 +76,23 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 // This CPU has no f16 GEMM (no AVX512-FP16): f16 operands, exactly widened to
 // f32, are multiplied in f32 and the result rounded once to f16 — fp16
-// numerics for storage and loss scaling, at f32 speed.
-static bool both_f16(const Tensor& a, const Tensor& b) {
-  return a.defined() && b.defined() && a.dtype() == DType::f16 && b.dtype() == DType::f16;
+// numerics for storage and loss scaling, at f32 speed. cuBLASLt multiplies
+// f16 natively with the same numerics (f32 products and sums, one rounding).
+static bool both_f16_on_cpu(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.dtype() == DType::f16 && b.dtype() == DType::f16 && a.device().is_cpu() &&
+         b.device().is_cpu();
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  if (both_f16(a, b)) return matmul(a.to(DType::f32), b.to(DType::f32), trans_a, trans_b).to(DType::f16);
+  if (both_f16_on_cpu(a, b)) return matmul(a.to(DType::f32), b.to(DType::f32), trans_a, trans_b).to(DType::f16);
   const Plan p = plan_matmul(a, b, trans_a, trans_b, "matmul");
   Tensor out = Tensor::empty(p.out_shape, a.dtype(), a.device());
-  kernels::cpu::gemm(a.dtype(), a.dtype(), p.gemm, 1.0, a.raw_data(), b.raw_data(), 0.0, out.raw_data());
+  TRIDENT_KERNEL(a.device(), gemm, a.dtype(), a.dtype(), p.gemm, 1.0, a.raw_data(), b.raw_data(), 0.0, out.raw_data());
   return out;
 }
 
 void matmul_into(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool trans_b, double alpha, double beta) {
-  if (both_f16(a, b) && out.defined() && (out.dtype() == DType::f16 || out.dtype() == DType::f32)) {
+  if (both_f16_on_cpu(a, b) && out.defined() && (out.dtype() == DType::f16 || out.dtype() == DType::f32)) {
     Tensor acc = out.dtype() == DType::f16 ? out.to(DType::f32) : out;
     matmul_into(a.to(DType::f32), b.to(DType::f32), acc, trans_a, trans_b, alpha, beta);
     if (!acc.is_same(out)) out.copy_from(acc.to(DType::f16));
@@ -106,14 +107,14 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bo
                 "matmul_into: out {} is {} but a {} and b {} are {} (out must be {}{})", out.shape(), out.dtype(),
                 a.shape(), b.shape(), a.dtype(), a.dtype(), half ? " or f32" : "");
   check_same_device(a, out, "matmul_into");
-  require_cpu("matmul_into", {&out});
   TRIDENT_CHECK(!overlaps(out, a) && !overlaps(out, b), "matmul_into: out {} overlaps an input (a {}, b {})",
                 out.shape(), a.shape(), b.shape());
-  kernels::cpu::gemm(a.dtype(), out.dtype(), p.gemm, alpha, a.raw_data(), b.raw_data(), beta, out.raw_data());
+  TRIDENT_KERNEL(a.device(), gemm, a.dtype(), out.dtype(), p.gemm, alpha, a.raw_data(), b.raw_data(), beta,
+                 out.raw_data());
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (both_f16(x, weight)) {
+  if (both_f16_on_cpu(x, weight)) {
     return linear(x.to(DType::f32), weight.to(DType::f32), bias.defined() ? bias.to(DType::f32) : bias)
         .to(DType::f16);
   }
@@ -134,17 +135,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const std::int64_t rows = x.shape().outer(x.rank() - 1);
   const Tensor x2 = x.view({rows, in});
   const Plan p = plan_matmul(x2, weight, false, true, "linear");
-  require_cpu("linear", {&bias});
 
   std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end() - 1);
   dims.push_back(out_features);
   Tensor y = Tensor::empty(Shape(dims), x.dtype(), x.device());
   double beta = 0.0;
   if (bias.defined()) {
-    kernels::cpu::broadcast_rows(x.dtype(), bias.raw_data(), y.raw_data(), rows, out_features);
+    TRIDENT_KERNEL(x.device(), broadcast_rows, x.dtype(), bias.raw_data(), y.raw_data(), rows, out_features);
     beta = 1.0;
   }
-  kernels::cpu::gemm(x.dtype(), x.dtype(), p.gemm, 1.0, x2.raw_data(), weight.raw_data(), beta, y.raw_data());
+  TRIDENT_KERNEL(x.device(), gemm, x.dtype(), x.dtype(), p.gemm, 1.0, x2.raw_data(), weight.raw_data(), beta,
+                 y.raw_data());
   return y;
 }
 

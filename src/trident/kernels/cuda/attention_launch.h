@@ -1,0 +1,23 @@
+// Internal: the launchers of attention.cu, called by attention.cpp (which validates the dimensions and
+// owns the backward's workspace). C++17 and fmt-free. Layouts and numerics: kernels/cpu/attention.h.
+#pragma once
+
+#include <cstdint>
+
+#include "trident/kernels/cpu/attention.h"
+
+namespace trident::kernels::cuda {
+
+// Largest head_dim the kernels take (padded inside to 32, 64 or 128).
+inline constexpr std::int64_t kMaxAttentionHeadDim = 128;
+
+// out and lse (acc type: f32, f64 for f64).
+void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
+                              const void* mask, void* out, void* lse);
+
+// dq, dk, dv. `di` is a workspace of B·H·T acc-type values (Di = Σ_d dout·out per query row).
+void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
+                               const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
+                               void* dv, void* di);
+
+}  // namespace trident::kernels::cuda
