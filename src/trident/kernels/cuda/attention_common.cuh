@@ -1,0 +1,137 @@
+// Shared by the attention kernel files (attention.cu: FMA kernels and the launchers of attention_launch.h;
+// attention_mma.cu: tensor-core kernels): geometry, numerics helpers and the launch helper. .cu files only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "trident/kernels/cuda/attention_launch.h"
+#include "trident/kernels/cuda/common.cuh"
+
+namespace trident::kernels::cuda::attention_detail {
+
+using i64 = std::int64_t;
+
+// Dimensions and element offsets into q/out/dout [B, T, H, D], k/v [B, S, Hkv, D] and lse/Di [B, H, T].
+struct Geometry {
+  i64 B, T, S, H, Hkv, D, group, shift;
+  bool causal;
+  double scale;
+
+  __device__ i64 q_row(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
+  __device__ i64 kv_row(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
+  __device__ i64 stat(i64 b, i64 h, i64 t) const { return (b * H + h) * T + t; }
+  // Keys [0, kv_end) are visible to some query of the tile of nq rows from t0.
+  __device__ i64 kv_end(i64 t0, i64 nq) const {
+    if (!causal) return S;
+    const i64 e = t0 + nq + shift;
+    return e < 0 ? 0 : (e > S ? S : e);
+  }
+  // Query t sees key s (bottom-right aligned causal mask; t and s may lie past the tensors).
+  __device__ bool visible(i64 t, i64 s) const { return t < T && s < S && (!causal || s <= t + shift); }
+};
+
+inline Geometry make_geometry(const cpu::AttentionDims& d) {
+  return Geometry{
+      d.batch,  d.q_len, d.kv_len, d.heads, d.kv_heads, d.head_dim, d.heads / d.kv_heads, d.kv_len - d.q_len,
+      d.causal, d.scale};
+}
+
+template <typename T>
+__device__ __forceinline__ Acc<T> mask_value(const T* mask, const Geometry& g, i64 t, i64 s) {
+  return mask != nullptr ? load(mask + t * g.S + s) : Acc<T>(0);
+}
+
+template <typename A>
+__device__ __forceinline__ A exp_acc(A x) {
+  if constexpr (std::is_same_v<A, double>) {
+    return exp(x);
+  } else {
+    return expf(x);
+  }
+}
+template <typename A>
+__device__ __forceinline__ A log_acc(A x) {
+  if constexpr (std::is_same_v<A, double>) {
+    return log(x);
+  } else {
+    return logf(x);
+  }
+}
+template <typename A>
+__device__ __forceinline__ A max_acc(A x, A y) {
+  if constexpr (std::is_same_v<A, double>) {
+    return fmax(x, y);
+  } else {
+    return fmaxf(x, y);
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ A negative_infinity() {
+  return -static_cast<A>(INFINITY);
+}
+
+__device__ __forceinline__ i64 imin(i64 a, i64 b) {
+  return a < b ? a : b;
+}
+__device__ __forceinline__ i64 imax(i64 a, i64 b) {
+  return a > b ? a : b;
+}
+
+// ======================================================================================================
+// Launch helpers
+// ======================================================================================================
+
+template <typename F>
+void dispatch_head_dim(i64 D, F&& f) {
+  if (D <= 32) {
+    f(std::integral_constant<int, 32>{});
+  } else if (D <= 64) {
+    f(std::integral_constant<int, 64>{});
+  } else if (D <= kMaxAttentionHeadDim) {
+    f(std::integral_constant<int, 128>{});
+  } else {
+    throw_error("CUDA attention: head_dim " + std::to_string(D) + " exceeds the kernels' maximum of " +
+                std::to_string(kMaxAttentionHeadDim));
+  }
+}
+
+inline unsigned grid_for(i64 blocks, const char* kernel) {
+  if (blocks > 0x7fffffff) {
+    throw_error(std::string("CUDA ") + kernel + ": " + std::to_string(blocks) +
+                " thread blocks exceed the grid limit (2^31 - 1)");
+  }
+  return static_cast<unsigned>(blocks);
+}
+
+// Launches kernel<<<blocks, threads, smem>>> on the compute stream, raising its dynamic shared memory limit
+// first where it needs more than the default 48 KB.
+template <typename... P, typename... Args>
+void launch(void (*kernel)(P...), i64 blocks, int threads, std::size_t smem, const char* name, Args... args) {
+  if (blocks == 0) return;
+  const unsigned grid = grid_for(blocks, name);
+  if (smem > 48 * 1024) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), name);
+  }
+  kernel<<<grid, threads, smem, stream()>>>(args...);
+  check_launch(name);
+}
+
+inline i64 ceil_div(i64 x, i64 m) {
+  return (x + m - 1) / m;
+}
+
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// The tensor-core path (attention_mma.cu), instantiated for T = __nv_bfloat16 and __half.
+template <typename T>
+void forward_mma(const Geometry& g, const T* q, const T* k, const T* v, const T* mask, T* out, float* lse);
+template <typename T>
+void backward_mma(const Geometry& g, const T* q, const T* k, const T* v, const T* mask, const T* dout, const float* lse,
+                  const float* di, T* dq, T* dk, T* dv);
+
+}  // namespace trident::kernels::cuda::attention_detail
