@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "trident/core/device.h"
+#include "trident/core/dtype_enum.h"
 
 namespace trident {
 
@@ -20,6 +22,9 @@ class DeviceBackend {
   // Copies between this backend's device and the host or itself (either side may be cpu).
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) = 0;
   virtual void fill_zero(void* ptr, std::size_t nbytes, int index) = 0;
+  // Converts n elements between dtypes on the device (Tensor::to(dtype) for its
+  // tensors); the rounding is core's convert_elements'. Devices without it refuse.
+  virtual void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::int64_t n, int index);
   virtual void synchronize(int index) = 0;
   virtual int device_count() const = 0;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trident/core/backend.h"
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 
 namespace trident {
@@ -117,6 +118,10 @@ DeviceBackend* g_backends[2] = {&g_cpu_backend, nullptr};
 
 std::size_t host_cache_bytes() noexcept { return g_cpu_backend.cached_bytes(); }
 void release_host_cache() noexcept { g_cpu_backend.release_cache(); }
+
+void DeviceBackend::convert(const void*, DType src_dtype, void*, DType dst_dtype, std::int64_t, int) {
+  TRIDENT_FAIL("this device cannot convert {} to {}", src_dtype, dst_dtype);
+}
 
 void register_backend(DeviceType type, DeviceBackend* backend) noexcept {
   g_backends[static_cast<int>(type)] = backend;

@@ -92,8 +92,11 @@ Tensor Tensor::to(Device target) const {
 Tensor Tensor::to(DType target) const {
   check_defined(*this, "to(dtype)", "self");
   if (target == dtype_) return *this;
-  check_cpu(*this, "to(dtype)");
   Tensor out = empty(shape_, target, device());
+  if (!device().is_cpu()) {
+    backend_for(device()).convert(raw_data(), dtype_, out.raw_data(), target, numel(), device().index);
+    return out;
+  }
   convert_elements(raw_data(), dtype_, out.raw_data(), target, numel());
   return out;
 }

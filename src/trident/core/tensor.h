@@ -73,7 +73,7 @@ class Tensor {
   // --- copies ---
   Tensor clone() const;
   Tensor to(Device device) const;  // returns *this when already there
-  Tensor to(DType dtype) const;    // returns *this when already that dtype (CPU only in core)
+  Tensor to(DType dtype) const;    // returns *this when already that dtype (on a GPU: floating dtypes)
   // Data writes through a const handle: a Tensor is a handle, like a shared_ptr.
   void copy_from(const Tensor& src) const;  // same shape/dtype, any devices
   void fill_zero() const;

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "trident/core/backend.h"
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
+#include "trident/kernels/cuda/elementwise.h"
 
 namespace trident::kernels::cuda {
 
@@ -140,6 +142,13 @@ class CudaBackend final : public DeviceBackend {
     if (nbytes == 0) return;
     DeviceScope scope(index);
     check(cudaMemsetAsync(ptr, 0, nbytes, native(compute_stream(index))), "cudaMemsetAsync");
+  }
+  void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::int64_t n, int index) override {
+    TRIDENT_CHECK(is_floating(src_dtype) && is_floating(dst_dtype),
+                  "CUDA: Tensor::to({}) of a {} tensor: only floating dtypes convert on the GPU (convert on the host)",
+                  dst_dtype, src_dtype);
+    DeviceScope scope(index);
+    cast(src, src_dtype, dst, dst_dtype, n);
   }
   void synchronize(int index) override {
     DeviceScope scope(index);
