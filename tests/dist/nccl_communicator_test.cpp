@@ -237,10 +237,16 @@ TEST_F(Nccl, MisuseIsAClearError) {
     }
     return std::string("(no error)");
   };
-  Tensor host = Tensor::zeros({4});
-  std::string m = message([&] { c->all_reduce(host); });
-  EXPECT_NE(m.find("all_reduce on world"), std::string::npos) << m;
-  EXPECT_NE(m.find("f32[4] on cpu"), std::string::npos) << m;
+  // Host tensors go over the MPI twin; mixing host and GPU tensors in one call is refused.
+  const int n = c->size();
+  Tensor host = Tensor::full({4}, c->rank() + 1.0);
+  c->all_reduce(host)->wait();
+  EXPECT_EQ(host.to_vector<float>(), std::vector<float>(4, static_cast<float>(n * (n + 1) / 2)));
+  EXPECT_EQ(c->all_reduce_scalar(1.0), n);
+  Tensor host_in = Tensor::zeros({4 * n}), gpu_out = full(4, 0, DType::f32);
+  std::string m = message([&] { c->reduce_scatter(host_in, gpu_out); });
+  EXPECT_NE(m.find("reduce_scatter on world"), std::string::npos) << m;
+  EXPECT_NE(m.find(fmt::format("f32[{}] on cpu", 4 * n)), std::string::npos) << m;
   if (kc::device_count() > 1) {
     Tensor other = Tensor::zeros({4}, DType::f32, Device::cuda((c->device() + 1) % kc::device_count()));
     m = message([&] { c->broadcast(other, 0); });

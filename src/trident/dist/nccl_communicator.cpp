@@ -429,7 +429,7 @@ struct NcclCommunicator::Impl {
     check_defined(t, op, arg);
     TRIDENT_CHECK(t.device() == Device::cuda(device), "{} on {}: NcclCommunicator moves tensors on cuda:{}, but {} is {}{}",
                   op, name, device, arg, t.describe(),
-                  t.device().is_cpu() ? " (host tensors go over the MPI communicator)" : "");
+                  t.device().is_cpu() ? " (a call's tensors must all be on the GPU, or all on the host)" : "");
   }
 
   using Launch = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
@@ -589,6 +589,7 @@ int NcclCommunicator::device() const noexcept { return impl_->device; }
 const std::shared_ptr<Communicator>& NcclCommunicator::host() const noexcept { return impl_->bootstrap; }
 
 std::unique_ptr<Work> NcclCommunicator::all_reduce(Tensor& tensor, const CollectiveOptions& o) {
+  if (tensor.device().is_cpu()) return impl_->bootstrap->all_reduce(tensor, o);  // host values: over MPI
   Impl& im = *impl_;
   im.check_tensor(tensor, "all_reduce", "tensor");
   TRIDENT_CHECK(o.op != ReduceOp::avg || is_floating(tensor.dtype()), "all_reduce avg on {} needs a floating dtype",
@@ -611,6 +612,7 @@ std::unique_ptr<Work> NcclCommunicator::all_reduce(Tensor& tensor, const Collect
 
 std::unique_ptr<Work> NcclCommunicator::reduce_scatter(const Tensor& input, Tensor& output,
                                                        const CollectiveOptions& o) {
+  if (input.device().is_cpu() && output.device().is_cpu()) return impl_->bootstrap->reduce_scatter(input, output, o);
   Impl& im = *impl_;
   im.check_tensor(input, "reduce_scatter", "input");
   im.check_tensor(output, "reduce_scatter", "output");
@@ -638,6 +640,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter(const Tensor& input, Tens
 }
 
 std::unique_ptr<Work> NcclCommunicator::all_gather(const Tensor& input, Tensor& output, const CollectiveOptions& o) {
+  if (input.device().is_cpu() && output.device().is_cpu()) return impl_->bootstrap->all_gather(input, output, o);
   Impl& im = *impl_;
   im.check_tensor(input, "all_gather", "input");
   im.check_tensor(output, "all_gather", "output");
@@ -654,6 +657,7 @@ std::unique_ptr<Work> NcclCommunicator::all_gather(const Tensor& input, Tensor& 
 }
 
 std::unique_ptr<Work> NcclCommunicator::broadcast(Tensor& tensor, int root, const CollectiveOptions& o) {
+  if (tensor.device().is_cpu()) return impl_->bootstrap->broadcast(tensor, root, o);
   Impl& im = *impl_;
   im.check_tensor(tensor, "broadcast", "tensor");
   TRIDENT_CHECK(root >= 0 && root < im.size, "broadcast on {}: root {} outside the group of {}", im.name, root, im.size);
@@ -668,6 +672,7 @@ std::unique_ptr<Work> NcclCommunicator::broadcast(Tensor& tensor, int root, cons
 }
 
 std::unique_ptr<Work> NcclCommunicator::send(const Tensor& tensor, int dst, int tag, const CollectiveOptions& o) {
+  if (tensor.device().is_cpu()) return impl_->bootstrap->send(tensor, dst, tag, o);
   Impl& im = *impl_;
   im.check_tensor(tensor, "send", "tensor");
   TRIDENT_CHECK(dst >= 0 && dst < im.size && dst != im.rank, "send on {}: bad destination {} (rank {} of {})", im.name,
@@ -678,6 +683,7 @@ std::unique_ptr<Work> NcclCommunicator::send(const Tensor& tensor, int dst, int 
 }
 
 std::unique_ptr<Work> NcclCommunicator::recv(Tensor& tensor, int src, int tag, const CollectiveOptions& o) {
+  if (tensor.device().is_cpu()) return impl_->bootstrap->recv(tensor, src, tag, o);
   Impl& im = *impl_;
   im.check_tensor(tensor, "recv", "tensor");
   TRIDENT_CHECK(src >= 0 && src < im.size && src != im.rank, "recv on {}: bad source {} (rank {} of {})", im.name, src,

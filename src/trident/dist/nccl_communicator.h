@@ -53,9 +53,11 @@
 // that can wait for peers (creation, split, a channel's first transfer) are
 // guarded the same way.
 //
-// Not for CPU tensors: a CPU tensor is an error naming the operation, so
-// all_reduce_scalar() and the checks that reduce host values go over host(),
-// the MPI communicator of the same ranks.
+// Host tensors (all_reduce_scalar(), the loss and grad-norm reductions, the
+// trainer's agreement checks) go over host(), the MPI communicator of the same
+// ranks in the same numbering — one communicator for both kinds of tensor, as
+// PyTorch pairs gloo with NCCL. A call mixing a host and a GPU tensor, or a
+// tensor on another GPU, is an error naming the operation.
 #pragma once
 
 #include <memory>

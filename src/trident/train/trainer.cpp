@@ -27,6 +27,9 @@
 #include "trident/kernels/cuda/device.h"
 #include "trident/kernels/cuda/upload.h"
 #endif
+#if TRIDENT_HAVE_NCCL
+#include "trident/dist/nccl_communicator.h"
+#endif
 
 namespace trident::train {
 
@@ -64,7 +67,7 @@ void check_same_config(dist::Communicator& world, const Config& config) {
                 h, lo, hi);
 }
 
-ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communicator> world) {
+ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communicator> world, Device device) {
   ParallelState par;
   if (world) {
     par.world = std::move(world);
@@ -77,13 +80,25 @@ ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communic
   par.mesh = std::make_unique<dist::Mesh>(par.world->size(), static_cast<int>(config.dist.tensor_parallel_size),
                                           static_cast<int>(config.dist.pipeline_parallel_size),
                                           static_cast<int>(config.dist.data_parallel_size));
-  par.dp = par.world->split(par.mesh->groups(dist::GroupKind::dp), "dp");
+  // GPU tensors travel over NCCL (host values over its MPI twin); the world
+  // communicator stays MPI for the trainer's host-side agreement checks.
+  std::shared_ptr<dist::Communicator> groups_of = par.world;
+#if TRIDENT_HAVE_NCCL
+  if (device.is_cuda() && par.world->size() > 1) {
+    groups_of = dist::NcclCommunicator::create(par.world, device.index, config.dist.timeout_s);
+  }
+#else
+  TRIDENT_CHECK(!device.is_cuda() || par.world->size() == 1,
+                "train.device '{}' with {} ranks needs NCCL, which this build does not have", config.train.device,
+                par.world->size());
+#endif
+  par.dp = groups_of->split(par.mesh->groups(dist::GroupKind::dp), "dp");
   par.dp_rank = par.dp->rank();
   par.dp_size = par.dp->size();
-  par.tp = par.world->split(par.mesh->groups(dist::GroupKind::tp), "tp");
+  par.tp = groups_of->split(par.mesh->groups(dist::GroupKind::tp), "tp");
   par.tp_rank = par.tp->rank();
   par.tp_size = par.tp->size();
-  par.pp = par.world->split(par.mesh->groups(dist::GroupKind::pp), "pp");
+  par.pp = groups_of->split(par.mesh->groups(dist::GroupKind::pp), "pp");
   par.pp_rank = par.pp->rank();
   par.pp_size = par.pp->size();
   par.chunks = static_cast<int>(config.dist.virtual_pipeline_size);
@@ -93,7 +108,7 @@ ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communic
     const auto covered = [r](const std::vector<int>& g) { return std::find(g.begin(), g.end(), r) != g.end(); };
     if (std::none_of(embedding.begin(), embedding.end(), covered)) embedding.push_back({r});
   }
-  par.embedding = par.world->split(embedding, "embedding");
+  par.embedding = groups_of->split(embedding, "embedding");
   par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
   return par;
@@ -156,7 +171,7 @@ void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
 TrainSummary train(const TrainOptions& options) {
   Config config = load_config(options.config_path, options.overrides);
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
-  ParallelState par = make_parallel(config, options.world);
+  ParallelState par = make_parallel(config, options.world, training_device(config));
 
   const std::string run_dir = options.run_dir;
   const std::string ckpt_root = config.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string()
@@ -184,7 +199,7 @@ TrainSummary train(const TrainOptions& options) {
                 data.tokenizer.vocab_size());
 
   const DType cdt = compute_dtype(config.train.precision);
-  const Device device = training_device(config);
+  const Device device = training_device(config);  // the same as make_parallel's
   ModelRunner runner(spec, par,
                      ModelRunner::Options{config.dist.pipeline_num_layers,
                                           parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), mb, T,
