@@ -8,7 +8,11 @@
 #include <cmath>
 #include <filesystem>
 
+#include "trident/autograd/autograd.h"
 #include "trident/kernels/cuda/device.h"
+#include "trident/kernels/cuda/matmul.h"
+#include "trident/models/causal_lm.h"
+#include "trident/optim/optimizer.h"
 #include "trident/train/trainer.h"
 #include "corpus.h"
 
@@ -105,6 +109,38 @@ TEST_F(CudaTrainingOnGpu, GpuCheckpointResumesOnTheCpu) {
   ASSERT_EQ(cpu.losses.size(), 2u);
   EXPECT_TRUE(std::isfinite(cpu.losses[0]));
   EXPECT_LT(cpu.losses[0], gpu.losses.front());
+}
+
+// After the first steps the step loop reuses the caching allocator's blocks
+// and the cached cuBLASLt plans: no cudaMalloc, no heuristic query.
+TEST_F(CudaTrainingOnGpu, StepLoopMakesNoDriverAllocationsOrHeuristicQueries) {
+  for (const DType compute : {DType::f32, DType::bf16}) {
+    models::TransformerSpec spec = models::preset("gpt2");
+    spec.n_layer = 2;
+    models::CausalLM model(spec);
+    model.initialize(1);
+    model.to(Device::cuda(0));
+    optim::AdamW opt(model.parameters(), optim::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+    Tensor ids = Tensor::zeros({2, 128}, DType::i64).to(Device::cuda(0));
+    auto step = [&](int s) {
+      opt.zero_grad();
+      nn::ForwardContext ctx;
+      ctx.training = true;
+      ctx.step = s;
+      ctx.compute_dtype = compute;
+      autograd::Variable loss = model.loss(ids, ids, ctx);
+      loss.backward();
+      opt.step(1e-4);
+      return loss.data().item();
+    };
+    step(1);
+    step(2);
+    const auto before = kernels::cuda::allocator_stats(0);
+    const std::int64_t queries = kernels::cuda::gemm_heuristic_queries();
+    for (int s = 3; s <= 5; ++s) EXPECT_TRUE(std::isfinite(step(s)));
+    EXPECT_EQ(kernels::cuda::allocator_stats(0).driver_allocations, before.driver_allocations) << dtype_name(compute);
+    EXPECT_EQ(kernels::cuda::gemm_heuristic_queries(), queries) << dtype_name(compute);
+  }
 }
 
 }  // namespace
