@@ -217,7 +217,7 @@ Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) cons
   if (wpe_) {
     std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
     for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = ctx.position_offset + sctx.seq_offset + t;
-    Variable p = wpe_->forward(Tensor::from_vector(pos, {T}), sctx);  // [T, D]
+    Variable p = wpe_->forward(Tensor::from_vector(pos, {T}).to(ids.device()), sctx);  // [T, D]
     const std::int64_t B = ids.shape()[0];
     // Broadcast positions over the batch: add to each sample through a [B·T, D] bias-free view.
     h = ag::reshape(h, {B, T * spec_.d_model});
