@@ -127,8 +127,20 @@ class CudaBackend final : public DeviceBackend {
   // Queued on the compute stream so copies are ordered with kernels; a copy to
   // the host waits for it (the caller reads the bytes next), and so does a copy
   // from the host (its pageable source may be freed as soon as we return).
+  // Between two GPUs the source device's stream is drained first (its kernels
+  // may still be writing src) and the copy is waited for (src's block may go
+  // back to its device's cache and be rewritten as soon as we return).
   void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) override {
     if (nbytes == 0) return;
+    if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+      compute_stream(src_device.index).synchronize();
+      DeviceScope scope(dst_device.index);
+      const Stream& stream = compute_stream(dst_device.index);
+      check(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, native(stream)),
+            "cudaMemcpyPeerAsync");
+      stream.synchronize();
+      return;
+    }
     const int index = dst_device.is_cuda() ? dst_device.index : src_device.index;
     DeviceScope scope(index);
     const cudaMemcpyKind kind = dst_device.is_cuda() ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice
