@@ -1,27 +1,18 @@
 // The optimizer entry points that need device memory of their own (optimizer.cu
 // launches the kernels): sum_of_squares' partial sums and adamw_step_multi's
-// chunk table, both from the device's caching allocator through core's Storage,
-// which nvcc-compiled files cannot include. Freeing them right after the
-// launches is safe: the next user of the block queues its work on the same
-// compute stream, behind these kernels.
+// chunk table, both from the device's caching allocator (scratch.h).
 #include "trident/kernels/cuda/optimizer.h"
 
 #include <algorithm>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
-#include "trident/core/storage.h"
-#include "trident/kernels/cuda/device.h"
 #include "trident/kernels/cuda/optimizer_launch.h"
+#include "trident/kernels/cuda/scratch.h"
 
 namespace trident::kernels::cuda {
 
 namespace {
-std::shared_ptr<Storage> device_scratch(std::size_t nbytes) {
-  return Storage::allocate(nbytes, Device::cuda(current_device()));
-}
-
 template <typename Ptr>
 Ptr advance(Ptr p, std::int64_t elements, std::size_t element_size) {
   if (p == nullptr) return p;
@@ -32,8 +23,8 @@ Ptr advance(Ptr p, std::int64_t elements, std::size_t element_size) {
 
 double sum_of_squares(DType dtype, const void* x, std::int64_t n) {
   if (n <= 0) return 0.0;
-  const auto scratch = device_scratch(detail::sum_of_squares_scratch_bytes());
-  return detail::launch_sum_of_squares(dtype, x, n, scratch->data());
+  const auto scratch = detail::device_scratch(detail::sum_of_squares_scratch_bytes());
+  return detail::launch_sum_of_squares(dtype, x, n, detail::scratch_data(scratch));
 }
 
 void adamw_step_multi(DType param_dtype, DType grad_dtype, DType copy_dtype, const AdamWTensor* tensors,
@@ -48,10 +39,9 @@ void adamw_step_multi(DType param_dtype, DType grad_dtype, DType copy_dtype, con
                         std::min(detail::kAdamWChunkElements, a.n - off)});
     }
   }
-  const auto table = chunks.empty() ? nullptr : device_scratch(chunks.size() * sizeof(detail::AdamWChunk));
+  const auto table = detail::device_scratch(chunks.size() * sizeof(detail::AdamWChunk));
   detail::launch_adamw_step_multi(param_dtype, grad_dtype, copy_dtype, chunks.data(),
-                                  table ? static_cast<detail::AdamWChunk*>(table->data()) : nullptr, chunks.size(),
-                                  hyper);
+                                  static_cast<detail::AdamWChunk*>(detail::scratch_data(table)), chunks.size(), hyper);
 }
 
 }  // namespace trident::kernels::cuda
