@@ -52,14 +52,16 @@ __device__ __forceinline__ void copy_rows(const T* __restrict__ src, i64 stride,
   }
 }
 
-// The same rows transposed: dst[d·ldt + r].
+// The same rows transposed: dst[d·ldt + r]. In the 16-byte path the row index runs fastest across the lanes:
+// the bank of dst[d·ldt + r] is (4d + r/2) mod 32 for ldt = 72, the same for every chunk d = 8c + i, so lanes
+// that shared r and differed in the chunk would make each element store a 16-way bank conflict.
 template <int R, int Dp, typename T>
 __device__ __forceinline__ void copy_rows_transposed(const T* __restrict__ src, i64 stride, int n, int D, T* dst,
                                                      int ldt, bool vec) {
   if (vec) {
     constexpr int kChunks = Dp / 8;
     for (int idx = threadIdx.x; idx < R * kChunks; idx += blockDim.x) {
-      const int r = idx / kChunks, d = idx % kChunks * 8;
+      const int r = idx % R, d = idx / R * 8;
       uint4 x = make_uint4(0u, 0u, 0u, 0u);
       if (r < n && d < D) x = *reinterpret_cast<const uint4*>(src + r * stride + d);
       T e[8];
