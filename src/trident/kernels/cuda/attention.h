@@ -27,7 +27,8 @@
 //   plus, for the backward, Di = Σ dout·out: one warp per query row into a [B, H, T] workspace that
 //   attention_backward allocates from the caching allocator.
 // Shared memory above 48 KB is requested per launch (cudaFuncAttributeMaxDynamicSharedMemorySize); sm_80
-// and sm_90 allow 163 and 227 KB.
+// and sm_90 allow 163 and 227 KB. sm_86, sm_89 and sm_120 allow 99 KB: there the bf16/f16 backward with
+// head_dim > 64 (dK/dV kernel, 104.5 KB) stops with an error naming both sizes.
 #pragma once
 
 #include <cstdint>
