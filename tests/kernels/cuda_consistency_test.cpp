@@ -422,6 +422,12 @@ void attention_cases(CaseTable& t) {
       {"causal_mask", {1, 37, 4, 32}, {1, 37, 4, 32}, true, 0, true, kF32},
       {"head_dim_16", {3, 29, 2, 16}, {3, 29, 2, 16}, true, 0, false, kF32},
       {"gpt2", {4, 256, 12, 64}, {4, 256, 12, 64}, true, 0, false, kRealistic},
+      // Tensor-core paths with padded head-dim lanes (40 → 64: 16-byte copies; 20 → 32: scalar copies),
+      // more queries than keys under the causal alignment, and several partial query tiles.
+      {"head_dim_40", {2, 45, 4, 40}, {2, 45, 4, 40}, true, 0, false, {DType::f32, DType::bf16, DType::f16}},
+      {"head_dim_20", {2, 45, 4, 20}, {2, 45, 4, 20}, true, 0, false, {DType::f32, DType::bf16, DType::f16}},
+      {"more_queries_than_keys", {2, 70, 4, 64}, {2, 33, 4, 64}, true, 0, false, kRealistic},
+      {"partial_tiles", {1, 130, 4, 64}, {1, 130, 4, 64}},
   };
   for (const Config& cfg : configs) {
     ops::AttentionOptions options;
