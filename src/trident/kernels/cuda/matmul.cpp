@@ -286,7 +286,8 @@ std::shared_ptr<Plan> make_plan_or_throw(const PlanKey& key, const GemmShape& s,
     plan->algo = result.algo;
     plan->available.store(true);
   } else if (!may_fall_back(key)) {
-    check_lt(status, "cublasLtMatmulAlgoGetHeuristic", w);
+    // NOT_SUPPORTED is how the heuristic says that no algorithm fits: the alignments are the likely cause.
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) check_lt(status, "cublasLtMatmulAlgoGetHeuristic", w);
     TRIDENT_FAIL("CUDA matmul: cuBLASLt has no algorithm for a {} (alignments A {} B {} C {} bytes)",
                  describe(key.ab, key.cd, s), key.align_a, key.align_b, key.align_c);
   }
