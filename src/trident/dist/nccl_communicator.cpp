@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -245,6 +246,9 @@ class Watchdog {
           finished.push_back(std::move(w));
           continue;
         }
+        // The process is exiting and the CUDA runtime is being torn down under this detached thread: stop
+        // watching, quietly, or a run that finished would end with this line and exit code 1.
+        if (rc == cudaErrorCudartUnloading) return;
         if (rc != cudaErrorNotReady) {
           fatal(fmt::format("CUDA reported {} ({}) while {} was in flight", cudaGetErrorString(rc),
                             cudaGetErrorName(rc), w->what),
@@ -416,8 +420,19 @@ struct NcclCommunicator::Impl {
   ~Impl() {
     // Channels first, in (src, dst) order, then the group's communicator: the
     // same order on every rank, as NCCL's finalisation waits for the peers.
-    for (auto& [key, channel] : channels) channel->release();
-    if (main) main->release();
+    // Destroyed while an error unwinds, this rank may be the only one leaving:
+    // ncclCommDestroy would wait for peers that never come, until a peer's
+    // timeout ends the job and this rank's error is never printed. Abort then.
+    // (release() after abort() frees only the stream.)
+    const bool unwinding = std::uncaught_exceptions() > 0;
+    for (auto& [key, channel] : channels) {
+      if (unwinding) channel->abort("");
+      channel->release();
+    }
+    if (main) {
+      if (unwinding) main->abort("");
+      main->release();
+    }
     if (ready != nullptr) cudaEventDestroy(ready);
   }
 

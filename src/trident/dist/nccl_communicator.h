@@ -53,6 +53,11 @@
 // that can wait for peers (creation, split, a channel's first transfer) are
 // guarded the same way.
 //
+// Destruction finalises the NCCL communicators, which waits for the peers to
+// do the same (every rank destroys its communicators in the same order). One
+// destroyed while an exception unwinds is aborted instead: that rank may be
+// failing alone, and must reach main()'s report, which ends the job.
+//
 // Host tensors (all_reduce_scalar(), the loss and grad-norm reductions, the
 // trainer's agreement checks) go over host(), the MPI communicator of the same
 // ranks in the same numbering — one communicator for both kinds of tensor, as
