@@ -139,6 +139,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end() - 1);
   dims.push_back(out_features);
   Tensor y = Tensor::empty(Shape(dims), x.dtype(), x.device());
+#if TRIDENT_HAVE_CUDA
+  if (bias.defined() && x.device().is_cuda()) {  // one kernel: cuBLASLt adds the bias in its epilogue
+    kernels::cuda::DeviceGuard guard(x.device().index);
+    kernels::cuda::gemm_epilogue(x.dtype(), x.dtype(), p.gemm, 1.0, x2.raw_data(), weight.raw_data(), 0.0,
+                                 y.raw_data(), {kernels::cuda::GemmEpilogue::bias, bias.raw_data()});
+    return y;
+  }
+#endif
   double beta = 0.0;
   if (bias.defined()) {
     TRIDENT_KERNEL(x.device(), broadcast_rows, x.dtype(), bias.raw_data(), y.raw_data(), rows, out_features);
