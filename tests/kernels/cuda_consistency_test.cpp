@@ -716,6 +716,29 @@ void optimizer_cases(CaseTable& t) {
         adamw_inputs(DType::bf16, false));
   t.add("adamw_step_gpt2_mlp", Op::adamw, kF32, {{768 * 3072}}, adamw(100, DType::bf16, false),
         adamw_inputs(DType::bf16, false));
+  // Three tensors of unequal sizes (one smaller than a chunk, one spanning several) in one launch.
+  t.add("adamw_step_multi", Op::adamw, kMaster, {{37, 1001}, {5}, {70000}},
+        [config](const Tensors& in, Device) {
+          Tensors p, g, m, v;
+          for (std::size_t i = 0; i < 12; i += 4) {
+            p.push_back(in[i]);
+            g.push_back(in[i + 1]);
+            m.push_back(in[i + 2]);
+            v.push_back(in[i + 3]);
+          }
+          std::vector<ops::AdamWTensors> group;
+          for (std::size_t i = 0; i < 3; ++i) group.push_back({&p[i], &g[i], &m[i], &v[i]});
+          ops::adamw_step_multi(group, config, 10, 0.5);
+          return Tensors{p[0], m[0], v[0], p[1], m[1], v[1], p[2], m[2], v[2]};
+        },
+        [adamw_inputs](Rng& gen, DType d, const Shapes& s) {
+          Tensors all;
+          for (const Shape& shape : s) {
+            const Tensors one = adamw_inputs(std::nullopt, false)(gen, d, Shapes{shape});
+            all.insert(all.end(), one.begin(), one.end());
+          }
+          return all;
+        });
 
   const auto sgd = [](double momentum, bool nesterov, bool first_step) -> RunOp {
     return [=](const Tensors& in, Device) {

@@ -105,6 +105,33 @@ TEST(AdamW, ParamCopyIsTheRoundedUpdatedParameter) {
   }
 }
 
+// The multi-tensor step gives each tensor exactly its single-tensor step.
+TEST(AdamW, MultiTensorStepIsTheSingleTensorStepOfEach) {
+  const std::vector<std::int64_t> sizes = {1037, 5, 70000};
+  std::vector<Tensor> p, g, m, v, p1, m1, v1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const auto seed = static_cast<std::uint64_t>(10 * i);
+    p.push_back(random_tensor({sizes[i]}, seed + 1));
+    g.push_back(random_tensor({sizes[i]}, seed + 2, -1, 1, DType::bf16));
+    m.push_back(random_tensor({sizes[i]}, seed + 3, -0.1, 0.1));
+    v.push_back(random_tensor({sizes[i]}, seed + 4, 0, 0.01));
+    p1.push_back(p.back().clone());
+    m1.push_back(m.back().clone());
+    v1.push_back(v.back().clone());
+  }
+  const ops::AdamWConfig config{.lr = 1e-3, .weight_decay = 0.1};
+  std::vector<ops::AdamWTensors> group;
+  for (std::size_t i = 0; i < sizes.size(); ++i) group.push_back({&p[i], &g[i], &m[i], &v[i]});
+  ops::adamw_step_multi(group, config, 7, 0.5);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    ops::adamw_step(p1[i], g[i], m1[i], v1[i], config, 7, 0.5);
+    EXPECT_TRUE(bit_equal(p[i], p1[i])) << i;
+    EXPECT_TRUE(bit_equal(m[i], m1[i])) << i;
+    EXPECT_TRUE(bit_equal(v[i], v1[i])) << i;
+  }
+  ops::adamw_step_multi({}, config, 8);  // nothing to do
+}
+
 TEST(AdamW, GradScaleMultipliesTheGradientFirst) {
   // Scaling by powers of two is exact, so the two runs must agree bit for bit.
   const std::int64_t n = 531;

@@ -35,9 +35,12 @@ void check_state(const Tensor& param, const Tensor& t, std::string_view op, std:
 }
 }  // namespace
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWConfig& config,
-                std::int64_t step, double grad_scale, Tensor* param_copy) {
-  constexpr std::string_view op = "adamw_step";
+namespace {
+
+// Validates one tensor's AdamW step and returns its kernel hyper-parameters.
+kernels::cpu::AdamWHyper check_adamw(std::string_view op, const Tensor& param, const Tensor& grad,
+                                     const Tensor& exp_avg, const Tensor& exp_avg_sq, const AdamWConfig& config,
+                                     std::int64_t step, double grad_scale) {
   check_param(param, op);
   check_like_param(param, grad, op, "grad");
   check_floating(grad, op, "grad");
@@ -52,6 +55,23 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   TRIDENT_CHECK(config.beta2 >= 0 && config.beta2 < 1, "{}: beta2 {} must be in [0, 1)", op, config.beta2);
   TRIDENT_CHECK(config.weight_decay >= 0, "{}: weight_decay {} must be >= 0", op, config.weight_decay);
   TRIDENT_CHECK(std::isfinite(grad_scale), "{}: grad_scale {} must be finite", op, grad_scale);
+  kernels::cpu::AdamWHyper hyper;
+  hyper.lr = config.lr;
+  hyper.beta1 = config.beta1;
+  hyper.beta2 = config.beta2;
+  hyper.eps = config.eps;
+  hyper.weight_decay = config.weight_decay;
+  hyper.step = step;
+  hyper.grad_scale = grad_scale;
+  return hyper;
+}
+
+}  // namespace
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWConfig& config,
+                std::int64_t step, double grad_scale, Tensor* param_copy) {
+  constexpr std::string_view op = "adamw_step";
+  const kernels::cpu::AdamWHyper hyper = check_adamw(op, param, grad, exp_avg, exp_avg_sq, config, step, grad_scale);
   void* copy_data = nullptr;
   DType copy_dtype = param.dtype();
   if (param_copy != nullptr) {
@@ -62,16 +82,43 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
     copy_data = param_copy->raw_data();
     copy_dtype = param_copy->dtype();
   }
-  kernels::cpu::AdamWHyper hyper;
-  hyper.lr = config.lr;
-  hyper.beta1 = config.beta1;
-  hyper.beta2 = config.beta2;
-  hyper.eps = config.eps;
-  hyper.weight_decay = config.weight_decay;
-  hyper.step = step;
-  hyper.grad_scale = grad_scale;
   TRIDENT_KERNEL(param.device(), adamw_step, param.dtype(), grad.dtype(), copy_dtype, param.raw_data(),
                  grad.raw_data(), exp_avg.raw_data(), exp_avg_sq.raw_data(), copy_data, param.numel(), hyper);
+}
+
+void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfig& config, std::int64_t step,
+                      double grad_scale) {
+  constexpr std::string_view op = "adamw_step_multi";
+  if (tensors.empty()) return;
+  const AdamWTensors& first = tensors.front();
+  bool one_launch = first.param->device().is_cuda();
+  kernels::cpu::AdamWHyper hyper;
+  for (const AdamWTensors& t : tensors) {
+    hyper = check_adamw(op, *t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, config, step, grad_scale);
+    one_launch = one_launch && t.param->device() == first.param->device() && t.param->dtype() == first.param->dtype() &&
+                 t.grad->dtype() == first.grad->dtype();
+  }
+#if TRIDENT_HAVE_CUDA
+  if (one_launch) {
+    std::vector<kernels::cuda::AdamWTensor> table;
+    table.reserve(tensors.size());
+    for (const AdamWTensors& t : tensors) {
+      table.push_back({t.param->raw_data(), t.grad->raw_data(), t.exp_avg->raw_data(), t.exp_avg_sq->raw_data(),
+                       nullptr, t.param->numel()});
+    }
+    kernels::cuda::DeviceGuard guard(first.param->device().index);
+    kernels::cuda::adamw_step_multi(first.param->dtype(), first.grad->dtype(), first.param->dtype(), table.data(),
+                                    table.size(), hyper);
+    return;
+  }
+#else
+  (void)one_launch;
+#endif
+  for (const AdamWTensors& t : tensors) {
+    TRIDENT_KERNEL(t.param->device(), adamw_step, t.param->dtype(), t.grad->dtype(), t.param->dtype(),
+                   t.param->raw_data(), t.grad->raw_data(), t.exp_avg->raw_data(), t.exp_avg_sq->raw_data(), nullptr,
+                   t.param->numel(), hyper);
+  }
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "trident/core/tensor.h"
 
@@ -32,6 +33,18 @@ struct AdamWConfig {
 // mixed precision.
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWConfig& config,
                 std::int64_t step, double grad_scale = 1.0, Tensor* param_copy = nullptr);
+
+// adamw_step (without param_copy) of many tensors sharing one config: on a GPU
+// one kernel launch over all of them (multi-tensor apply) when they share
+// their dtypes, otherwise adamw_step per tensor. The results are adamw_step's.
+struct AdamWTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+};
+void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfig& config, std::int64_t step,
+                      double grad_scale = 1.0);
 
 // One torch.optim.SGD step: g = grad * grad_scale + weight_decay p; with momentum,
 // buf = g on the first step and momentum buf + (1 - dampening) g afterwards;

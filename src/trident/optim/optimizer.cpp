@@ -39,6 +39,10 @@ AdamW::AdamW(std::vector<nn::Parameter*> params, AdamWOptions options)
 
 void AdamW::step(double lr, double grad_scale) {
   ++step_;
+  // Two groups (with and without weight decay), each one multi-tensor step:
+  // a single kernel launch per group on a GPU.
+  std::vector<Tensor> data(params_.size()), grads(params_.size());
+  std::vector<ops::AdamWTensors> decayed, plain;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
     if (!p.var.grad().defined()) continue;
@@ -46,11 +50,14 @@ void AdamW::step(double lr, double grad_scale) {
       exp_avg_[i] = zeros_like_param(p);
       exp_avg_sq_[i] = zeros_like_param(p);
     }
-    ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps,
-                         p.weight_decay ? options_.weight_decay : 0.0};
-    Tensor data = p.var.data();
-    ops::adamw_step(data, p.var.grad(), exp_avg_[i], exp_avg_sq_[i], cfg, step_, grad_scale);
+    data[i] = p.var.data();
+    grads[i] = p.var.grad();
+    (p.weight_decay ? decayed : plain).push_back({&data[i], &grads[i], &exp_avg_[i], &exp_avg_sq_[i]});
   }
+  const ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps, options_.weight_decay};
+  ops::adamw_step_multi(decayed, cfg, step_, grad_scale);
+  ops::adamw_step_multi(plain, ops::AdamWConfig{lr, options_.beta1, options_.beta2, options_.eps, 0.0}, step_,
+                        grad_scale);
 }
 
 std::map<std::string, Tensor> AdamW::state() const {
