@@ -203,11 +203,20 @@ DeviceGuard::~DeviceGuard() {
 }
 
 const Stream& compute_stream(int device) {
+  // Every launch asks for its stream: each thread remembers the answers, so
+  // only a thread's first call per device takes the lock.
+  thread_local std::vector<const Stream*> known;
+  const auto d = static_cast<std::size_t>(device);
+  if (device >= 0 && d < known.size() && known[d]) return *known[d];
   static std::mutex mutex;
   static std::unordered_map<int, Stream*> streams;  // never destroyed: kernels may run during static destruction
   std::lock_guard<std::mutex> lock(mutex);
   Stream*& s = streams[device];
   if (!s) s = new Stream(device);
+  if (device >= 0) {
+    if (known.size() <= d) known.resize(d + 1, nullptr);
+    known[d] = s;
+  }
   return *s;
 }
 
