@@ -92,6 +92,9 @@ ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communic
                 "train.device '{}' with {} ranks needs NCCL, which this build does not have", config.train.device,
                 par.world->size());
 #endif
+  // One GPU rank under mpirun or srun: its groups of one still move GPU tensors
+  // (ZeRO's reduce-scatter), which an MPI communicator refuses.
+  if (device.is_cuda() && par.world->size() == 1) groups_of = dist::self_communicator();
   par.dp = groups_of->split(par.mesh->groups(dist::GroupKind::dp), "dp");
   par.dp_rank = par.dp->rank();
   par.dp_size = par.dp->size();
