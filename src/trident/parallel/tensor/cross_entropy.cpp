@@ -30,7 +30,8 @@ Variable vocab_parallel_cross_entropy(const Variable& logits, const Tensor& targ
   // [N] values only: the row losses in f64, summed in row order as autograd::cross_entropy does.
   const std::vector<double> m = group_max.to_vector<double>(), s = group_sum.to_vector<double>(),
                             zy = p.target_logits().to_vector<double>();
-  const std::vector<std::int64_t> y = targets.to(DType::i64).to_vector<std::int64_t>();
+  // to_vector reads back to the host first: a GPU converts floating dtypes only, so i32 targets widen there.
+  const std::vector<std::int64_t> y = targets.to_vector<std::int64_t>();
   double total = 0;
   for (std::size_t r = 0; r < y.size(); ++r) {
     if (y[r] != ignore_index) total += std::log(s[r]) - (zy[r] - m[r]);
