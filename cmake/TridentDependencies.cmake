@@ -28,7 +28,17 @@ if(TRIDENT_CUDA)
   # Kernel files are C++17: nvcc cannot parse fmt in C++20 mode (kernels/cuda/common.cuh).
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  # NCCL is a package of its own (libnccl-dev), not part of the toolkit: without
+  # it the CUDA backend still builds and trains on one GPU; several GPU ranks
+  # need it (a clear error at startup says so).
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+    set(TRIDENT_NCCL ON)
+  else()
+    set(TRIDENT_NCCL OFF)
+    message(STATUS "NCCL not found (nccl.h and libnccl): multi-GPU training is not built")
+  endif()
 endif()
 
 # trident_module(NAME SOURCES... [DEPS targets...] [PRIVATE_DEPS targets...])

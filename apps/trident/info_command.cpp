@@ -29,6 +29,11 @@ void add_info_command(CLI::App& app) {
 #else
     fmt::print("cuda:            not built (no nvcc when configured)\n");
 #endif
+#ifdef TRIDENT_HAVE_NCCL
+    fmt::print("nccl:            built (multi-GPU training)\n");
+#else
+    fmt::print("nccl:            not built (no CUDA backend, or no NCCL when configured)\n");
+#endif
     fmt::print("matmul backend:  {}\n", kernels::cpu::matmul_backend_description());
     fmt::print("mpi:             built ({})\n", dist::mpi_library_version());
   });
