@@ -138,11 +138,11 @@ Variable shard_lookup(const Variable& weight, const Tensor& ids, std::int64_t be
     return t;
   };
   Tensor out = zero_foreign(ops::embedding(weight.data(), local.to(device)));
-  return autograd::make_result(out, {weight}, "vocab_parallel_embedding",
-                               [local, rows, zero_foreign](const autograd::GradContext& ctx) {
-                                 return std::vector<Tensor>{
-                                     ops::embedding_backward(zero_foreign(ctx.grad().clone()), local.to(ctx.grad().device()), rows)};
-                               });
+  return autograd::make_result(
+      out, {weight}, "vocab_parallel_embedding", [local, rows, zero_foreign](const autograd::GradContext& ctx) {
+        return std::vector<Tensor>{
+            ops::embedding_backward(zero_foreign(ctx.grad().clone()), local.to(ctx.grad().device()), rows)};
+      });
 }
 
 }  // namespace
