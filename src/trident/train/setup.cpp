@@ -3,7 +3,6 @@
 #include <cmath>
 #include <filesystem>
 
-#include "trident/core/parallel.h"
 #include "trident/data/blended_dataset.h"
 #include "trident/data/gpt_dataset.h"
 #include "trident/data/indexed_dataset.h"
@@ -12,10 +11,6 @@
 #include "trident/optim/schedule.h"
 #include "trident/parallel/pipeline/schedule.h"
 #include "trident/train/trainer.h"
-
-#if TRIDENT_HAVE_CUDA
-#include "trident/kernels/cuda/device.h"
-#endif
 
 namespace trident::train {
 
@@ -237,30 +232,6 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(!c.data.tokenizer.empty(), "data.tokenizer is empty: give the tokenizer.json the data was made with");
   TRIDENT_CHECK(fs::exists(c.data.tokenizer), "data.tokenizer: '{}' does not exist", c.data.tokenizer);
   (void)training_device(c);
-}
-
-Device training_device(const Config& c) {
-  Device d;
-  try {
-    d = parse_device(c.train.device);
-  } catch (const Error&) {
-    TRIDENT_FAIL("train.device '{}' is not a device: expected cpu, cuda or cuda:N", c.train.device);
-  }
-  if (d.is_cpu()) return d;
-#if TRIDENT_HAVE_CUDA
-  TRIDENT_CHECK(kernels::cuda::initialize(), "train.device '{}': no CUDA GPU is visible here ({})", c.train.device,
-                kernels::cuda::describe());
-  const int n = kernels::cuda::device_count();
-  // "cuda" alone: one GPU per rank on the node, by local rank.
-  if (c.train.device == "cuda") d.index = local_rank() % n;
-  TRIDENT_CHECK(d.index < n, "train.device '{}': only {} GPU(s) visible ({})", c.train.device, n,
-                kernels::cuda::describe());
-  return d;
-#else
-  TRIDENT_FAIL("train.device '{}' needs the CUDA backend, which this build does not have (configure where nvcc is "
-               "installed; `trident info` shows the build)",
-               c.train.device);
-#endif
 }
 
 }  // namespace trident::train

@@ -18,18 +18,12 @@
 #include "trident/models/hf.h"
 #include "trident/optim/loss_scaler.h"
 #include "trident/optim/schedule.h"
+#include "trident/train/device.h"
 #include "trident/train/metrics.h"
 #include "trident/train/model_runner.h"
 #include "trident/train/run_checkpoint.h"
 #include "trident/train/setup.h"
 
-#if TRIDENT_HAVE_CUDA
-#include "trident/kernels/cuda/device.h"
-#include "trident/kernels/cuda/upload.h"
-#endif
-#if TRIDENT_HAVE_NCCL
-#include "trident/dist/nccl_communicator.h"
-#endif
 
 namespace trident::train {
 
@@ -82,19 +76,7 @@ ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communic
                                           static_cast<int>(config.dist.data_parallel_size));
   // GPU tensors travel over NCCL (host values over its MPI twin); the world
   // communicator stays MPI for the trainer's host-side agreement checks.
-  std::shared_ptr<dist::Communicator> groups_of = par.world;
-#if TRIDENT_HAVE_NCCL
-  if (device.is_cuda() && par.world->size() > 1) {
-    groups_of = dist::NcclCommunicator::create(par.world, device.index, config.dist.timeout_s);
-  }
-#else
-  TRIDENT_CHECK(!device.is_cuda() || par.world->size() == 1,
-                "train.device '{}' with {} ranks needs NCCL, which this build does not have", config.train.device,
-                par.world->size());
-#endif
-  // One GPU rank under mpirun or srun: its groups of one still move GPU tensors
-  // (ZeRO's reduce-scatter), which an MPI communicator refuses.
-  if (device.is_cuda() && par.world->size() == 1) groups_of = dist::self_communicator();
+  const std::shared_ptr<dist::Communicator> groups_of = group_parent(par.world, device, config);
   par.dp = groups_of->split(par.mesh->groups(dist::GroupKind::dp), "dp");
   par.dp_rank = par.dp->rank();
   par.dp_size = par.dp->size();
@@ -153,19 +135,6 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
 }  // namespace
 
 void request_stop() noexcept { g_stop.store(true); }
-
-namespace {
-
-// The matmul peak MFU is measured against: the CPU's, measured now, or the
-// GPU's datasheet dense peak (bf16/f16 tensor cores, or f32).
-double matmul_peak_gflops(Device device, DType compute) {
-#if TRIDENT_HAVE_CUDA
-  if (device.is_cuda()) return 1e3 * kernels::cuda::dense_peak_tflops(device.index, compute != DType::f32);
-#endif
-  return kernels::cpu::measure_matmul_peak_gflops(compute == DType::bf16 ? DType::bf16 : DType::f32);
-}
-
-}  // namespace
 
 void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
   load_model(checkpoint::CheckpointReader(dir), model.parameters());
@@ -260,22 +229,7 @@ TrainSummary train(const TrainOptions& options) {
   lo.prefetch = static_cast<int>(config.data.prefetch);
   // Middle pipeline stages need no data (they receive hidden states).
   auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
-#if TRIDENT_HAVE_CUDA
-  std::unique_ptr<kernels::cuda::PinnedUploader> uploader;
-  if (device.is_cuda()) uploader = std::make_unique<kernels::cuda::PinnedUploader>(device.index);
-#endif
-  auto on_device = [&](data::Batch b) {
-#if TRIDENT_HAVE_CUDA
-    if (uploader) {
-      b.tokens = uploader->upload(b.tokens);
-      b.labels = uploader->upload(b.labels);
-      return b;
-    }
-#endif
-    b.tokens = b.tokens.to(device);
-    b.labels = b.labels.to(device);
-    return b;
-  };
+  BatchMover on_device(device);
 
   const optim::ScheduleOptions sched{config.optim.lr, config.schedule.min_lr, config.schedule.warmup_steps,
                                      config.schedule.decay_steps > 0 ? config.schedule.decay_steps : config.train.steps,
@@ -361,6 +315,7 @@ TrainSummary train(const TrainOptions& options) {
     summary.losses.push_back(step_loss);
     if (step == first_step + 1) summary.memory_after_first_step = memory_stats(device);
 
+    synchronize(device);  // a GPU step has finished only when its queued kernels have
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     StepMetrics mtr;
