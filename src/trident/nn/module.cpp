@@ -20,6 +20,9 @@ void copy_box(const Tensor& big, const Tensor& small, const std::vector<std::int
     TRIDENT_CHECK(offsets[d] >= 0 && offsets[d] + small.shape()[d] <= big.shape()[d],
                   "copy_box: box {} at offset {} exceeds {} in dimension {}", small.shape(), offsets[d], big.shape(), d);
   }
+  TRIDENT_CHECK(big.device().is_cpu() && small.device().is_cpu(),
+                "copy_box: {} and {} must be host tensors (copy GPU tensors to the host first)", big.describe(),
+                small.describe());
   const std::size_t esz = dtype_size(big.dtype());
   auto* big_bytes = static_cast<char*>(big.raw_data());
   auto* small_bytes = static_cast<char*>(small.raw_data());

@@ -48,19 +48,7 @@ Tensor bias_add(const Tensor& x, const Tensor& bias) {
 
 Tensor cast(const Tensor& x, DType dtype) {
   check_defined(x, "cast", "x");
-  if (x.dtype() == dtype) return x;
-#if TRIDENT_HAVE_CUDA
-  // core's Tensor::to(dtype) converts host memory only; CUDA tensors convert on their device.
-  if (x.device().is_cuda()) {
-    TRIDENT_CHECK(is_floating(x.dtype()) && is_floating(dtype),
-                  "cast: {} to {} on {} (tensor {}): CUDA casts convert between floating dtypes only", x.dtype(),
-                  dtype, x.device(), x.describe());
-    Tensor out = Tensor::empty(x.shape(), dtype, x.device());
-    const kernels::cuda::DeviceGuard guard(x.device().index);
-    kernels::cuda::cast(x.raw_data(), x.dtype(), out.raw_data(), dtype, x.numel());
-    return out;
-  }
-#endif
+  // Tensor::to converts on the tensor's device (on a GPU through the backend's cast kernel).
   return x.to(dtype);
 }
 
