@@ -15,24 +15,6 @@ namespace trident::kernels::cuda {
 namespace {
 
 template <typename A>
-__device__ __forceinline__ A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return expf(x);
-  } else {
-    return exp(x);
-  }
-}
-
-template <typename A>
-__device__ __forceinline__ A erfc_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return erfcf(x);
-  } else {
-    return erfc(x);
-  }
-}
-
-template <typename A>
 __device__ __forceinline__ A sigmoid(A x) {
   return A(1) / (A(1) + exp_acc(-x));
 }

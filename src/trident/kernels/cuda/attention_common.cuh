@@ -44,22 +44,6 @@ __device__ __forceinline__ Acc<T> mask_value(const T* mask, const Geometry& g, i
 }
 
 template <typename A>
-__device__ __forceinline__ A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, double>) {
-    return exp(x);
-  } else {
-    return expf(x);
-  }
-}
-template <typename A>
-__device__ __forceinline__ A log_acc(A x) {
-  if constexpr (std::is_same_v<A, double>) {
-    return log(x);
-  } else {
-    return logf(x);
-  }
-}
-template <typename A>
 __device__ __forceinline__ A max_acc(A x, A y) {
   if constexpr (std::is_same_v<A, double>) {
     return fmax(x, y);

@@ -91,6 +91,35 @@ __device__ __forceinline__ void store(T* p, Acc<T> v) {
   *p = to_storage<T>(v);
 }
 
+// Accurate exp/log/erfc in the arithmetic type (expf/logf/erfcf for float, the
+// double functions for double): the CPU kernels' precision, not __expf's.
+template <typename A>
+__device__ __forceinline__ A exp_acc(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return expf(x);
+  } else {
+    return exp(x);
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ A log_acc(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return logf(x);
+  } else {
+    return log(x);
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ A erfc_acc(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return erfcf(x);
+  } else {
+    return erfc(x);
+  }
+}
+
 // Calls f(T{}) with T the storage type of a floating dtype; other dtypes are a
 // clear error naming the kernel.
 template <typename F>

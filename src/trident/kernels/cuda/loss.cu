@@ -25,24 +25,6 @@ namespace {
 constexpr int kRowThreads = 512;
 constexpr int kFlatThreads = 256;
 
-template <typename A>
-__device__ __forceinline__ A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return expf(x);
-  } else {
-    return exp(x);
-  }
-}
-
-template <typename A>
-__device__ __forceinline__ A log_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return logf(x);
-  } else {
-    return log(x);
-  }
-}
-
 // --- row access ---------------------------------------------------------------
 
 template <typename T>

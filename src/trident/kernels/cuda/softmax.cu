@@ -23,15 +23,6 @@ constexpr int kRowBlock = 512;
 constexpr unsigned kMaxGrid = 65535u * 8u;
 
 template <typename A>
-__device__ __forceinline__ A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return expf(x);
-  } else {
-    return exp(x);
-  }
-}
-
-template <typename A>
 __device__ __forceinline__ A negative_infinity() {
   return -static_cast<A>(INFINITY);
 }
