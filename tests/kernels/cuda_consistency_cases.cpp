@@ -1,0 +1,696 @@
+// The backend-consistency cases, by op family (see cuda_consistency_test.cpp for
+// how they are compared). Shapes are odd on purpose (37 × 1000/1001, widths just
+// past a warp's 1024), with misaligned views and one GPT-2-sized case per family.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "cuda_consistency.h"
+#include "trident/core/dtype.h"
+#include "trident/core/rng.h"
+#include "trident/ops/activation.h"
+#include "trident/ops/attention.h"
+#include "trident/ops/dropout.h"
+#include "trident/ops/elementwise.h"
+#include "trident/ops/embedding.h"
+#include "trident/ops/loss.h"
+#include "trident/ops/matmul.h"
+#include "trident/ops/norm.h"
+#include "trident/ops/optimizer.h"
+#include "trident/ops/reduce.h"
+#include "trident/ops/registry.h"
+#include "trident/ops/rope.h"
+#include "trident/ops/shape.h"
+#include "trident/ops/softmax.h"
+
+namespace trident::consistency {
+
+Tensor uniform(Rng& gen, const Shape& shape, DType dtype, double lo, double hi) {
+  Tensor t = Tensor::empty(shape, DType::f64);
+  std::uniform_real_distribution<double> real(lo, hi);
+  std::uniform_int_distribution<int> integer(0, 99);
+  for (double& v : t.span<double>()) v = is_floating(dtype) ? real(gen) : integer(gen);
+  return t.to(dtype);
+}
+
+namespace {
+
+Tensor random_ids(Rng& gen, const Shape& shape, std::int64_t bound_excl, DType dtype = DType::i64) {
+  std::uniform_int_distribution<std::int64_t> dist(0, bound_excl - 1);
+  Tensor t = Tensor::empty(shape, DType::i64);
+  for (auto& v : t.span<std::int64_t>()) v = dist(gen);
+  return t.to(dtype);
+}
+
+// Targets in [0, vocab) with every 7th row ignore_index (-100).
+Tensor targets_with_ignored(Rng& gen, const Shape& shape, std::int64_t vocab, DType dtype = DType::i64) {
+  Tensor t = random_ids(gen, shape, vocab);
+  auto s = t.span<std::int64_t>();
+  for (std::size_t i = 3; i < s.size(); i += 7) s[i] = -100;
+  return t.to(dtype);
+}
+
+DType loss_dtype(DType logits) {
+  return logits == DType::f64 ? DType::f64 : DType::f32;
+}
+
+MakeInputs uniform_in(double lo, double hi) {
+  return [lo, hi](Rng& gen, DType dtype, const Shapes& shapes) {
+    Tensors in;
+    for (const Shape& s : shapes) in.push_back(uniform(gen, s, dtype, lo, hi));
+    return in;
+  };
+}
+
+// All but the first element of a 1-D input: a view whose data starts one element past its allocation's start.
+Tensor misaligned(const Tensor& flat) {
+  return flat.slice0(1, flat.size(0));
+}
+
+const std::vector<DType> kFloat = {DType::f32, DType::bf16, DType::f16, DType::f64};
+const std::vector<DType> kNoF64 = {DType::f32, DType::bf16, DType::f16};
+const std::vector<DType> kRealistic = {DType::f32, DType::bf16};  // the realistic shapes: training dtypes only
+const std::vector<DType> kF32 = {DType::f32};
+const std::vector<DType> kMaster = {DType::f32, DType::f64};
+const std::vector<DType> kAnyDType = {DType::f32, DType::bf16, DType::f64, DType::i64, DType::u8};
+
+struct CaseTable {
+  std::vector<ConsistencyCase> cases;
+  void add(const std::string& name, Op op, const std::vector<DType>& dtypes, const Shapes& shapes, const RunOp& run,
+           const MakeInputs& make = uniform_in(-1, 1)) {
+    for (DType d : dtypes) cases.push_back({name + "_" + std::string(dtype_name(d)), op, d, shapes, make, run});
+  }
+};
+
+// --- the cases, by family ---
+
+void elementwise_cases(CaseTable& t) {
+  const Shapes odd = {{37, 1001}, {37, 1001}}, gpt2 = {{8 * 64, 768}, {8 * 64, 768}};
+  const RunOp add = [](const Tensors& in, Device) { return Tensors{ops::add(in[0], in[1])}; };
+  t.add("add", Op::add, kFloat, odd, add);
+  t.add("add_gpt2", Op::add, kRealistic, gpt2, add);
+  t.add("add_misaligned", Op::add, kNoF64, {{1 + 37 * 1001}, {1 + 37 * 1001}},
+        [](const Tensors& in, Device) { return Tensors{ops::add(misaligned(in[0]), misaligned(in[1]))}; });
+  t.add("add_inplace", Op::add, kFloat, odd, [](const Tensors& in, Device) {
+    Tensor dst = in[0];
+    ops::add_(dst, in[1], 0.3);
+    return Tensors{dst};
+  });
+  t.add("add_inplace_misaligned", Op::add, kNoF64, {{1 + 4099}, {1 + 4099}}, [](const Tensors& in, Device) {
+    Tensor dst = misaligned(in[0]);
+    ops::add_(dst, misaligned(in[1]), -1.5);
+    return Tensors{dst};
+  });
+  t.add("sub", Op::sub, kFloat, odd, [](const Tensors& in, Device) { return Tensors{ops::sub(in[0], in[1])}; });
+  t.add("mul", Op::mul, kFloat, odd, [](const Tensors& in, Device) { return Tensors{ops::mul(in[0], in[1])}; });
+  t.add("scale", Op::scale, kFloat, {{37, 1001}},
+        [](const Tensors& in, Device) { return Tensors{ops::scale(in[0], -1.7)}; });
+  t.add("scale_inplace", Op::scale, kFloat, {{37, 1001}}, [](const Tensors& in, Device) {
+    Tensor dst = in[0];
+    ops::scale_(dst, 0.125);
+    return Tensors{dst};
+  });
+  const RunOp bias_add = [](const Tensors& in, Device) { return Tensors{ops::bias_add(in[0], in[1])}; };
+  t.add("bias_add", Op::bias_add, kFloat, {{37, 1001}, {1001}}, bias_add);
+  t.add("bias_add_gpt2", Op::bias_add, kRealistic, {{8, 64, 2304}, {2304}}, bias_add);
+  // cast_to_<target>_<source>; values up to ±100 so that rounding is exercised at several exponents.
+  const auto cast = [&t](DType target, const std::vector<DType>& sources) {
+    t.add(
+        fmt::format("cast_to_{}", dtype_name(target)), Op::cast, sources, {{37, 1001}},
+        [target](const Tensors& in, Device) { return Tensors{ops::cast(in[0], target)}; }, uniform_in(-100, 100));
+  };
+  cast(DType::bf16, {DType::f32, DType::f16, DType::f64});
+  cast(DType::f16, {DType::f32, DType::bf16, DType::f64});
+  cast(DType::f32, {DType::bf16, DType::f16, DType::f64});
+  cast(DType::f64, {DType::f32, DType::bf16});
+}
+
+void reduce_cases(CaseTable& t) {
+  // Mostly positive values: a sum that cancels to near zero would measure its condition number, not the kernel.
+  const MakeInputs positive = uniform_in(-0.5, 1.5);
+  const RunOp sum = [](const Tensors& in, Device) { return Tensors{ops::sum(in[0])}; };
+  const RunOp mean = [](const Tensors& in, Device) { return Tensors{ops::mean(in[0])}; };
+  const RunOp to_last = [](const Tensors& in, Device) { return Tensors{ops::sum_to_last_dim(in[0])}; };
+  t.add("sum", Op::sum, kFloat, {{37, 1001}}, sum, positive);
+  t.add("sum_gpt2", Op::sum, kRealistic, {{8 * 64, 768}}, sum, positive);
+  t.add("sum_one_element", Op::sum, kFloat, {{1}}, sum, positive);
+  t.add("sum_to_last_dim", Op::sum, kFloat, {{37, 1001}}, to_last, positive);
+  t.add("sum_to_last_dim_gpt2", Op::sum, kRealistic, {{8, 64, 768}}, to_last, positive);
+  t.add("mean", Op::mean, kFloat, {{37, 1001}}, mean, positive);
+  t.add("mean_gpt2", Op::mean, kRealistic, {{8 * 64, 768}}, mean, positive);
+}
+
+void activation_cases(CaseTable& t) {
+  const MakeInputs wide = uniform_in(-5, 5);  // both tails of every activation
+  const Shapes odd = {{37, 1001}, {37, 1001}}, mlp = {{8 * 64, 3072}, {8 * 64, 3072}};
+  const auto unary = [&](const std::string& name, Op op, Tensor (*fwd)(const Tensor&),
+                         Tensor (*bwd)(const Tensor&, const Tensor&)) {
+    const RunOp f = [fwd](const Tensors& in, Device) { return Tensors{fwd(in[0])}; };
+    const RunOp b = [bwd](const Tensors& in, Device) { return Tensors{bwd(in[0], in[1])}; };  // (dy, x)
+    t.add(name, op, kFloat, {odd[0]}, f, wide);
+    t.add(name + "_gpt2", op, kRealistic, {mlp[0]}, f, wide);
+    t.add(name + "_backward", op, kFloat, odd, b, wide);
+    t.add(name + "_backward_gpt2", op, kRealistic, mlp, b, wide);
+  };
+  unary("gelu_tanh", Op::gelu_tanh, &ops::gelu_tanh, &ops::gelu_tanh_backward);
+  unary("gelu", Op::gelu, &ops::gelu, &ops::gelu_backward);
+  unary("silu", Op::silu, &ops::silu, &ops::silu_backward);
+
+  const RunOp swiglu = [](const Tensors& in, Device) { return Tensors{ops::swiglu(in[0], in[1])}; };
+  const RunOp swiglu_bwd = [](const Tensors& in, Device) {
+    auto g = ops::swiglu_backward(in[0], in[1], in[2]);
+    return Tensors{g.dgate, g.dup};
+  };
+  t.add("swiglu", Op::swiglu, kFloat, odd, swiglu, wide);
+  t.add("swiglu_llama", Op::swiglu, kRealistic, {{4, 64, 2752}, {4, 64, 2752}}, swiglu, wide);
+  t.add("swiglu_backward", Op::swiglu, kFloat, {odd[0], odd[0], odd[0]}, swiglu_bwd, wide);
+  t.add("swiglu_backward_llama", Op::swiglu, kRealistic, {{4, 64, 2752}, {4, 64, 2752}, {4, 64, 2752}}, swiglu_bwd,
+        wide);
+
+  const RunOp bias_gelu = [](const Tensors& in, Device) { return Tensors{ops::bias_gelu_tanh(in[0], in[1])}; };
+  const RunOp bias_gelu_bwd = [](const Tensors& in, Device) {
+    auto g = ops::bias_gelu_tanh_backward(in[0], in[1], in[2]);
+    return Tensors{g.dx, g.dbias};
+  };
+  t.add("bias_gelu_tanh", Op::gelu_tanh, kFloat, {{37, 1000}, {1000}}, bias_gelu, wide);
+  t.add("bias_gelu_tanh_gpt2", Op::gelu_tanh, kRealistic, {{8, 64, 3072}, {3072}}, bias_gelu, wide);
+  t.add("bias_gelu_tanh_backward", Op::gelu_tanh, kFloat, {{37, 1000}, {37, 1000}, {1000}}, bias_gelu_bwd, wide);
+  t.add("bias_gelu_tanh_backward_gpt2", Op::gelu_tanh, kRealistic, {{8, 64, 3072}, {8, 64, 3072}, {3072}},
+        bias_gelu_bwd, wide);
+}
+
+void norm_cases(CaseTable& t) {
+  // shapes: {x, [C]}; x away from zero mean so that the centring matters.
+  const auto layer_norm_inputs = [](bool bias, bool backward) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      Tensor x = uniform(gen, s[0], d, -1.5, 2.5), w = uniform(gen, s[1], d, 0.5, 1.5);
+      Tensor b = bias ? uniform(gen, s[1], d) : Tensor();
+      if (!backward) return Tensors{x, w, b};
+      auto f = ops::layer_norm(x, w, b);
+      return Tensors{uniform(gen, s[0], d), x, w, f.mean, f.rstd};
+    };
+  };
+  const RunOp ln = [](const Tensors& in, Device) {
+    auto f = ops::layer_norm(in[0], in[1], in[2]);
+    return Tensors{f.y, f.mean, f.rstd};
+  };
+  const RunOp ln_bwd = [](const Tensors& in, Device) {
+    auto g = ops::layer_norm_backward(in[0], in[1], in[2], in[3], in[4]);
+    return Tensors{g.dx, g.dweight, g.dbias};
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string suffix = bwd ? "_backward" : "";
+    const RunOp& run = bwd ? ln_bwd : ln;
+    t.add("layer_norm" + suffix, Op::layer_norm, kFloat, {{37, 1000}, {1000}}, run, layer_norm_inputs(true, bwd));
+    t.add("layer_norm" + suffix + "_no_bias", Op::layer_norm, kRealistic, {{37, 1000}, {1000}}, run,
+          layer_norm_inputs(false, bwd));
+    t.add("layer_norm" + suffix + "_odd_width", Op::layer_norm, kNoF64, {{3, 5, 4099}, {4099}}, run,
+          layer_norm_inputs(true, bwd));
+    t.add("layer_norm" + suffix + "_narrow", Op::layer_norm, kF32, {{37, 24}, {24}}, run, layer_norm_inputs(true, bwd));
+    t.add("layer_norm" + suffix + "_gpt2", Op::layer_norm, kRealistic, {{8, 64, 768}, {768}}, run,
+          layer_norm_inputs(true, bwd));
+  }
+
+  const auto rms_norm_inputs = [](bool backward) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      Tensor x = uniform(gen, s[0], d, -1.5, 2.5), w = uniform(gen, s[1], d, 0.5, 1.5);
+      if (!backward) return Tensors{x, w};
+      return Tensors{uniform(gen, s[0], d), x, w, ops::rms_norm(x, w).rstd};
+    };
+  };
+  const RunOp rms = [](const Tensors& in, Device) {
+    auto f = ops::rms_norm(in[0], in[1]);
+    return Tensors{f.y, f.rstd};
+  };
+  const RunOp rms_bwd = [](const Tensors& in, Device) {
+    auto g = ops::rms_norm_backward(in[0], in[1], in[2], in[3]);
+    return Tensors{g.dx, g.dweight};
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string suffix = bwd ? "_backward" : "";
+    const RunOp& run = bwd ? rms_bwd : rms;
+    t.add("rms_norm" + suffix, Op::rms_norm, kFloat, {{37, 1000}, {1000}}, run, rms_norm_inputs(bwd));
+    t.add("rms_norm" + suffix + "_odd_width", Op::rms_norm, kNoF64, {{3, 5, 4099}, {4099}}, run, rms_norm_inputs(bwd));
+    t.add("rms_norm" + suffix + "_llama", Op::rms_norm, kRealistic, {{4, 64, 4096}, {4096}}, run, rms_norm_inputs(bwd));
+  }
+}
+
+void softmax_cases(CaseTable& t) {
+  // shapes: {x}; scores of up to ±8, with -inf entries (masked keys) and row 1 entirely -inf (zeros expected).
+  const auto inputs = [](bool backward) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      Tensor x = uniform(gen, s[0], DType::f64, -8, 8);
+      auto v = x.span<double>();
+      const std::int64_t cols = s[0].last();
+      for (std::size_t i = 0; i < v.size(); i += 5) v[i] = -std::numeric_limits<double>::infinity();
+      if (x.numel() / cols > 1)
+        std::fill(v.begin() + cols, v.begin() + 2 * cols, -std::numeric_limits<double>::infinity());
+      x = x.to(d);
+      if (!backward) return Tensors{x};
+      return Tensors{ops::softmax(x), uniform(gen, s[0], d)};
+    };
+  };
+  const RunOp fwd = [](const Tensors& in, Device) { return Tensors{ops::softmax(in[0])}; };
+  const RunOp bwd = [](const Tensors& in, Device) { return Tensors{ops::softmax_backward(in[0], in[1])}; };
+  t.add("softmax", Op::softmax, kFloat, {{37, 1000}}, fwd, inputs(false));
+  t.add("softmax_odd_width", Op::softmax, kNoF64, {{3, 5, 4099}}, fwd, inputs(false));
+  t.add("softmax_width_1025", Op::softmax, kRealistic, {{37, 1025}}, fwd, inputs(false));  // just past one warp a row
+  t.add("softmax_gpt2_scores", Op::softmax, kRealistic, {{8 * 12, 64, 64}}, fwd, inputs(false));
+  t.add("softmax_backward", Op::softmax, kFloat, {{37, 1000}}, bwd, inputs(true));
+  t.add("softmax_backward_odd_width", Op::softmax, kNoF64, {{3, 5, 4099}}, bwd, inputs(true));
+  t.add("softmax_backward_width_1025", Op::softmax, kRealistic, {{37, 1025}}, bwd, inputs(true));
+  t.add("softmax_backward_gpt2_scores", Op::softmax, kRealistic, {{8 * 12, 64, 64}}, bwd, inputs(true));
+}
+
+// Attention: shapes {q [B, T, H, D], k/v [B, S, Hkv, D]}; with a mask, it is [T, S] with -inf entries and its
+// first query row entirely hidden (zero output, lse −inf). The backward gets out and lse from the CPU forward.
+void attention_cases(CaseTable& t) {
+  struct Config {
+    std::string name;
+    Shape q, kv;
+    bool causal = true;
+    double scale = 0;
+    bool mask = false;
+    std::vector<DType> dtypes = kFloat;
+  };
+  const std::vector<Config> configs = {
+      {"causal", {2, 37, 4, 64}, {2, 37, 4, 64}},
+      {"not_causal", {2, 37, 4, 64}, {2, 53, 4, 64}, false},
+      {"gqa", {2, 37, 8, 64}, {2, 37, 2, 64}},
+      {"gqa_head_dim_128", {1, 67, 8, 128}, {1, 67, 2, 128}, true, 0, false, kRealistic},
+      {"kv_cache", {2, 5, 4, 64}, {2, 41, 4, 64}},
+      {"mask_and_scale", {2, 37, 4, 32}, {2, 45, 4, 32}, false, 0.3, true},
+      {"causal_mask", {1, 37, 4, 32}, {1, 37, 4, 32}, true, 0, true, kF32},
+      {"head_dim_16", {3, 29, 2, 16}, {3, 29, 2, 16}, true, 0, false, kF32},
+      {"gpt2", {4, 256, 12, 64}, {4, 256, 12, 64}, true, 0, false, kRealistic},
+      // Tensor-core paths with padded head-dim lanes (40 → 64: 16-byte copies; 20 → 32: scalar copies),
+      // more queries than keys under the causal alignment, and several partial query tiles.
+      {"head_dim_40", {2, 45, 4, 40}, {2, 45, 4, 40}, true, 0, false, {DType::f32, DType::bf16, DType::f16}},
+      {"head_dim_20", {2, 45, 4, 20}, {2, 45, 4, 20}, true, 0, false, {DType::f32, DType::bf16, DType::f16}},
+      {"more_queries_than_keys", {2, 70, 4, 64}, {2, 33, 4, 64}, true, 0, false, kRealistic},
+      {"partial_tiles", {1, 130, 4, 64}, {1, 130, 4, 64}},
+  };
+  for (const Config& cfg : configs) {
+    ops::AttentionOptions options;
+    options.causal = cfg.causal;
+    options.scale = cfg.scale;
+    const bool with_mask = cfg.mask;
+    const auto inputs = [options, with_mask](bool backward) -> MakeInputs {
+      return [=](Rng& gen, DType d, const Shapes& s) {
+        Tensor q = uniform(gen, s[0], d, -2, 2), k = uniform(gen, s[1], d, -2, 2), v = uniform(gen, s[1], d);
+        ops::AttentionOptions opts = options;
+        if (with_mask) {
+          Tensor m = uniform(gen, {s[0][1], s[1][1]}, DType::f64);
+          auto mv = m.span<double>();
+          const auto keys = static_cast<std::size_t>(s[1][1]);
+          for (std::size_t i = 0; i < mv.size(); ++i) {
+            if (i < keys || i % 4 == 1) mv[i] = -std::numeric_limits<double>::infinity();
+          }
+          opts.mask = m.to(d);
+        }
+        if (!backward) return Tensors{q, k, v, opts.mask};
+        auto [out, lse] = ops::attention(q, k, v, opts);
+        return Tensors{q, k, v, out, lse, uniform(gen, s[0], d), opts.mask};
+      };
+    };
+    const RunOp fwd = [options](const Tensors& in, Device) {
+      ops::AttentionOptions opts = options;
+      opts.mask = in[3];
+      auto [out, lse] = ops::attention(in[0], in[1], in[2], opts);
+      return Tensors{out, lse};
+    };
+    const RunOp bwd = [options](const Tensors& in, Device) {
+      ops::AttentionOptions opts = options;
+      opts.mask = in[6];
+      auto [dq, dk, dv] = ops::attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], opts);
+      return Tensors{dq, dk, dv};
+    };
+    t.add("attention_" + cfg.name, Op::attention, cfg.dtypes, {cfg.q, cfg.kv}, fwd, inputs(false));
+    t.add("attention_backward_" + cfg.name, Op::attention, cfg.dtypes, {cfg.q, cfg.kv}, bwd, inputs(true));
+  }
+}
+
+void embedding_cases(CaseTable& t) {
+  // Forward: shapes {weight [V, D], ids}. Backward: shapes {[V, D], ids}, dout = ids + [D].
+  const auto inputs = [](bool backward, DType id_dtype, bool frequent_token) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      const std::int64_t vocab = s[0][0], dim = s[0][1];
+      Tensor ids = random_ids(gen, s[1], vocab);
+      if (frequent_token) {  // half the tokens are one id (padding, end of text): one long run of equal ids
+        auto v = ids.span<std::int64_t>();
+        for (std::size_t i = 0; i < v.size(); i += 2) v[i] = vocab - 47;
+      }
+      ids = ids.to(id_dtype);
+      if (!backward) return Tensors{uniform(gen, s[0], d), ids};
+      std::vector<std::int64_t> dout = s[1].dims();
+      dout.push_back(dim);
+      return Tensors{uniform(gen, Shape(dout), d), ids};
+    };
+  };
+  const RunOp fwd = [](const Tensors& in, Device) { return Tensors{ops::embedding(in[0], in[1])}; };
+  const auto bwd = [](std::int64_t vocab) -> RunOp {
+    return [vocab](const Tensors& in, Device) { return Tensors{ops::embedding_backward(in[0], in[1], vocab)}; };
+  };
+  t.add("embedding", Op::embedding, kFloat, {{997, 100}, {3, 37}}, fwd, inputs(false, DType::i64, false));
+  t.add("embedding_i32_ids", Op::embedding, kF32, {{997, 100}, {3, 37}}, fwd, inputs(false, DType::i32, false));
+  t.add("embedding_gpt2", Op::embedding, kRealistic, {{50304, 768}, {8, 64}}, fwd, inputs(false, DType::i64, true));
+  t.add("embedding_backward", Op::embedding, kFloat, {{61, 100}, {3, 37}}, bwd(61), inputs(true, DType::i64, false));
+  t.add("embedding_backward_i32_ids", Op::embedding, kF32, {{61, 100}, {3, 37}}, bwd(61),
+        inputs(true, DType::i32, false));
+  t.add("embedding_backward_gpt2", Op::embedding, kRealistic, {{50304, 768}, {8, 64}}, bwd(50304),
+        inputs(true, DType::i64, true));
+}
+
+void loss_cases(CaseTable& t) {
+  // cross_entropy: shapes {logits [..., V]}; targets with ignored rows; logits of ±4 (a peaked softmax).
+  const auto ce_inputs = [](bool backward, DType target_dtype) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      const std::vector<std::int64_t>& dims = s[0].dims();
+      const Shape rows(std::vector<std::int64_t>(dims.begin(), dims.end() - 1));
+      Tensor logits = uniform(gen, s[0], d, -4, 4),
+             targets = targets_with_ignored(gen, rows, s[0].last(), target_dtype);
+      if (!backward) return Tensors{logits, targets};
+      const Tensor lse = ops::cross_entropy(logits, targets).lse;
+      return Tensors{logits, targets, lse, uniform(gen, rows, loss_dtype(d), 0.5, 1.5)};
+    };
+  };
+  const RunOp ce = [](const Tensors& in, Device) {
+    auto r = ops::cross_entropy(in[0], in[1]);
+    return Tensors{r.losses, r.lse, Tensor::scalar(static_cast<double>(r.count), DType::f64)};
+  };
+  const RunOp ce_bwd = [](const Tensors& in, Device) {
+    return Tensors{ops::cross_entropy_backward(in[0], in[1], in[2], in[3])};
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string name = bwd ? "cross_entropy_backward" : "cross_entropy";
+    const RunOp& run = bwd ? ce_bwd : ce;
+    t.add(name, Op::cross_entropy, kFloat, {{3, 37, 1000}}, run, ce_inputs(bwd, DType::i64));
+    t.add(name + "_i32_targets", Op::cross_entropy, kF32, {{37, 1000}}, run, ce_inputs(bwd, DType::i32));
+    t.add(name + "_gpt2_vocab", Op::cross_entropy, kRealistic, {{64, 50304}}, run, ce_inputs(bwd, DType::i64));
+    t.add(name + "_unpadded_vocab", Op::cross_entropy, kNoF64, {{16, 50257}}, run, ce_inputs(bwd, DType::i64));
+  }
+
+  // Vocabulary-parallel pieces: shapes {logits [N, V_local]}; this rank holds global ids
+  // [begin, begin + V_local) of a vocabulary of `vocab` (the rest of its columns are padding).
+  struct Slice {
+    std::string name;
+    Shape logits;
+    std::int64_t begin, vocab;
+    std::vector<DType> dtypes;
+  };
+  const std::vector<Slice> slices = {
+      {"first_rank", {37, 512}, 0, 1000, kFloat},
+      {"padded_rank", {37, 512}, 512, 1000, kFloat},  // 488 real columns, 24 padding
+      {"padding_only", {37, 64}, 1024, 1000, kF32},   // no real column: row_max −inf, sums 0
+      {"gpt2_tp2", {64, 25152}, 25152, 50257, kRealistic},
+  };
+  for (const Slice& sl : slices) {
+    const std::int64_t begin = sl.begin, vocab = sl.vocab;
+    const auto inputs = [vocab](bool backward) -> MakeInputs {
+      return [=](Rng& gen, DType d, const Shapes& s) {
+        Tensor logits = uniform(gen, s[0], d, -4, 4), targets = targets_with_ignored(gen, {s[0][0]}, vocab);
+        if (!backward) return Tensors{logits, targets};
+        // The group's statistics: any maxima above the slice's and positive sums will do for the comparison.
+        return Tensors{logits, targets, uniform(gen, {s[0][0]}, loss_dtype(d), 4, 5),
+                       uniform(gen, {s[0][0]}, loss_dtype(d), 50, 500)};
+      };
+    };
+    t.add(
+        "vocab_parallel_partials_" + sl.name, Op::cross_entropy, sl.dtypes, {sl.logits},
+        [begin, vocab](const Tensors& in, Device) {
+          auto p = ops::vocab_parallel_cross_entropy_partials(in[0], in[1], begin, vocab);
+          return Tensors{p.row_max, p.packed, Tensor::scalar(static_cast<double>(p.count), DType::f64)};
+        },
+        inputs(false));
+    t.add(
+        "vocab_parallel_backward_" + sl.name, Op::cross_entropy, sl.dtypes, {sl.logits},
+        [begin, vocab](const Tensors& in, Device) {
+          return Tensors{
+              ops::vocab_parallel_cross_entropy_backward(in[0], in[1], in[2], in[3], 1.0 / 37, begin, vocab)};
+        },
+        inputs(true));
+  }
+  // In place on the sums; row_max −inf (a rank without real columns) must give 0, not NaN.
+  t.add(
+      "vocab_parallel_rebase_sums", Op::cross_entropy, kMaster, {{1000}},
+      [](const Tensors& in, Device) {
+        Tensor sums = in[0];
+        ops::vocab_parallel_rebase_sums(sums, in[1], in[2]);
+        return Tensors{sums};
+      },
+      [](Rng& gen, DType d, const Shapes& s) {
+        Tensor sums = uniform(gen, s[0], DType::f64, 1, 100), row_max = uniform(gen, s[0], DType::f64);
+        Tensor group_max = uniform(gen, s[0], DType::f64, 1, 3);
+        for (std::size_t i = 0; i < sums.span<double>().size(); i += 9) {
+          row_max.span<double>()[i] = -std::numeric_limits<double>::infinity();
+          sums.span<double>()[i] = 0;
+        }
+        return Tensors{sums.to(d), row_max.to(d), group_max.to(d)};
+      });
+}
+
+void dropout_cases(CaseTable& t) {
+  const CounterRng rng(20240611, "consistency/dropout");
+  const GlobalSlice slice{{80, 2000}, {11, 500}};  // a shard of a larger tensor: the mask follows global indices
+  const RunOp fwd = [rng](const Tensors& in, Device) { return Tensors{ops::dropout(in[0], 0.1, rng)}; };
+  const RunOp bwd = [rng](const Tensors& in, Device) { return Tensors{ops::dropout_backward(in[0], 0.1, rng)}; };
+  const RunOp sliced = [rng, slice](const Tensors& in, Device) {
+    return Tensors{ops::dropout(in[0], 0.3, rng, slice), ops::dropout_backward(in[0], 0.3, rng, slice)};
+  };
+  t.add("dropout", Op::dropout, kFloat, {{37, 1001}}, fwd);
+  t.add("dropout_backward", Op::dropout, kFloat, {{37, 1001}}, bwd);
+  t.add("dropout_global_slice", Op::dropout, kNoF64, {{37, 1000}}, sliced);
+  t.add("dropout_gpt2", Op::dropout, kRealistic, {{8, 64, 768}}, fwd);
+}
+
+void rope_cases(CaseTable& t) {
+  // shapes {x [B, T, H, D]}; explicit positions are random in [0, 4096), on the run's device.
+  const auto with_positions = [](DType pos_dtype) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      return Tensors{uniform(gen, s[0], d), random_ids(gen, {s[0][1]}, 4096, pos_dtype)};
+    };
+  };
+  const auto offset = [](std::int64_t position_offset, double theta, bool backward) -> RunOp {
+    return [=](const Tensors& in, Device) {
+      return Tensors{backward ? ops::rope_backward(in[0], position_offset, theta)
+                              : ops::rope(in[0], position_offset, theta)};
+    };
+  };
+  const auto positions = [](bool backward) -> RunOp {
+    return [=](const Tensors& in, Device) {
+      return Tensors{backward ? ops::rope_backward(in[0], in[1], 10000.0) : ops::rope(in[0], in[1], 10000.0)};
+    };
+  };
+  for (const bool bwd : {false, true}) {
+    const std::string name = bwd ? "rope_backward" : "rope";
+    t.add(name, Op::rope, kFloat, {{2, 37, 5, 24}}, offset(7, 10000.0, bwd));
+    t.add(name + "_gpt2_shape", Op::rope, kRealistic, {{8, 64, 12, 64}}, offset(0, 10000.0, bwd));
+    t.add(name + "_llama", Op::rope, kRealistic, {{2, 128, 8, 128}}, offset(3000, 500000.0, bwd));
+    t.add(name + "_positions", Op::rope, kFloat, {{2, 37, 5, 24}}, positions(bwd), with_positions(DType::i64));
+    t.add(name + "_i32_positions", Op::rope, kF32, {{2, 37, 5, 24}}, positions(bwd), with_positions(DType::i32));
+  }
+}
+
+void shape_cases(CaseTable& t) {
+  const auto permute = [](std::vector<std::int64_t> dims) -> RunOp {
+    return [dims](const Tensors& in, Device) { return Tensors{ops::permute(in[0], dims)}; };
+  };
+  t.add("reshape", Op::reshape, kAnyDType, {{37, 1000}}, [](const Tensors& in, Device) {
+    return Tensors{ops::reshape(in[0], {1000, -1}), ops::reshape(in[0], {37000})};
+  });
+  t.add("permute_2d", Op::permute, kAnyDType, {{37, 1000}}, permute({1, 0}));
+  t.add("permute_heads", Op::permute, kAnyDType, {{3, 37, 5, 24}}, permute({0, 2, 1, 3}));
+  t.add("permute_4d", Op::permute, kAnyDType, {{3, 37, 5, 24}}, permute({2, 0, 3, 1}));
+  t.add("permute_3d", Op::permute, kAnyDType, {{5, 7, 11}}, permute({2, 1, 0}));
+  t.add("permute_heads_gpt2", Op::permute, kRealistic, {{8, 64, 12, 64}}, permute({0, 2, 1, 3}));
+  t.add("transpose", Op::permute, kAnyDType, {{3, 37, 5, 24}}, [](const Tensors& in, Device) {
+    return Tensors{ops::transpose(in[0], 1, 2), ops::transpose(in[0], -1, 0)};
+  });
+
+  const auto split = [](std::vector<std::int64_t> sizes, std::int64_t dim) -> RunOp {
+    return [sizes, dim](const Tensors& in, Device) { return ops::split(in[0], sizes, dim); };
+  };
+  t.add("split_last_dim", Op::split, kAnyDType, {{37, 1000}}, split({300, 1, 699}, -1));
+  t.add("split_dim0", Op::split, kAnyDType, {{37, 1000}}, split({10, 27}, 0));
+  t.add("split_middle_dim", Op::split, kAnyDType, {{3, 37, 5, 24}}, split({2, 3}, 2));
+  t.add("split_qkv_gpt2", Op::split, kRealistic, {{8, 64, 2304}}, split({768, 768, 768}, -1));
+
+  const auto concat = [](std::int64_t dim) -> RunOp {
+    return [dim](const Tensors& in, Device) { return Tensors{ops::concat(in, dim)}; };
+  };
+  t.add("concat_last_dim", Op::concat, kAnyDType, {{37, 300}, {37, 1}, {37, 699}}, concat(-1));
+  t.add("concat_dim0", Op::concat, kAnyDType, {{10, 1000}, {27, 1000}}, concat(0));
+  t.add("concat_middle_dim", Op::concat, kAnyDType, {{3, 37, 2, 24}, {3, 37, 3, 24}}, concat(2));
+  t.add("concat_qkv_gpt2", Op::concat, kRealistic, {{8, 64, 768}, {8, 64, 768}, {8, 64, 768}}, concat(-1));
+
+  const auto slice = [](std::int64_t dim, std::int64_t start, std::int64_t end) -> RunOp {
+    return [=](const Tensors& in, Device) { return Tensors{ops::slice(in[0], dim, start, end)}; };
+  };
+  t.add("slice_last_dim", Op::slice, kAnyDType, {{37, 1000}}, slice(-1, 13, 500));
+  t.add("slice_dim0", Op::slice, kAnyDType, {{37, 1000}}, slice(0, 5, 36));
+  t.add("slice_middle_dim", Op::slice, kAnyDType, {{3, 37, 5, 24}}, slice(1, 5, 30));
+  // The rest of the output is zeros that the kernel must write (the output starts as NaN).
+  t.add("slice_backward", Op::slice, kAnyDType, {{37, 487}}, [](const Tensors& in, Device) {
+    return Tensors{ops::slice_backward(in[0], {37, 1000}, 1, 13)};
+  });
+  t.add("slice_backward_dim0", Op::slice, kAnyDType, {{3, 37, 5, 24}}, [](const Tensors& in, Device) {
+    return Tensors{ops::slice_backward(in[0], {7, 37, 5, 24}, 0, 2)};
+  });
+}
+
+void optimizer_cases(CaseTable& t) {
+  // shapes {param} (1-D params are also ZeRO shards). Parameters of ±1e-2 with lr 1e-2, so that
+  // the update is as large as the parameter and its error shows in the comparison.
+  ops::AdamWConfig config;
+  config.lr = 1e-2;
+  config.weight_decay = 0.1;
+  // grad_dtype: the param's when not given.
+  const auto adamw_inputs = [](std::optional<DType> grad_dtype, bool first_step) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      const Tensor param = uniform(gen, s[0], d, -1e-2, 1e-2);
+      const Tensor grad = uniform(gen, s[0], grad_dtype.value_or(d), -1e-1, 1e-1);
+      const Tensor m = first_step ? Tensor::zeros(s[0], d) : uniform(gen, s[0], d, -1e-2, 1e-2);
+      const Tensor v = first_step ? Tensor::zeros(s[0], d) : uniform(gen, s[0], d, 0, 1e-4);
+      return Tensors{param, grad, m, v};
+    };
+  };
+  // With copy_dtype, the step also writes param_copy (allocated on the run's device, so poisoned on CUDA);
+  // a shard runs on views one element into each input.
+  const auto adamw = [config](std::int64_t step, std::optional<DType> copy_dtype, bool shard) -> RunOp {
+    return [=](const Tensors& in, Device device) {
+      const auto arg = [&](std::size_t i) { return shard ? misaligned(in[i]) : in[i]; };
+      Tensor p = arg(0), g = arg(1), m = arg(2), v = arg(3);
+      Tensor copy = copy_dtype ? Tensor::empty(p.shape(), *copy_dtype, device) : Tensor();
+      ops::adamw_step(p, g, m, v, config, step, 0.5, copy.defined() ? &copy : nullptr);
+      return Tensors{p, m, v, copy};
+    };
+  };
+  t.add("adamw_step", Op::adamw, kMaster, {{37, 1001}}, adamw(10, std::nullopt, false),
+        adamw_inputs(std::nullopt, false));
+  t.add("adamw_step_first", Op::adamw, kMaster, {{37, 1001}}, adamw(1, std::nullopt, false),
+        adamw_inputs(std::nullopt, true));
+  t.add("adamw_step_bf16_grad_and_copy", Op::adamw, kF32, {{37, 1001}}, adamw(10, DType::bf16, false),
+        adamw_inputs(DType::bf16, false));
+  t.add("adamw_step_f16_grad_and_copy", Op::adamw, kF32, {{37, 1001}}, adamw(10, DType::f16, false),
+        adamw_inputs(DType::f16, false));
+  t.add("adamw_step_misaligned_shard", Op::adamw, kF32, {{1 + 4099}}, adamw(3, DType::bf16, true),
+        adamw_inputs(DType::bf16, false));
+  t.add("adamw_step_gpt2_mlp", Op::adamw, kF32, {{768 * 3072}}, adamw(100, DType::bf16, false),
+        adamw_inputs(DType::bf16, false));
+  // Three tensors of unequal sizes (one smaller than a chunk, one spanning several) in one launch.
+  t.add("adamw_step_multi", Op::adamw, kMaster, {{37, 1001}, {5}, {70000}},
+        [config](const Tensors& in, Device) {
+          Tensors p, g, m, v;
+          for (std::size_t i = 0; i < 12; i += 4) {
+            p.push_back(in[i]);
+            g.push_back(in[i + 1]);
+            m.push_back(in[i + 2]);
+            v.push_back(in[i + 3]);
+          }
+          std::vector<ops::AdamWTensors> group;
+          for (std::size_t i = 0; i < 3; ++i) group.push_back({&p[i], &g[i], &m[i], &v[i]});
+          ops::adamw_step_multi(group, config, 10, 0.5);
+          return Tensors{p[0], m[0], v[0], p[1], m[1], v[1], p[2], m[2], v[2]};
+        },
+        [adamw_inputs](Rng& gen, DType d, const Shapes& s) {
+          Tensors all;
+          for (const Shape& shape : s) {
+            const Tensors one = adamw_inputs(std::nullopt, false)(gen, d, Shapes{shape});
+            all.insert(all.end(), one.begin(), one.end());
+          }
+          return all;
+        });
+
+  const auto sgd = [](double momentum, bool nesterov, bool first_step) -> RunOp {
+    return [=](const Tensors& in, Device) {
+      Tensor p = in[0], buf = first_step || momentum == 0 ? Tensor() : in[2];
+      ops::sgd_step(p, in[1], buf, 1e-2, momentum, 0.01, 0.0, nesterov, 0.5);
+      return Tensors{p, buf};
+    };
+  };
+  t.add("sgd_step_first_momentum", Op::adamw, kMaster, {{37, 1001}, {37, 1001}}, sgd(0.9, false, true),
+        uniform_in(-1e-2, 1e-2));
+  t.add("sgd_step_nesterov", Op::adamw, kMaster, {{37, 1001}, {37, 1001}, {37, 1001}}, sgd(0.9, true, false),
+        uniform_in(-1e-2, 1e-2));
+  t.add("sgd_step_plain", Op::adamw, kMaster, {{37, 1001}, {37, 1001}}, sgd(0, false, false), uniform_in(-1e-2, 1e-2));
+
+  const RunOp sum_of_squares = [](const Tensors& in, Device) {
+    return Tensors{Tensor::scalar(ops::sum_of_squares(in[0]), DType::f64)};
+  };
+  t.add("sum_of_squares", Op::adamw, kFloat, {{37, 1001}}, sum_of_squares);
+  t.add("sum_of_squares_misaligned", Op::adamw, kNoF64, {{1 + 4099}}, [](const Tensors& in, Device) {
+    return Tensors{Tensor::scalar(ops::sum_of_squares(misaligned(in[0])), DType::f64)};
+  });
+  t.add("sum_of_squares_gpt2_mlp", Op::adamw, kRealistic, {{768 * 3072}}, sum_of_squares);
+}
+
+void matmul_cases(CaseTable& t) {
+  const auto mm = [](bool trans_a, bool trans_b) -> RunOp {
+    return [=](const Tensors& in, Device) { return Tensors{ops::matmul(in[0], in[1], trans_a, trans_b)}; };
+  };
+  t.add("matmul", Op::matmul, kFloat, {{37, 1000}, {1000, 53}}, mm(false, false));
+  t.add("matmul_trans_a", Op::matmul, kFloat, {{1000, 37}, {1000, 53}}, mm(true, false));
+  t.add("matmul_trans_b", Op::matmul, kFloat, {{37, 1000}, {53, 1000}}, mm(false, true));
+  t.add("matmul_trans_ab", Op::matmul, kFloat, {{1000, 37}, {53, 1000}}, mm(true, true));
+  t.add("matmul_batched", Op::matmul, kFloat, {{3, 37, 100}, {3, 100, 29}}, mm(false, false));
+  t.add("matmul_batched_4d_trans_b", Op::matmul, kFloat, {{2, 3, 37, 64}, {2, 3, 29, 64}}, mm(false, true));
+  t.add("matmul_broadcast_b", Op::matmul, kFloat, {{4, 37, 100}, {100, 45}}, mm(false, false));
+  t.add("matmul_broadcast_a_trans_a", Op::matmul, kFloat, {{100, 37}, {3, 100, 45}}, mm(true, false));
+  t.add("matmul_gpt2_qkv", Op::matmul, kRealistic, {{8 * 64, 768}, {2304, 768}}, mm(false, true));
+  t.add("matmul_gpt2_weight_grad", Op::matmul, kRealistic, {{8 * 64, 2304}, {8 * 64, 768}}, mm(true, false));
+
+  // matmul_into: out = alpha op(a) op(b) + beta out. With beta 0 the output starts as NaN on CUDA
+  // (poisoned) and must be ignored; with beta 1 it is an input and accumulates (gradient buffers).
+  // shapes {a, b, out}; out has a's dtype unless into_inputs is given another.
+  const auto into = [](double alpha, double beta) -> RunOp {
+    return [=](const Tensors& in, Device device) {
+      Tensor out = beta == 0 ? Tensor::empty(in[2].shape(), in[2].dtype(), device) : in[2];
+      ops::matmul_into(in[0], in[1], out, false, true, alpha, beta);
+      return Tensors{out};
+    };
+  };
+  const auto into_inputs = [](std::optional<DType> out_dtype) -> MakeInputs {
+    return [=](Rng& gen, DType d, const Shapes& s) {
+      return Tensors{uniform(gen, s[0], d), uniform(gen, s[1], d), uniform(gen, s[2], out_dtype.value_or(d))};
+    };
+  };
+  const Shapes into_shapes = {{37, 1000}, {53, 1000}, {37, 53}};
+  t.add("matmul_into_f32_out", Op::matmul, {DType::bf16, DType::f16}, into_shapes, into(1, 0), into_inputs(DType::f32));
+  t.add("matmul_into_f32_out_accumulate", Op::matmul, {DType::bf16, DType::f16}, into_shapes, into(0.5, 1),
+        into_inputs(DType::f32));
+  t.add("matmul_into_accumulate", Op::matmul, kFloat, into_shapes, into(-2, 1), into_inputs(std::nullopt));
+  t.add("matmul_into_gpt2_weight_grad", Op::matmul, {DType::bf16}, {{768, 8 * 64}, {2304, 8 * 64}, {768, 2304}},
+        into(1, 1), into_inputs(DType::f32));
+
+  const RunOp linear = [](const Tensors& in, Device) { return Tensors{ops::linear(in[0], in[1], in[2])}; };
+  const RunOp linear_no_bias = [](const Tensors& in, Device) { return Tensors{ops::linear(in[0], in[1])}; };
+  t.add("linear", Op::matmul, kFloat, {{2, 37, 100}, {45, 100}, {45}}, linear);
+  t.add("linear_no_bias", Op::matmul, kFloat, {{2, 37, 100}, {45, 100}}, linear_no_bias);
+  t.add("linear_gpt2_qkv", Op::matmul, kRealistic, {{8, 64, 768}, {2304, 768}, {2304}}, linear);
+}
+
+}  // namespace
+
+const std::vector<ConsistencyCase>& consistency_cases() {
+  static const std::vector<ConsistencyCase> cases = [] {
+    CaseTable t;
+    elementwise_cases(t);
+    reduce_cases(t);
+    activation_cases(t);
+    norm_cases(t);
+    softmax_cases(t);
+    attention_cases(t);
+    embedding_cases(t);
+    loss_cases(t);
+    dropout_cases(t);
+    rope_cases(t);
+    shape_cases(t);
+    optimizer_cases(t);
+    matmul_cases(t);
+    return t.cases;
+  }();
+  return cases;
+}
+
+}  // namespace trident::consistency
