@@ -205,8 +205,8 @@ void bench_embedding(int reps) {
     const double bwd = median_seconds(reps, [&] { dweight = ops::embedding_backward(dout, ids, V); });
     Tensor reused = Tensor::empty({V, D}, dtype);
     const double bwd_kernel = median_seconds(reps, [&] {
-      trident::kernels::cpu::embedding_backward(dtype, ids.dtype(), dout.raw_data(), ids.raw_data(), reused.raw_data(),
-                                                T, V, D);
+      trident::kernels::cpu::embedding_backward(dtype, dtype, ids.dtype(), dout.raw_data(), ids.raw_data(),
+                                                reused.raw_data(), T, V, D, false);
     });
     const std::string tag = fmt::format("T={} D={} V={} {}", T, D, V, trident::dtype_name(dtype));
     report("embedding fwd " + tag, fwd, 2.0 * static_cast<double>(T * D) * es);  // gather rows, write out

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "trident/autograd/autograd.h"
 #include "trident/ops/elementwise.h"
+#include "trident/ops/matmul.h"
 
 namespace trident::autograd {
 namespace {
@@ -150,6 +153,79 @@ TEST(Autograd, MixedPrecisionCastRoutesGradientToMasterDtype) {
   sum(mul(compute, compute)).backward();
   EXPECT_EQ(master.grad().dtype(), DType::f64);
   EXPECT_EQ(master.grad().to_vector<double>(), (std::vector<double>{1, 3}));
+}
+
+// Gradient-accumulation fusion: linear, matmul and embedding add a leaf
+// weight's gradient straight into its .grad. The gradients must equal those
+// of the same graph with the weight behind a non-leaf (the unfused path).
+TEST(Autograd, FusedWeightGradientsMatchTheUnfusedPath) {
+  auto values = [](std::int64_t n, double step) {
+    std::vector<double> v;
+    for (std::int64_t i = 0; i < n; ++i) v.push_back(std::sin(step * static_cast<double>(i + 1)));
+    return v;
+  };
+  const Tensor ids = Tensor::from_vector<std::int64_t>({2, 0, 2, 5, 1, 2}, {2, 3});
+  auto run = [&](bool fused, int backwards) {
+    Variable w = leaf(values(6 * 4, 0.7), {6, 4});  // [vocab = out, d]
+    Variable x = leaf(values(2 * 3 * 4, 0.3), {2, 3, 4});
+    int hooks = 0;
+    std::vector<double> seen;
+    w.add_grad_ready_hook([&](Variable& v) {
+      ++hooks;
+      seen = v.grad().to_vector<double>();
+    });
+    for (int b = 0; b < backwards; ++b) {
+      const Variable wv = fused ? w : scale(w, 1.0);
+      Variable h = add(embedding(wv, ids), x);                 // tied: lookup ...
+      Variable y = linear(h, wv);                              // ... and head, [2, 3, 6]
+      Variable z = matmul(y, wv);                              // shared 2-D operand, [2, 3, 4]
+      Variable u = matmul(wv, h, false, true);                 // 2-D first operand, [2, 6, 3]
+      sum(add(sum(mul(z, z)), sum(mul(u, u)))).backward();
+    }
+    EXPECT_EQ(hooks, backwards);
+    EXPECT_EQ(seen, w.grad().to_vector<double>()) << "the hook must see the complete gradient";
+    return std::pair{w.grad().to_vector<double>(), x.grad().to_vector<double>()};
+  };
+  for (int backwards : {1, 2}) {
+    const auto [w_fused, x_fused] = run(true, backwards);
+    const auto [w_plain, x_plain] = run(false, backwards);
+    ASSERT_EQ(w_fused.size(), w_plain.size());
+    for (std::size_t i = 0; i < w_fused.size(); ++i) EXPECT_NEAR(w_fused[i], w_plain[i], 1e-12 * (1 + std::abs(w_plain[i])));
+    EXPECT_EQ(x_fused, x_plain);
+  }
+}
+
+// Mixed precision: the weight gradient of a bf16 copy of an f32 master is the
+// f32 GEMM output, added into the master's gradient without a bf16 rounding —
+// also into an installed buffer (data parallelism's bucket views).
+TEST(Autograd, CastOfMasterWeightAccumulatesItsGradientInF32) {
+  auto random = [](Shape shape, std::uint64_t seed) {
+    Tensor t = Tensor::empty(std::move(shape), DType::f32);
+    std::uint64_t state = seed;
+    for (float& v : t.span<float>()) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      v = static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5);
+    }
+    return t;
+  };
+  Variable master(random({5, 7}, 1), true);
+  Tensor bucket = Tensor::zeros({40}, DType::f32);
+  master.set_grad(bucket.slice0(5, 40).view({5, 7}));
+  const Tensor xb = random({3, 7}, 2).to(DType::bf16);
+  Variable y = linear(Variable(xb, false), cast(master, DType::bf16));  // [3, 5]
+  const Tensor gb = random({3, 5}, 3).to(DType::bf16);
+  y.backward(gb);
+  y = linear(Variable(xb, false), cast(master, DType::bf16));
+  y.backward(gb);
+
+  Tensor expected = Tensor::zeros({5, 7}, DType::f32);
+  ops::matmul_into(gb, xb, expected, true, false, 1.0, 0.0);  // dW = gᵀ·x in f32
+  ops::matmul_into(gb, xb, expected, true, false, 1.0, 1.0);
+  EXPECT_EQ(master.grad().to_vector<float>(), expected.to_vector<float>());
+  EXPECT_EQ(bucket.slice0(0, 5).to_vector<float>(), std::vector<float>(5, 0.0f));
+  // The unfused route rounds the product to bf16 first: a different (coarser) answer.
+  EXPECT_NE(ops::cast(ops::matmul(gb, xb, true, false), DType::f32).to_vector<float>(),
+            master.grad().to_vector<float>());
 }
 
 TEST(Autograd, ShapeMismatchNamesOpAndShapes) {

@@ -360,6 +360,22 @@ void embedding_cases(CaseTable& t) {
         inputs(true, DType::i32, false));
   t.add("embedding_backward_gpt2", Op::embedding, kRealistic, {{50304, 768}, {8, 64}}, bwd(50304),
         inputs(true, DType::i64, true));
+  // Into a gradient buffer (f32 for 16-bit dout): used rows gain their sums, the others stay as they were.
+  const MakeInputs into_inputs = [inputs](Rng& gen, DType d, const Shapes& s) {
+    Tensors in = inputs(true, DType::i64, true)(gen, d, s);
+    const bool half = d == DType::bf16 || d == DType::f16;
+    in.push_back(uniform(gen, s[0], half ? DType::f32 : d));
+    return in;
+  };
+  const auto into = [](bool accumulate) -> RunOp {
+    return [accumulate](const Tensors& in, Device) {
+      Tensor dweight = in[2].clone();
+      ops::embedding_backward_into(in[0], in[1], dweight, accumulate);
+      return Tensors{dweight};
+    };
+  };
+  t.add("embedding_backward_into_accumulate", Op::embedding, kFloat, {{997, 100}, {3, 37}}, into(true), into_inputs);
+  t.add("embedding_backward_into_overwrite", Op::embedding, kFloat, {{997, 100}, {3, 37}}, into(false), into_inputs);
 }
 
 void loss_cases(CaseTable& t) {

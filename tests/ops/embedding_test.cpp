@@ -98,6 +98,58 @@ TEST(Embedding, Bf16GradientsAccumulateInF32) {
   EXPECT_TRUE(bit_equal(one, ops::embedding_backward(dout2, ids2, 61)));
 }
 
+// Into a gradient buffer: accumulate adds each used row's in-order sum (taken
+// in f32 for bf16 dout, then added in the buffer's dtype) and leaves the other
+// rows alone; overwrite is embedding_backward; f32 buffers take bf16 dout.
+TEST(Embedding, BackwardIntoAddsUsedRowsOnlyInTheBufferDtype) {
+  ThreadGuard guard;
+  const std::int64_t vocab = 53, dim = 19, n = 700;
+  Tensor ids = skewed_ids(n, vocab, 11, DType::i64);
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    const DType grad_dtype = dtype == DType::bf16 ? DType::f32 : dtype;
+    Tensor dout = random({n, dim}, 12, dtype);
+    Tensor start = random({vocab, dim}, 13, grad_dtype);
+
+    Tensor acc = start.clone();
+    ops::embedding_backward_into(dout, ids, acc, true);
+    // The row sums as embedding_backward takes them (f32 for bf16), widened, then added.
+    const Tensor sums = ops::embedding_backward(dout.to(grad_dtype), ids, vocab);
+    const auto s0 = start.to_vector<double>(), sv = sums.to_vector<double>(), av = acc.to_vector<double>();
+    const auto id = ids.to_vector<std::int64_t>();
+    std::vector<bool> used(static_cast<std::size_t>(vocab), false);
+    for (std::int64_t v : id) used[static_cast<std::size_t>(v)] = true;
+    for (std::int64_t v = 0; v < vocab; ++v) {
+      for (std::int64_t c = 0; c < dim; ++c) {
+        const auto i = static_cast<std::size_t>(v * dim + c);
+        if (!used[static_cast<std::size_t>(v)]) {
+          ASSERT_EQ(av[i], s0[i]) << dtype_name(dtype) << " row " << v << " must be untouched";
+        } else if (grad_dtype == DType::f64) {
+          ASSERT_EQ(av[i], s0[i] + sv[i]) << "row " << v;
+        } else {
+          ASSERT_EQ(av[i], static_cast<double>(static_cast<float>(s0[i]) + static_cast<float>(sv[i])))
+              << dtype_name(dtype) << " row " << v;
+        }
+      }
+    }
+    set_num_threads(1);
+    Tensor one = start.clone();
+    ops::embedding_backward_into(dout, ids, one, true);
+    EXPECT_TRUE(bit_equal(one, acc)) << dtype_name(dtype) << ": thread count changed the sum";
+    set_num_threads(2);
+
+    Tensor over = start.clone();
+    ops::embedding_backward_into(dout, ids, over, false);
+    EXPECT_TRUE(bit_equal(over, sums)) << dtype_name(dtype);  // rows rounded once, in the buffer's dtype
+  }
+  try {
+    Tensor f64_buffer = Tensor::zeros({vocab, dim}, DType::f64);
+    ops::embedding_backward_into(random({n, dim}, 1, DType::bf16), ids, f64_buffer, true);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), AllOf(HasSubstr("embedding_backward"), HasSubstr("f64"), HasSubstr("bf16 or f32")));
+  }
+}
+
 TEST(Embedding, AutogradAccumulatesRepeatedIdsIntoWeightGradient) {
   autograd::Variable w(random({4, 2}, 5, DType::f64), true);
   Tensor ids = Tensor::from_vector<std::int64_t>({1, 3, 1, 1}, {4});

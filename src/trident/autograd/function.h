@@ -75,4 +75,45 @@ std::vector<Variable> make_results(std::vector<Tensor> outputs, const std::vecto
 // True when a function applied to `inputs` must record a node.
 bool any_requires_grad(const std::vector<Variable>& inputs);
 
+// Gradient-accumulation fusion (Megatron-LM's --gradient-accumulation-fusion).
+//
+// When a weight operand is a leaf that requires a gradient, or the cast of one
+// to the compute dtype (mixed precision: a bf16 copy of an f32 master weight),
+// the op consuming it may add its weight gradient straight into the leaf's
+// .grad — a GEMM writing f32 with beta = 1, a scatter-add of embedding rows —
+// instead of returning it for the engine to cast to the master dtype, sum with
+// the weight's other gradients and add into .grad: up to three passes over
+// every weight gradient fewer per backward, and one rounding (in the master
+// dtype) instead of two.
+//
+// The op records edge() as its input in place of the weight (so the gradient
+// bypasses the cast node), and its backward returns no gradient for it but
+// calls add_product / add. The leaf's AccumulateGrad still runs once, after
+// every consumer, and fires the grad-ready hooks as before.
+class WeightGradSink {
+ public:
+  WeightGradSink() = default;
+  // The sink of `weight`; empty (false) when `weight` is neither a leaf
+  // requiring a gradient nor the cast of one.
+  static WeightGradSink of(const Variable& weight);
+  explicit operator bool() const noexcept { return !leaf_.expired(); }
+  // The input to record in place of the weight: the leaf itself.
+  Variable edge() const;
+  // .grad (+)= op(a)·op(b), computed into the gradient's dtype directly where
+  // the GEMM can (same dtype, or f32 from bf16/f16 operands).
+  void add_product(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false) const;
+  // .grad (+)= g, converted to the gradient's dtype.
+  void add(const Tensor& g) const;
+  // Whether a kernel computing in `dtype` can write the gradient directly: the
+  // gradient is of that dtype, or f32 for bf16/f16 (else compute, then add()).
+  bool writes_from(DType dtype) const;
+  // For ops that write the gradient themselves: the leaf's .grad, allocated
+  // (contents undefined, *fresh = true) when the leaf has none yet. The op must
+  // overwrite a fresh buffer completely and add into an existing one.
+  Tensor& buffer(bool* fresh) const;
+
+ private:
+  std::weak_ptr<VariableImpl> leaf_;
+};
+
 }  // namespace trident::autograd

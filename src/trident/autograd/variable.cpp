@@ -1,6 +1,7 @@
 #include "trident/autograd/variable.h"
 
 #include <atomic>
+#include <utility>
 
 #include "trident/autograd/variable_impl.h"
 #include "trident/core/memory.h"
@@ -137,16 +138,22 @@ AccumulateGrad::AccumulateGrad(const std::shared_ptr<VariableImpl>& leaf)
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   std::shared_ptr<VariableImpl> leaf = leaf_.lock();
-  if (!leaf || grad_outputs.empty() || !grad_outputs[0].defined()) return {};
-  const Tensor& g = grad_outputs[0];
-  TRIDENT_CHECK(g.shape() == leaf->data.shape(), "gradient of shape {} arrived for parameter '{}' of shape {}",
-                g.shape(), leaf->name, leaf->data.shape());
-  if (leaf->grad.defined()) {
-    ops::add_(leaf->grad, g.dtype() == leaf->grad.dtype() ? g : ops::cast(g, leaf->grad.dtype()));
-  } else {
-    // Clone: the incoming tensor may be shared with other consumers' gradients.
-    MemoryCategoryScope scope(MemoryCategory::gradients);
-    leaf->grad = g.dtype() == leaf->data.dtype() ? g.clone() : ops::cast(g, leaf->data.dtype());
+  if (!leaf) return {};
+  // Consumers with a WeightGradSink have already added theirs into .grad.
+  const bool written_in_place = std::exchange(leaf->grad_written_in_place, false);
+  const bool arrived = !grad_outputs.empty() && grad_outputs[0].defined();
+  if (!arrived && !written_in_place) return {};
+  if (arrived) {
+    const Tensor& g = grad_outputs[0];
+    TRIDENT_CHECK(g.shape() == leaf->data.shape(), "gradient of shape {} arrived for parameter '{}' of shape {}",
+                  g.shape(), leaf->name, leaf->data.shape());
+    if (leaf->grad.defined()) {
+      ops::add_(leaf->grad, g.dtype() == leaf->grad.dtype() ? g : ops::cast(g, leaf->grad.dtype()));
+    } else {
+      // Clone: the incoming tensor may be shared with other consumers' gradients.
+      MemoryCategoryScope scope(MemoryCategory::gradients);
+      leaf->grad = g.dtype() == leaf->data.dtype() ? g.clone() : ops::cast(g, leaf->data.dtype());
+    }
   }
   if (!leaf->hooks.empty()) {
     Variable handle = Variable::from_impl(leaf);

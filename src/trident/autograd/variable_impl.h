@@ -19,6 +19,13 @@ struct VariableImpl {
   std::weak_ptr<Node> grad_accumulator;  // leaves: shared by every use in live graphs
   std::vector<Variable::GradReadyHook> hooks;
   std::string name;
+  // Set by cast() of a leaf: the leaf this variable is a compute-dtype copy of,
+  // into whose .grad a fused consumer may add this variable's gradient
+  // (WeightGradSink).
+  std::weak_ptr<VariableImpl> cast_of;
+  // Leaves: a WeightGradSink added to .grad during the running backward, so
+  // AccumulateGrad fires the hooks even when no gradient reaches it.
+  bool grad_written_in_place = false;
 };
 
 // Adds a leaf's incoming gradient into its .grad and fires its hooks.

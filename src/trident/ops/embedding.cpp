@@ -46,21 +46,36 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return out;
 }
 
-Tensor embedding_backward(const Tensor& dout, const Tensor& ids, std::int64_t vocab) {
+void embedding_backward_into(const Tensor& dout, const Tensor& ids, Tensor& dweight, bool accumulate) {
   check_defined(dout, "embedding_backward", "dout");
   check_defined(ids, "embedding_backward", "ids");
+  check_defined(dweight, "embedding_backward", "dweight");
   check_floating(dout, "embedding_backward", "dout");
-  TRIDENT_CHECK(vocab >= 0, "embedding_backward: negative vocabulary size {}", vocab);
   TRIDENT_CHECK(dout.rank() == ids.rank() + 1 &&
                     std::equal(ids.shape().begin(), ids.shape().end(), dout.shape().begin()),
                 "embedding_backward: dout of shape {} does not match ids of shape {} (expected [..ids, D])",
                 dout.shape(), ids.shape());
-  check_same_device(dout, ids, "embedding_backward");
-  check_ids(ids, vocab, "embedding_backward");
   const std::int64_t dim = dout.size(-1);
-  Tensor dweight = Tensor::empty(Shape{vocab, dim}, dout.dtype(), dout.device());
-  TRIDENT_KERNEL(dout.device(), embedding_backward, dout.dtype(), ids.dtype(), dout.raw_data(), ids.raw_data(),
-                 dweight.raw_data(), ids.numel(), vocab, dim);
+  TRIDENT_CHECK(dweight.rank() == 2 && dweight.size(1) == dim,
+                "embedding_backward: dweight {} must be [vocab, {}] for dout {}", dweight.shape(), dim,
+                dout.shape());
+  const bool half = dout.dtype() == DType::bf16 || dout.dtype() == DType::f16;
+  TRIDENT_CHECK(dweight.dtype() == dout.dtype() || (half && dweight.dtype() == DType::f32),
+                "embedding_backward: dweight is {} but dout {} is {} (expected {}{})", dweight.dtype(), dout.shape(),
+                dout.dtype(), dout.dtype(), half ? " or f32" : "");
+  check_same_device(dout, ids, "embedding_backward");
+  check_same_device(dout, dweight, "embedding_backward");
+  const std::int64_t vocab = dweight.size(0);
+  check_ids(ids, vocab, "embedding_backward");
+  TRIDENT_KERNEL(dout.device(), embedding_backward, dout.dtype(), dweight.dtype(), ids.dtype(), dout.raw_data(),
+                 ids.raw_data(), dweight.raw_data(), ids.numel(), vocab, dim, accumulate);
+}
+
+Tensor embedding_backward(const Tensor& dout, const Tensor& ids, std::int64_t vocab) {
+  check_defined(dout, "embedding_backward", "dout");
+  TRIDENT_CHECK(vocab >= 0, "embedding_backward: negative vocabulary size {}", vocab);
+  Tensor dweight = Tensor::empty(Shape{vocab, dout.rank() > 0 ? dout.size(-1) : 0}, dout.dtype(), dout.device());
+  embedding_backward_into(dout, ids, dweight, false);
   return dweight;
 }
 

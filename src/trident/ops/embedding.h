@@ -2,7 +2,7 @@
 //
 // weight [V, D] (f32, f64, bf16, f16); ids of any shape [...] (i32 or i64),
 // every id in [0, V) — an id outside is an error naming the id, its position
-// and V. Outputs are new tensors (the caller owns them).
+// and V.
 #pragma once
 
 #include <cstdint>
@@ -18,5 +18,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 // is v (in token order, accumulated in f32 for bf16/f16), zero for unused rows.
 // dout has shape [..., D] with ids of shape [...]. Deterministic for any thread count.
 Tensor embedding_backward(const Tensor& dout, const Tensor& ids, std::int64_t vocab);
+
+// The same into an existing gradient buffer dweight [vocab, D] of dout's dtype,
+// or f32 for bf16/f16 dout (an f32 master weight's gradient): accumulate adds
+// each used row's sum in dweight's dtype and leaves the other rows untouched;
+// otherwise dweight is overwritten as above.
+void embedding_backward_into(const Tensor& dout, const Tensor& ids, Tensor& dweight, bool accumulate);
 
 }  // namespace trident::ops

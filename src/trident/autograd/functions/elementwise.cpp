@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "trident/autograd/function.h"
+#include "trident/autograd/variable_impl.h"
 #include "trident/ops/elementwise.h"
 #include "trident/ops/reduce.h"
 #include "trident/ops/shape.h"
@@ -44,8 +45,12 @@ Variable bias_add(const Variable& x, const Variable& bias) {
 Variable cast(const Variable& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   const DType from = x.dtype();
-  return make_result(ops::cast(x.data(), dtype), {x}, "cast",
-                     [from](const GradContext& ctx) { return Grads{ops::cast(ctx.grad(), from)}; });
+  Variable y = make_result(ops::cast(x.data(), dtype), {x}, "cast",
+                           [from](const GradContext& ctx) { return Grads{ops::cast(ctx.grad(), from)}; });
+  // A copy of a leaf (a master weight in the compute dtype): ops with a
+  // WeightGradSink add its gradient straight into the leaf's .grad.
+  if (y.requires_grad() && x.is_leaf()) y.impl()->cast_of = x.impl();
+  return y;
 }
 
 Variable sum(const Variable& x) {

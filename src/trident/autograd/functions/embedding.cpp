@@ -7,9 +7,21 @@ namespace trident::autograd {
 
 Variable embedding(const Variable& weight, const Tensor& ids) {
   const std::int64_t vocab = weight.data().rank() == 2 ? weight.shape()[0] : 0;
-  return make_result(ops::embedding(weight.data(), ids), {weight}, "embedding", [ids, vocab](const GradContext& ctx) {
-    return std::vector<Tensor>{ops::embedding_backward(ctx.grad(), ids, vocab)};
-  });
+  const WeightGradSink sink = WeightGradSink::of(weight);
+  return make_result(ops::embedding(weight.data(), ids), {sink ? sink.edge() : weight}, "embedding",
+                     [ids, vocab, sink](const GradContext& ctx) {
+                       const Tensor& dout = ctx.grad();
+                       if (!sink) return std::vector<Tensor>{ops::embedding_backward(dout, ids, vocab)};
+                       if (sink.writes_from(dout.dtype())) {
+                         // Only the rows of this batch's ids are touched, in the master dtype.
+                         bool fresh = false;
+                         Tensor& dweight = sink.buffer(&fresh);
+                         ops::embedding_backward_into(dout, ids, dweight, !fresh);
+                       } else {
+                         sink.add(ops::embedding_backward(dout, ids, vocab));
+                       }
+                       return std::vector<Tensor>{Tensor()};
+                     });
 }
 
 }  // namespace trident::autograd

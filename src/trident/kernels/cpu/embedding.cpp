@@ -46,8 +46,8 @@ void embedding_forward(DType dtype, DType id_dtype, const void* weight, const vo
   });
 }
 
-void embedding_backward(DType dtype, DType id_dtype, const void* dout, const void* ids, void* dweight,
-                        std::int64_t num_ids, std::int64_t vocab, std::int64_t dim) {
+void embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
+                        void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, bool accumulate) {
   // offsets[v] .. offsets[v + 1]: positions in `order` of the tokens with id v, ascending.
   std::vector<std::int64_t> offsets(static_cast<std::size_t>(vocab) + 1, 0);
   std::vector<std::int64_t> order(static_cast<std::size_t>(num_ids));
@@ -59,30 +59,54 @@ void embedding_backward(DType dtype, DType id_dtype, const void* dout, const voi
     std::vector<std::int64_t> cursor(offsets.begin(), offsets.end() - 1);
     for (std::int64_t t = 0; t < num_ids; ++t) order[static_cast<std::size_t>(cursor[static_cast<std::size_t>(id[t])]++)] = t;
   });
+  // Accumulating touches only the rows some id refers to: a few hundred of a
+  // 50k-row vocabulary per micro-batch.
+  std::vector<std::int64_t> rows;
+  if (accumulate) {
+    for (std::int64_t v = 0; v < vocab; ++v)
+      if (offsets[static_cast<std::size_t>(v)] != offsets[static_cast<std::size_t>(v) + 1]) rows.push_back(v);
+  }
+  const std::int64_t count = accumulate ? static_cast<std::int64_t>(rows.size()) : vocab;
 
   TRIDENT_DISPATCH_FLOAT(dtype, "embedding_backward", [&] {
     using A = acc_t<scalar_t>;
-    const auto* g = static_cast<const scalar_t*>(dout);
-    auto* dw = static_cast<scalar_t*>(dweight);
-    const std::size_t d = static_cast<std::size_t>(dim);
-    parallel_for(0, vocab, row_grain(dim), [&](std::int64_t lo, std::int64_t hi) {
-      std::vector<A> acc(d);
-      for (std::int64_t v = lo; v < hi; ++v) {
-        scalar_t* row = dw + static_cast<std::size_t>(v) * d;
-        const std::int64_t b = offsets[static_cast<std::size_t>(v)], e = offsets[static_cast<std::size_t>(v) + 1];
-        if (b == e) {
-          std::memset(static_cast<void*>(row), 0, d * sizeof(scalar_t));  // all-zero bits are +0 in every float type
-          continue;
+    auto run = [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      const auto* g = static_cast<const scalar_t*>(dout);
+      auto* dw = static_cast<G*>(dweight);
+      const std::size_t d = static_cast<std::size_t>(dim);
+      parallel_for(0, count, row_grain(dim), [&](std::int64_t lo, std::int64_t hi) {
+        std::vector<A> acc(d);
+        for (std::int64_t i = lo; i < hi; ++i) {
+          const std::int64_t v = accumulate ? rows[static_cast<std::size_t>(i)] : i;
+          G* row = dw + static_cast<std::size_t>(v) * d;
+          const std::int64_t b = offsets[static_cast<std::size_t>(v)], e = offsets[static_cast<std::size_t>(v) + 1];
+          if (b == e) {
+            std::memset(static_cast<void*>(row), 0, d * sizeof(G));  // all-zero bits are +0 in every float type
+            continue;
+          }
+          const scalar_t* first = g + static_cast<std::size_t>(order[static_cast<std::size_t>(b)]) * d;
+          for (std::size_t c = 0; c < d; ++c) acc[c] = load(first[c]);
+          for (std::int64_t k = b + 1; k < e; ++k) {
+            const scalar_t* src = g + static_cast<std::size_t>(order[static_cast<std::size_t>(k)]) * d;
+            for (std::size_t c = 0; c < d; ++c) acc[c] += load(src[c]);
+          }
+          if (accumulate) {
+            for (std::size_t c = 0; c < d; ++c) row[c] = store<G>(load(row[c]) + static_cast<acc_t<G>>(acc[c]));
+          } else {
+            for (std::size_t c = 0; c < d; ++c) row[c] = store<G>(static_cast<acc_t<G>>(acc[c]));
+          }
         }
-        const scalar_t* first = g + static_cast<std::size_t>(order[static_cast<std::size_t>(b)]) * d;
-        for (std::size_t c = 0; c < d; ++c) acc[c] = load(first[c]);
-        for (std::int64_t k = b + 1; k < e; ++k) {
-          const scalar_t* src = g + static_cast<std::size_t>(order[static_cast<std::size_t>(k)]) * d;
-          for (std::size_t c = 0; c < d; ++c) acc[c] += load(src[c]);
-        }
-        for (std::size_t c = 0; c < d; ++c) row[c] = store<scalar_t>(acc[c]);
-      }
-    });
+      });
+    };
+    if (grad_dtype == dtype) {
+      run(scalar_t{});
+    } else {
+      TRIDENT_CHECK(grad_dtype == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16),
+                    "embedding_backward: a {} gradient from {} dout (expected {}{})", grad_dtype, dtype, dtype,
+                    dtype == DType::bf16 || dtype == DType::f16 ? " or f32" : "");
+      run(float{});
+    }
   });
 }
 

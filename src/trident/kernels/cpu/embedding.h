@@ -3,12 +3,15 @@
 // Shapes: weight [vocab, dim] (f32, f64, bf16, f16), ids [num_ids] (i32 or
 // i64, already checked to lie in [0, vocab) by ops::), out [num_ids, dim].
 // Forward copies rows; it is exact in every dtype.
-// Backward writes (does not add into) dweight [vocab, dim]:
-//   dweight[v, :] = sum of dout[t, :] over the t with ids[t] == v, in increasing t,
-// accumulated in acc_t (f32 for bf16/f16, f64 for f64) and rounded once; rows no
-// id refers to are zero. Tokens are bucketed by id with a stable counting sort
-// and each thread owns a contiguous range of vocabulary rows, so there are no
-// atomics and the result is bit-identical for every thread count.
+// Backward: with S[v, :] the sum of dout[t, :] over the t with ids[t] == v, in
+// increasing t, accumulated in acc_t (f32 for bf16/f16, f64 for f64),
+//   overwrite:  dweight[v, :] = S[v, :] rounded once; rows no id refers to are zero;
+//   accumulate: dweight[v, :] += S[v, :] for the rows some id refers to (added
+//               in dweight's dtype), the others untouched — a gradient buffer.
+// dweight's dtype (grad_dtype) is dout's, or f32 for bf16/f16 dout (an f32
+// master weight's gradient). Tokens are bucketed by id with a stable counting
+// sort and each thread owns a contiguous range of vocabulary rows, so there are
+// no atomics and the result is bit-identical for every thread count.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +24,9 @@ namespace trident::kernels::cpu {
 void embedding_forward(DType dtype, DType id_dtype, const void* weight, const void* ids, void* out,
                        std::int64_t num_ids, std::int64_t dim);
 
-// dweight = scatter-add of dout rows by id (see above); dweight is fully overwritten.
-void embedding_backward(DType dtype, DType id_dtype, const void* dout, const void* ids, void* dweight,
-                        std::int64_t num_ids, std::int64_t vocab, std::int64_t dim);
+// dweight (grad_dtype) = or += the scatter-add of dout (dtype) rows by id (see above).
+void embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
+                        void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, bool accumulate);
 
 // Index of the first id outside [0, vocab), or -1 when all are valid; its value in *bad_id.
 std::int64_t find_invalid_id(DType id_dtype, const void* ids, std::int64_t num_ids, std::int64_t vocab,

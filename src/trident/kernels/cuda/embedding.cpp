@@ -7,11 +7,11 @@
 
 namespace trident::kernels::cuda {
 
-void embedding_backward(DType dtype, DType id_dtype, const void* dout, const void* ids, void* dweight,
-                        std::int64_t num_ids, std::int64_t vocab, std::int64_t dim) {
+void embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
+                        void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, bool accumulate) {
   const auto workspace = detail::device_scratch(
       vocab > 0 && dim > 0 ? detail::embedding_backward_scratch_bytes(num_ids, vocab) : 0);
-  detail::launch_embedding_backward(dtype, id_dtype, dout, ids, dweight, num_ids, vocab, dim,
+  detail::launch_embedding_backward(dtype, grad_dtype, id_dtype, dout, ids, dweight, num_ids, vocab, dim, accumulate,
                                     detail::scratch_data(workspace));
 }
 

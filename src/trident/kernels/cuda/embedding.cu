@@ -82,14 +82,16 @@ __global__ void __launch_bounds__(kFlatThreads)
   }
 }
 
-// One warp per (vocabulary row v, tile of kTile columns):
-// dweight[v, c] = Σ dout[positions[j], c] for j in [begin[v], end[v]), in j order.
-template <typename T>
+// One warp per (vocabulary row v, tile of kTile columns), with S the sum of
+// dout[positions[j], c] for j in [begin[v], end[v]), in j order, in Acc<T>:
+// dweight[v, c] = S, or += S (added in Acc<O>) for the rows some id refers to
+// when accumulating. O is T, or float for 16-bit dout (an f32 gradient buffer).
+template <typename T, typename O>
 __global__ void __launch_bounds__(kRowsThreads)
     embedding_backward_rows_kernel(const T* __restrict__ dout, const int* __restrict__ positions,
                                    const int* __restrict__ begin, const int* __restrict__ end,
-                                   T* __restrict__ dweight, std::int64_t vocab, std::int64_t dim,
-                                   std::int64_t tiles) {
+                                   O* __restrict__ dweight, std::int64_t vocab, std::int64_t dim,
+                                   std::int64_t tiles, bool accumulate) {
   using A = Acc<T>;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const std::int64_t warps_per_block = blockDim.x >> 5;
@@ -99,6 +101,7 @@ __global__ void __launch_bounds__(kRowsThreads)
     const std::int64_t v = item / tiles;
     const std::int64_t c0 = (item % tiles) * kTile + lane;
     const int b = begin[v], e = end[v];
+    if (b >= e && accumulate) continue;  // a row no id refers to keeps its gradient
     A acc[kTilePerLane];
     if (b < e) {
       const T* first = dout + static_cast<std::int64_t>(positions[b]) * dim;
@@ -119,11 +122,13 @@ __global__ void __launch_bounds__(kRowsThreads)
 #pragma unroll
       for (int k = 0; k < kTilePerLane; ++k) acc[k] = A(0);
     }
-    T* row = dweight + v * dim;
+    O* row = dweight + v * dim;
 #pragma unroll
     for (int k = 0; k < kTilePerLane; ++k) {
       const std::int64_t c = c0 + 32 * k;
-      if (c < dim) store(row + c, acc[k]);
+      if (c >= dim) continue;
+      const Acc<O> sum = static_cast<Acc<O>>(acc[k]);
+      store(row + c, accumulate ? load(row + c) + sum : sum);
     }
   }
 }
@@ -220,16 +225,23 @@ std::size_t embedding_backward_scratch_bytes(std::int64_t num_ids, std::int64_t 
   return sort_scratch(num_ids, vocab).total;
 }
 
-void launch_embedding_backward(DType dtype, DType id_dtype, const void* dout, const void* ids, void* dweight,
-                               std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, void* scratch) {
+void launch_embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
+                               void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim,
+                               bool accumulate, void* scratch) {
   constexpr const char* kernel = "embedding_backward";
+  const bool widened = grad_dtype != dtype;
+  if (widened && !(grad_dtype == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16))) {
+    throw_error("CUDA embedding_backward: a gradient of another dtype than dout's must be f32 for bf16/f16 dout");
+  }
   dispatch_floating(dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     dispatch_index(id_dtype, kernel, [&](auto index_tag) {
       using I = decltype(index_tag);
       if (vocab <= 0 || dim <= 0) return;  // dweight is empty
-      if (num_ids <= 0) {                   // no ids: every row is zero (all-zero bits are +0)
-        check_cuda(cudaMemsetAsync(dweight, 0, static_cast<std::size_t>(vocab * dim) * sizeof(T), stream()), kernel);
+      if (num_ids <= 0) {                   // no ids: every row is zero (all-zero bits are +0), or unchanged
+        if (accumulate) return;
+        const std::size_t bytes = static_cast<std::size_t>(vocab * dim) * (widened ? sizeof(float) : sizeof(T));
+        check_cuda(cudaMemsetAsync(dweight, 0, bytes, stream()), kernel);
         return;
       }
       const SortScratch s = sort_scratch(num_ids, vocab);
@@ -256,8 +268,16 @@ void launch_embedding_backward(DType dtype, DType id_dtype, const void* dout, co
           keys_out, n, static_cast<unsigned>(vocab), begin, end);
       check_launch(kernel);
       const std::int64_t tiles = (dim + kTile - 1) / kTile;
-      embedding_backward_rows_kernel<T><<<blocks_for(vocab * tiles, kRowsThreads / 32), kRowsThreads, 0, stream()>>>(
-          static_cast<const T*>(dout), pos_out, begin, end, static_cast<T*>(dweight), vocab, dim, tiles);
+      const dim3 grid(blocks_for(vocab * tiles, kRowsThreads / 32));
+      if (widened) {
+        embedding_backward_rows_kernel<T, float><<<grid, kRowsThreads, 0, stream()>>>(
+            static_cast<const T*>(dout), pos_out, begin, end, static_cast<float*>(dweight), vocab, dim, tiles,
+            accumulate);
+      } else {
+        embedding_backward_rows_kernel<T, T><<<grid, kRowsThreads, 0, stream()>>>(
+            static_cast<const T*>(dout), pos_out, begin, end, static_cast<T*>(dweight), vocab, dim, tiles,
+            accumulate);
+      }
       check_launch(kernel);
     });
   });

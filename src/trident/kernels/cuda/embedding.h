@@ -15,8 +15,8 @@ namespace trident::kernels::cuda {
 void embedding_forward(DType dtype, DType id_dtype, const void* weight, const void* ids, void* out,
                        std::int64_t num_ids, std::int64_t dim);
 
-void embedding_backward(DType dtype, DType id_dtype, const void* dout, const void* ids, void* dweight,
-                        std::int64_t num_ids, std::int64_t vocab, std::int64_t dim);
+void embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
+                        void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, bool accumulate);
 
 std::int64_t find_invalid_id(DType id_dtype, const void* ids, std::int64_t num_ids, std::int64_t vocab,
                              std::int64_t* bad_id);

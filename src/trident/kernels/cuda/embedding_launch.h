@@ -17,8 +17,9 @@ std::size_t embedding_backward_scratch_bytes(std::int64_t num_ids, std::int64_t 
 // embedding_backward (kernels/cpu/embedding.h) with `scratch` of
 // embedding_backward_scratch_bytes(num_ids, vocab) bytes, kept allocated until
 // the queued work has run (stream order).
-void launch_embedding_backward(DType dtype, DType id_dtype, const void* dout, const void* ids, void* dweight,
-                               std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, void* scratch);
+void launch_embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
+                               void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim,
+                               bool accumulate, void* scratch);
 
 // find_invalid_id (kernels/cpu/embedding.h) with `scratch` of one int64 of
 // device memory. Synchronises the compute stream (it returns host values).
