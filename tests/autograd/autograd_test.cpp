@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "trident/autograd/autograd.h"
 #include "trident/ops/elementwise.h"
@@ -226,6 +228,42 @@ TEST(Autograd, CastOfMasterWeightAccumulatesItsGradientInF32) {
   // The unfused route rounds the product to bf16 first: a different (coarser) answer.
   EXPECT_NE(ops::cast(ops::matmul(gb, xb, true, false), DType::f32).to_vector<float>(),
             master.grad().to_vector<float>());
+}
+
+// cast_cached keeps a leaf's converted data until the data changes: reused
+// while unchanged, converted afresh after set_data or mark_data_changed.
+TEST(Autograd, CastCachedReusesTheCopyUntilTheDataChanges) {
+  Variable master(Tensor::from_vector<float>({0.5f, 0.25f, 0.375f}, {3}), true);  // exact in bf16
+  const Tensor c1 = cast_cached(master, DType::bf16).data();
+  EXPECT_TRUE(cast_cached(master, DType::bf16).data().is_same(c1));
+  EXPECT_FALSE(cast_cached(master, DType::f16).data().is_same(c1));  // another dtype: converted (and kept instead)
+
+  master.data().span<float>()[0] = 4.0f;
+  master.mark_data_changed();
+  EXPECT_EQ(cast_cached(master, DType::bf16).data().to_vector<float>(), (std::vector<float>{4.0f, 0.25f, 0.375f}));
+  master.set_data(Tensor::from_vector<float>({-1.0f, -2.0f, -3.0f}, {3}));
+  EXPECT_EQ(cast_cached(master, DType::bf16).data().to_vector<float>(), (std::vector<float>{-1.0f, -2.0f, -3.0f}));
+  // Gradients still reach the master, in its dtype.
+  sum(cast_cached(master, DType::bf16)).backward();
+  EXPECT_EQ(master.grad().to_vector<float>(), (std::vector<float>{1.0f, 1.0f, 1.0f}));
+}
+
+// The tests run with TRIDENT_VERIFY_COMPUTE_COPIES=1 (tests/CMakeLists.txt): a
+// weight written in place without mark_data_changed is then an error naming it.
+TEST(Autograd, AStaleComputeCopyIsCaughtWhenVerifying) {
+  const char* verify = std::getenv("TRIDENT_VERIFY_COMPUTE_COPIES");
+  if (verify == nullptr || std::string(verify) == "0") GTEST_SKIP() << "TRIDENT_VERIFY_COMPUTE_COPIES is not set";
+  Variable master(Tensor::from_vector<float>({0.1f, 0.2f}, {2}), true);
+  master.set_name("layer.weight");
+  (void)cast_cached(master, DType::bf16);
+  master.data().span<float>()[1] = 7.0f;  // unannounced
+  try {
+    (void)cast_cached(master, DType::bf16);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("layer.weight"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("stale"), std::string::npos) << e.message();
+  }
 }
 
 TEST(Autograd, ShapeMismatchNamesOpAndShapes) {

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "trident/autograd/autograd.h"
+#include "trident/ops/elementwise.h"
 #include "trident/optim/loss_scaler.h"
 #include "trident/optim/schedule.h"
 
@@ -78,6 +80,28 @@ TEST(AdamW, StateRoundTripContinuesIdentically) {
   oa.step(0.1);
   ob.step(0.1);
   EXPECT_EQ(a.w->var.data().to_vector<double>(), b.w->var.data().to_vector<double>());
+}
+
+// Mixed precision: the bf16 copy the forward pass made of an f32 master weight
+// is rewritten by the AdamW update itself, equal to a fresh conversion of the
+// new master values, and reused by the next forward pass.
+TEST(AdamW, RewritesTheComputeCopyInItsUpdate) {
+  TwoParams m;
+  m.initialize(3, DType::f32);
+  AdamW opt(m.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+  autograd::Variable first = autograd::cast_cached(m.w->var, DType::bf16);
+  const Tensor copy = m.w->var.compute_copy();
+  ASSERT_TRUE(copy.defined());
+  for (auto* p : m.parameters()) p->var.set_grad(Tensor::from_vector<float>({0.5f, -0.25f, 0.125f}, {3}));
+  const auto before = m.w->var.data().to_vector<float>();
+  opt.step(0.01);
+  ASSERT_NE(m.w->var.data().to_vector<float>(), before);
+  ASSERT_TRUE(m.w->var.compute_copy().defined()) << "AdamW must keep the copy valid";
+  EXPECT_TRUE(m.w->var.compute_copy().is_same(copy)) << "written in place, not reallocated";
+  EXPECT_EQ(copy.to_vector<float>(), ops::cast(m.w->var.data(), DType::bf16).to_vector<float>());
+  EXPECT_TRUE(autograd::cast_cached(m.w->var, DType::bf16).data().is_same(copy));
+  // The bias had no copy: none is made, and its next cast converts afresh.
+  EXPECT_FALSE(m.b->var.compute_copy().defined());
 }
 
 TEST(SGD, MomentumMatchesPyTorchSemantics) {

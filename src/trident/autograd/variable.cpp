@@ -38,6 +38,7 @@ void Variable::set_data(const Tensor& data) {
                 "set_data: new data {} does not match {} of variable '{}'", data.describe(), impl_->data.describe(),
                 impl_->name);
   impl_->data = data;
+  mark_data_changed();
 }
 
 void Variable::reset_data(const Tensor& data) {
@@ -46,6 +47,25 @@ void Variable::reset_data(const Tensor& data) {
                 "reset_data: new data {} does not match the dtype of {} of variable '{}'",
                 data.defined() ? data.describe() : "undefined", impl_->data.describe(), impl_->name);
   impl_->data = data;
+  mark_data_changed();
+}
+
+void Variable::mark_data_changed() {
+  TRIDENT_CHECK(impl_ != nullptr, "mark_data_changed on an undefined Variable");
+  ++impl_->version;
+  impl_->compute_copy = Tensor();  // ZeRO-3 frees a released parameter's copy with it
+}
+
+Tensor Variable::compute_copy() const {
+  return impl_ && impl_->copy_version == impl_->version ? impl_->compute_copy : Tensor();
+}
+
+void Variable::set_compute_copy(const Tensor& copy) const {
+  TRIDENT_CHECK(impl_ != nullptr && copy.shape() == impl_->data.shape() && copy.device() == impl_->data.device(),
+                "set_compute_copy: {} is not a copy of variable '{}' ({})", copy.describe(), name(),
+                impl_ ? impl_->data.describe() : "undefined");
+  impl_->compute_copy = copy;
+  impl_->copy_version = impl_->version;
 }
 
 bool Variable::requires_grad() const { return impl_ && impl_->requires_grad; }

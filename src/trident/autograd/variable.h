@@ -35,6 +35,16 @@ class Variable {
   // Replaces the data with a tensor of any shape (ZeRO-3 swaps a parameter between
   // its gathered full tensor and an empty placeholder). The dtype may not change.
   void reset_data(const Tensor& data);
+  // Leaves whose data a kernel wrote in place (optimiser steps, checkpoint
+  // loads): drops the compute copy cast_cached() kept of the old values.
+  // set_data and reset_data do this themselves.
+  void mark_data_changed();
+  // Mixed precision's compute weights: the copy of data() in a compute dtype
+  // that cast_cached() made, or undefined when data changed since.
+  Tensor compute_copy() const;
+  // Records `copy` as data() converted to copy's dtype (the optimiser writes
+  // it in the same pass as the update, right after mark_data_changed()).
+  void set_compute_copy(const Tensor& copy) const;  // a cache: const like the handle
   const Shape& shape() const { return data().shape(); }
   DType dtype() const { return data().dtype(); }
   Device device() const { return data().device(); }

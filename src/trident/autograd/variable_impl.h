@@ -1,6 +1,7 @@
 // Internal state shared by copies of a Variable (autograd-internal header).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@ struct VariableImpl {
   // into whose .grad a fused consumer may add this variable's gradient
   // (WeightGradSink).
   std::weak_ptr<VariableImpl> cast_of;
+  // Leaves: data converted to a compute dtype (cast_cached), valid while
+  // copy_version == version; version changes with every change of data.
+  Tensor compute_copy;
+  std::uint64_t version = 1, copy_version = 0;
   // Leaves: a WeightGradSink added to .grad during the running backward, so
   // AccumulateGrad fires the hooks even when no gradient reaches it.
   bool grad_written_in_place = false;

@@ -13,7 +13,7 @@ namespace ag = trident::autograd;
 
 Variable compute_view(const Parameter& p, const ForwardContext& ctx) {
   TRIDENT_CHECK(p.var.defined(), "parameter '{}' used before initialize()", p.name);
-  return ag::cast(p.var, ctx.compute_dtype);
+  return ag::cast_cached(p.var, ctx.compute_dtype);
 }
 
 std::int64_t padded_vocab_size(std::int64_t vocab, int tp_size) {

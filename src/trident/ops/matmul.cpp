@@ -63,6 +63,14 @@ Plan plan_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, s
   p.out_shape = out_batch;
   p.out_shape.push_back(g.m);
   p.out_shape.push_back(g.n);
+  if (g.broadcast_b && !trans_a && g.batch > 1) {
+    // A weight shared by the batch entries of a row-major A: the entries are
+    // just more rows of one GEMM (C's entries are consecutive rows too), which
+    // packs the weight once instead of once per entry.
+    g.m *= g.batch;
+    g.batch = 1;
+    g.broadcast_b = false;
+  }
   return p;
 }
 

@@ -66,6 +66,12 @@ kernels::cpu::AdamWHyper check_adamw(std::string_view op, const Tensor& param, c
   return hyper;
 }
 
+void check_param_copy(std::string_view op, const Tensor& param, const Tensor& param_copy) {
+  check_like_param(param, param_copy, op, "param_copy");
+  check_floating(param_copy, op, "param_copy");
+  TRIDENT_CHECK(!overlaps(param_copy, param), "{}: param_copy overlaps param in memory (shape {})", op, param.shape());
+}
+
 }  // namespace
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWConfig& config,
@@ -75,10 +81,7 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   void* copy_data = nullptr;
   DType copy_dtype = param.dtype();
   if (param_copy != nullptr) {
-    check_like_param(param, *param_copy, op, "param_copy");
-    check_floating(*param_copy, op, "param_copy");
-    TRIDENT_CHECK(!overlaps(*param_copy, param), "{}: param_copy overlaps param in memory (shape {})", op,
-                  param.shape());
+    check_param_copy(op, param, *param_copy);
     copy_data = param_copy->raw_data();
     copy_dtype = param_copy->dtype();
   }
@@ -93,10 +96,13 @@ void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfi
   const AdamWTensors& first = tensors.front();
   bool one_launch = first.param->device().is_cuda();
   kernels::cpu::AdamWHyper hyper;
+  auto copy_dtype = [](const AdamWTensors& t) { return t.param_copy ? t.param_copy->dtype() : t.param->dtype(); };
   for (const AdamWTensors& t : tensors) {
     hyper = check_adamw(op, *t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, config, step, grad_scale);
+    if (t.param_copy) check_param_copy(op, *t.param, *t.param_copy);
     one_launch = one_launch && t.param->device() == first.param->device() && t.param->dtype() == first.param->dtype() &&
-                 t.grad->dtype() == first.grad->dtype();
+                 t.grad->dtype() == first.grad->dtype() && (t.param_copy != nullptr) == (first.param_copy != nullptr) &&
+                 copy_dtype(t) == copy_dtype(first);
   }
 #if TRIDENT_HAVE_CUDA
   if (one_launch) {
@@ -104,10 +110,10 @@ void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfi
     table.reserve(tensors.size());
     for (const AdamWTensors& t : tensors) {
       table.push_back({t.param->raw_data(), t.grad->raw_data(), t.exp_avg->raw_data(), t.exp_avg_sq->raw_data(),
-                       nullptr, t.param->numel()});
+                       t.param_copy ? t.param_copy->raw_data() : nullptr, t.param->numel()});
     }
     kernels::cuda::DeviceGuard guard(first.param->device().index);
-    kernels::cuda::adamw_step_multi(first.param->dtype(), first.grad->dtype(), first.param->dtype(), table.data(),
+    kernels::cuda::adamw_step_multi(first.param->dtype(), first.grad->dtype(), copy_dtype(first), table.data(),
                                     table.size(), hyper);
     return;
   }
@@ -115,9 +121,9 @@ void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfi
   (void)one_launch;
 #endif
   for (const AdamWTensors& t : tensors) {
-    TRIDENT_KERNEL(t.param->device(), adamw_step, t.param->dtype(), t.grad->dtype(), t.param->dtype(),
-                   t.param->raw_data(), t.grad->raw_data(), t.exp_avg->raw_data(), t.exp_avg_sq->raw_data(), nullptr,
-                   t.param->numel(), hyper);
+    TRIDENT_KERNEL(t.param->device(), adamw_step, t.param->dtype(), t.grad->dtype(), copy_dtype(t),
+                   t.param->raw_data(), t.grad->raw_data(), t.exp_avg->raw_data(), t.exp_avg_sq->raw_data(),
+                   t.param_copy ? t.param_copy->raw_data() : nullptr, t.param->numel(), hyper);
   }
 }
 

@@ -34,14 +34,16 @@ struct AdamWConfig {
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWConfig& config,
                 std::int64_t step, double grad_scale = 1.0, Tensor* param_copy = nullptr);
 
-// adamw_step (without param_copy) of many tensors sharing one config: on a GPU
-// one kernel launch over all of them (multi-tensor apply) when they share
-// their dtypes, otherwise adamw_step per tensor. The results are adamw_step's.
+// adamw_step of many tensors sharing one config: on a GPU one kernel launch
+// over all of them (multi-tensor apply) when they share their dtypes (and
+// either all have a param_copy of one dtype or none has), otherwise adamw_step
+// per tensor. The results are adamw_step's.
 struct AdamWTensors {
   Tensor* param;
   const Tensor* grad;
   Tensor* exp_avg;
   Tensor* exp_avg_sq;
+  Tensor* param_copy = nullptr;  // optional, as adamw_step's
 };
 void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfig& config, std::int64_t step,
                       double grad_scale = 1.0);

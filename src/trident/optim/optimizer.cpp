@@ -41,7 +41,9 @@ void AdamW::step(double lr, double grad_scale) {
   ++step_;
   // Two groups (with and without weight decay), each one multi-tensor step:
   // a single kernel launch per group on a GPU.
-  std::vector<Tensor> data(params_.size()), grads(params_.size());
+  // The compute-dtype copies the forward pass made of the master weights
+  // (mixed precision) are rewritten in the same pass as the update.
+  std::vector<Tensor> data(params_.size()), grads(params_.size()), copies(params_.size());
   std::vector<ops::AdamWTensors> decayed, plain;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
@@ -52,12 +54,19 @@ void AdamW::step(double lr, double grad_scale) {
     }
     data[i] = p.var.data();
     grads[i] = p.var.grad();
-    (p.weight_decay ? decayed : plain).push_back({&data[i], &grads[i], &exp_avg_[i], &exp_avg_sq_[i]});
+    copies[i] = p.var.compute_copy();
+    (p.weight_decay ? decayed : plain)
+        .push_back({&data[i], &grads[i], &exp_avg_[i], &exp_avg_sq_[i], copies[i].defined() ? &copies[i] : nullptr});
   }
   const ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps, options_.weight_decay};
   ops::adamw_step_multi(decayed, cfg, step_, grad_scale);
   ops::adamw_step_multi(plain, ops::AdamWConfig{lr, options_.beta1, options_.beta2, options_.eps, 0.0}, step_,
                         grad_scale);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!data[i].defined()) continue;
+    params_[i]->var.mark_data_changed();
+    if (copies[i].defined()) params_[i]->var.set_compute_copy(copies[i]);
+  }
 }
 
 std::map<std::string, Tensor> AdamW::state() const {
@@ -90,6 +99,7 @@ void SGD::step(double lr, double grad_scale) {
     MemoryCategoryScope scope(MemoryCategory::optimizer);
     ops::sgd_step(data, p.var.grad(), momentum_[i], lr, options_.momentum,
                   p.weight_decay ? options_.weight_decay : 0.0, 0.0, options_.nesterov, grad_scale);
+    p.var.mark_data_changed();
   }
 }
 

@@ -127,6 +127,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params) {
   for (nn::Parameter* p : params) {
     p->var.data().copy_from(read_local(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
+    p->var.mark_data_changed();
   }
 }
 

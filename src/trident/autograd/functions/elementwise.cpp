@@ -1,9 +1,13 @@
 #include "trident/autograd/functions/elementwise.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
+#include <string_view>
 
 #include "trident/autograd/function.h"
 #include "trident/autograd/variable_impl.h"
+#include "trident/core/memory.h"
 #include "trident/ops/elementwise.h"
 #include "trident/ops/reduce.h"
 #include "trident/ops/shape.h"
@@ -42,15 +46,48 @@ Variable bias_add(const Variable& x, const Variable& bias) {
   });
 }
 
-Variable cast(const Variable& x, DType dtype) {
-  if (x.dtype() == dtype) return x;
+namespace {
+// The cast node of `x` whose output holds `converted` (x's data in another dtype).
+Variable record_cast(const Variable& x, Tensor converted) {
   const DType from = x.dtype();
-  Variable y = make_result(ops::cast(x.data(), dtype), {x}, "cast",
+  Variable y = make_result(std::move(converted), {x}, "cast",
                            [from](const GradContext& ctx) { return Grads{ops::cast(ctx.grad(), from)}; });
   // A copy of a leaf (a master weight in the compute dtype): ops with a
   // WeightGradSink add its gradient straight into the leaf's .grad.
   if (y.requires_grad() && x.is_leaf()) y.impl()->cast_of = x.impl();
   return y;
+}
+
+bool verify_compute_copies() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIDENT_VERIFY_COMPUTE_COPIES");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  }();
+  return on;
+}
+}  // namespace
+
+Variable cast(const Variable& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return record_cast(x, ops::cast(x.data(), dtype));
+}
+
+Variable cast_cached(const Variable& x, DType dtype) {
+  if (x.dtype() == dtype || !x.is_leaf()) return cast(x, dtype);
+  Tensor copy = x.compute_copy();
+  if (copy.defined() && copy.dtype() == dtype) {
+    if (verify_compute_copies()) {
+      const Tensor fresh = ops::cast(x.data(), dtype).to(Device::cpu()), kept = copy.to(Device::cpu());
+      TRIDENT_CHECK(std::memcmp(fresh.raw_data(), kept.raw_data(), fresh.nbytes()) == 0,
+                    "the {} copy of '{}' is stale: its data was written without Variable::mark_data_changed()",
+                    dtype, x.name());
+    }
+  } else {
+    MemoryCategoryScope scope(MemoryCategory::parameters);
+    copy = ops::cast(x.data(), dtype);
+    x.set_compute_copy(copy);
+  }
+  return record_cast(x, copy);
 }
 
 Variable sum(const Variable& x) {

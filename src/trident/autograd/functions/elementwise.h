@@ -15,6 +15,13 @@ Variable scale(const Variable& a, double s);
 Variable bias_add(const Variable& x, const Variable& bias);
 // Converts dtype; the gradient is converted back (mixed precision's master → compute copy).
 Variable cast(const Variable& x, DType dtype);
+// cast() of a leaf (a master weight) whose converted data is kept with the
+// leaf and reused until the data changes (Variable::mark_data_changed): one
+// conversion per optimiser step instead of one per micro-batch and per
+// recomputation — none at all when the optimiser writes the copy in its
+// update. TRIDENT_VERIFY_COMPUTE_COPIES=1 re-converts on every reuse and fails,
+// naming the variable, if a write went unannounced (the tests run with it).
+Variable cast_cached(const Variable& x, DType dtype);
 
 Variable sum(const Variable& x);
 Variable mean(const Variable& x);

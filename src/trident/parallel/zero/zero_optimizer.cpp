@@ -156,6 +156,7 @@ void ZeroOptimizer::step(double lr, double grad_scale) {
       const Tensor data = e.param->var.data();
       Tensor owned = data.flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
       data.copy_from(all_gather_rows(e, owned));
+      e.param->var.mark_data_changed();
     }
   }
 }
