@@ -14,6 +14,7 @@
 #include "trident/models/hf.h"
 #include "trident/ops/elementwise.h"
 #include "trident/ops/shape.h"
+#include "trident/optim/optimizer.h"
 
 namespace trident::models {
 namespace {
@@ -173,6 +174,29 @@ TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
     for (std::size_t i = 0; i < plain.parameters().size(); ++i) {
       EXPECT_EQ(plain.parameters()[i]->var.grad().to_vector<float>(), ckpt.parameters()[i]->var.grad().to_vector<float>())
           << plain.parameters()[i]->name;
+    }
+  }
+}
+
+// bf16 training: after backward and an AdamW step every weight's bf16 copy is
+// the one the update wrote (the next forward converts nothing), and equals a
+// fresh conversion of the updated master weights.
+TEST(CausalLM, Bf16StepLeavesUpdatedComputeCopies) {
+  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+    std::mt19937_64 gen(3);
+    Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
+    CausalLM model(tiny(arch, 0.0));
+    model.initialize(1);
+    optim::AdamW opt(model.parameters(), optim::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+    ForwardContext ctx;
+    ctx.training = true;
+    ctx.compute_dtype = DType::bf16;
+    model.loss(ids, labels, ctx).backward();
+    opt.step(1e-2);
+    for (const nn::Parameter* p : model.parameters()) {
+      const Tensor copy = p->var.compute_copy();
+      ASSERT_TRUE(copy.defined()) << p->name << ": AdamW dropped or did not write its bf16 copy";
+      EXPECT_EQ(copy.to_vector<float>(), ops::cast(p->var.data(), DType::bf16).to_vector<float>()) << p->name;
     }
   }
 }

@@ -89,19 +89,35 @@ TEST(AdamW, RewritesTheComputeCopyInItsUpdate) {
   TwoParams m;
   m.initialize(3, DType::f32);
   AdamW opt(m.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.1});
-  autograd::Variable first = autograd::cast_cached(m.w->var, DType::bf16);
-  const Tensor copy = m.w->var.compute_copy();
-  ASSERT_TRUE(copy.defined());
+  (void)autograd::cast_cached(m.w->var, DType::bf16);  // the forward pass (its graph is gone)
+  const void* copy_memory = m.w->var.compute_copy().raw_data();
   for (auto* p : m.parameters()) p->var.set_grad(Tensor::from_vector<float>({0.5f, -0.25f, 0.125f}, {3}));
   const auto before = m.w->var.data().to_vector<float>();
   opt.step(0.01);
   ASSERT_NE(m.w->var.data().to_vector<float>(), before);
-  ASSERT_TRUE(m.w->var.compute_copy().defined()) << "AdamW must keep the copy valid";
-  EXPECT_TRUE(m.w->var.compute_copy().is_same(copy)) << "written in place, not reallocated";
+  const Tensor copy = m.w->var.compute_copy();
+  ASSERT_TRUE(copy.defined()) << "AdamW must keep the copy valid";
+  EXPECT_EQ(copy.raw_data(), copy_memory) << "written in place, not reallocated";
   EXPECT_EQ(copy.to_vector<float>(), ops::cast(m.w->var.data(), DType::bf16).to_vector<float>());
   EXPECT_TRUE(autograd::cast_cached(m.w->var, DType::bf16).data().is_same(copy));
   // The bias had no copy: none is made, and its next cast converts afresh.
   EXPECT_FALSE(m.b->var.compute_copy().defined());
+}
+
+// A graph still alive across the step (retain_graph, or built before it) keeps
+// the weights it was built with: AdamW leaves that copy alone and drops it.
+TEST(AdamW, LeavesACopyALiveGraphHolds) {
+  TwoParams m;
+  m.initialize(4, DType::f32);
+  AdamW opt(m.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+  const autograd::Variable held = autograd::cast_cached(m.w->var, DType::bf16);
+  const auto before = held.data().to_vector<float>();
+  for (auto* p : m.parameters()) p->var.set_grad(Tensor::from_vector<float>({0.5f, -0.25f, 0.125f}, {3}));
+  opt.step(0.01);
+  EXPECT_EQ(held.data().to_vector<float>(), before);
+  EXPECT_FALSE(m.w->var.compute_copy().defined());
+  EXPECT_EQ(autograd::cast_cached(m.w->var, DType::bf16).data().to_vector<float>(),
+            ops::cast(m.w->var.data(), DType::bf16).to_vector<float>());
 }
 
 TEST(SGD, MomentumMatchesPyTorchSemantics) {

@@ -104,9 +104,10 @@ class WeightGradSink {
   void add_product(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false) const;
   // .grad (+)= g, converted to the gradient's dtype.
   void add(const Tensor& g) const;
-  // Whether a kernel computing in `dtype` can write the gradient directly: the
-  // gradient is of that dtype, or f32 for bf16/f16 (else compute, then add()).
-  bool writes_from(DType dtype) const;
+  // Whether a kernel computing like `computed` can write the gradient
+  // directly: the gradient is on its device and of its dtype, or f32 for
+  // bf16/f16 (else compute, then add()).
+  bool writes_from(const Tensor& computed) const;
   // For ops that write the gradient themselves: the leaf's .grad, allocated
   // (contents undefined, *fresh = true) when the leaf has none yet. The op must
   // overwrite a fresh buffer completely and add into an existing one.

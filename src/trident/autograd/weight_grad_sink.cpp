@@ -42,15 +42,18 @@ Tensor& WeightGradSink::buffer(bool* fresh) const {
   return leaf->grad;  // the leaf outlives the backward that calls this (its AccumulateGrad is still due)
 }
 
-bool WeightGradSink::writes_from(DType dtype) const {
+bool WeightGradSink::writes_from(const Tensor& computed) const {
   const std::shared_ptr<VariableImpl> leaf = leaf_.lock();
   TRIDENT_CHECK(leaf, "WeightGradSink: the parameter was destroyed before its backward ran");
-  const DType want = leaf->data.dtype();
-  return want == dtype || (want == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16));
+  // An installed buffer may differ from the data (set_grad checks only the shape).
+  const Tensor& target = leaf->grad.defined() ? leaf->grad : leaf->data;
+  const DType want = target.dtype(), dtype = computed.dtype();
+  return target.device() == computed.device() &&
+         (want == dtype || (want == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16)));
 }
 
 void WeightGradSink::add_product(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) const {
-  if (!writes_from(a.dtype())) {
+  if (!writes_from(a)) {
     add(ops::matmul(a, b, trans_a, trans_b));  // no GEMM writes this pair of dtypes
     return;
   }
@@ -64,7 +67,8 @@ void WeightGradSink::add(const Tensor& g) const {
   TRIDENT_CHECK(leaf, "WeightGradSink: the parameter was destroyed before its backward ran");
   bool fresh = false;
   Tensor& dst = buffer(&fresh);
-  const Tensor src = g.dtype() == dst.dtype() ? g : ops::cast(g, dst.dtype());
+  Tensor src = g.dtype() == dst.dtype() ? g : ops::cast(g, dst.dtype());
+  if (src.device() != dst.device()) src = src.to(dst.device());
   if (fresh) {
     dst.copy_from(src);
   } else {

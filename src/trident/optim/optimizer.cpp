@@ -42,7 +42,8 @@ void AdamW::step(double lr, double grad_scale) {
   // Two groups (with and without weight decay), each one multi-tensor step:
   // a single kernel launch per group on a GPU.
   // The compute-dtype copies the forward pass made of the master weights
-  // (mixed precision) are rewritten in the same pass as the update.
+  // (mixed precision) are rewritten in the same pass as the update, unless a
+  // live graph still holds one (then it is dropped).
   std::vector<Tensor> data(params_.size()), grads(params_.size()), copies(params_.size());
   std::vector<ops::AdamWTensors> decayed, plain;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -55,6 +56,9 @@ void AdamW::step(double lr, double grad_scale) {
     data[i] = p.var.data();
     grads[i] = p.var.grad();
     copies[i] = p.var.compute_copy();
+    // Held by a graph not yet run backward (retain_graph, or a forward built
+    // before this step): leave it to that graph and convert afresh next time.
+    if (copies[i].defined() && copies[i].storage().use_count() > 2) copies[i] = Tensor();
     (p.weight_decay ? decayed : plain)
         .push_back({&data[i], &grads[i], &exp_avg_[i], &exp_avg_sq_[i], copies[i].defined() ? &copies[i] : nullptr});
   }

@@ -12,7 +12,7 @@ Variable embedding(const Variable& weight, const Tensor& ids) {
                      [ids, vocab, sink](const GradContext& ctx) {
                        const Tensor& dout = ctx.grad();
                        if (!sink) return std::vector<Tensor>{ops::embedding_backward(dout, ids, vocab)};
-                       if (sink.writes_from(dout.dtype())) {
+                       if (sink.writes_from(dout)) {
                          // Only the rows of this batch's ids are touched, in the master dtype.
                          bool fresh = false;
                          Tensor& dweight = sink.buffer(&fresh);
