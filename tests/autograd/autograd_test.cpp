@@ -192,7 +192,9 @@ TEST(Autograd, FusedWeightGradientsMatchTheUnfusedPath) {
     const auto [w_fused, x_fused] = run(true, backwards);
     const auto [w_plain, x_plain] = run(false, backwards);
     ASSERT_EQ(w_fused.size(), w_plain.size());
-    for (std::size_t i = 0; i < w_fused.size(); ++i) EXPECT_NEAR(w_fused[i], w_plain[i], 1e-12 * (1 + std::abs(w_plain[i])));
+    for (std::size_t i = 0; i < w_fused.size(); ++i) {
+      EXPECT_NEAR(w_fused[i], w_plain[i], 1e-12 * (1 + std::abs(w_plain[i])));
+    }
     EXPECT_EQ(x_fused, x_plain);
   }
 }

@@ -48,7 +48,9 @@ void sink_product(const WeightGradSink& sink, const Tensor& x, const Tensor& y, 
 }
 
 // A 2-D operand's gradient sink (a weight), else an empty one.
-WeightGradSink sink_of_matrix(const Variable& v) { return v.shape().rank() == 2 ? WeightGradSink::of(v) : WeightGradSink(); }
+WeightGradSink sink_of_matrix(const Variable& v) {
+  return v.shape().rank() == 2 ? WeightGradSink::of(v) : WeightGradSink();
+}
 
 }  // namespace
 
