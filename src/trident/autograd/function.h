@@ -114,6 +114,7 @@ class WeightGradSink {
   Tensor& buffer(bool* fresh) const;
 
  private:
+  std::shared_ptr<VariableImpl> live_leaf() const;  // the leaf, or an error naming the sink
   std::weak_ptr<VariableImpl> leaf_;
 };
 

@@ -30,9 +30,14 @@ Variable WeightGradSink::edge() const {
   return Variable::from_impl(std::move(leaf));
 }
 
-Tensor& WeightGradSink::buffer(bool* fresh) const {
+std::shared_ptr<VariableImpl> WeightGradSink::live_leaf() const {
   std::shared_ptr<VariableImpl> leaf = leaf_.lock();
   TRIDENT_CHECK(leaf, "WeightGradSink: the parameter was destroyed before its backward ran");
+  return leaf;
+}
+
+Tensor& WeightGradSink::buffer(bool* fresh) const {
+  const std::shared_ptr<VariableImpl> leaf = live_leaf();
   *fresh = !leaf->grad.defined();
   if (*fresh) {
     MemoryCategoryScope scope(MemoryCategory::gradients);
@@ -43,8 +48,7 @@ Tensor& WeightGradSink::buffer(bool* fresh) const {
 }
 
 bool WeightGradSink::writes_from(const Tensor& computed) const {
-  const std::shared_ptr<VariableImpl> leaf = leaf_.lock();
-  TRIDENT_CHECK(leaf, "WeightGradSink: the parameter was destroyed before its backward ran");
+  const std::shared_ptr<VariableImpl> leaf = live_leaf();
   // An installed buffer may differ from the data (set_grad checks only the shape).
   const Tensor& target = leaf->grad.defined() ? leaf->grad : leaf->data;
   const DType want = target.dtype(), dtype = computed.dtype();
@@ -63,8 +67,6 @@ void WeightGradSink::add_product(const Tensor& a, const Tensor& b, bool trans_a,
 }
 
 void WeightGradSink::add(const Tensor& g) const {
-  const std::shared_ptr<VariableImpl> leaf = leaf_.lock();
-  TRIDENT_CHECK(leaf, "WeightGradSink: the parameter was destroyed before its backward ran");
   bool fresh = false;
   Tensor& dst = buffer(&fresh);
   Tensor src = g.dtype() == dst.dtype() ? g : ops::cast(g, dst.dtype());
