@@ -47,18 +47,31 @@ constexpr MatmulBackend kDefaultF32Backend = MatmulBackend::onednn;
 // tiles fixed by the shape alone and has each library compute a tile on one
 // thread; the tiles are spread over num_threads() threads.
 //
-// Tiles cover all rows when M ≤ 512 (the tokens of a micro-batch), so each
-// column of B is packed once (bf16 repacks B into pairs of K), and split the
-// columns into at least 8 tiles (2–8 threads share even a 256-token GEMM) of
-// 128 to 1024 columns, a multiple of the libraries' 64-column blocks.
+// Rows: one tile for up to 512 (all the tokens of a micro-batch, so each
+// column of B is packed once: bf16 repacks B into pairs of K), else equal
+// tiles of at most 512, a multiple of 64 (a weight gradient's 768 rows in two).
+// Columns: equal tiles of 128 to 1024, a multiple of the libraries' 64-column
+// blocks, enough for at least 4 tiles in all, and an even number of tiles where
+// there are few, so that 2 threads share them evenly (bench/RESULTS.md,
+// "Matmul tiles": wider, balanced tiles beat at least 8 narrow ones).
 std::pair<std::int64_t, std::int64_t> tile_shape(std::int64_t m, std::int64_t n) {
-  constexpr std::int64_t kMinTiles = 8;
-  const std::int64_t tm = m <= 512 ? std::max<std::int64_t>(m, 1) : 256;
-  const std::int64_t tiles_m = (m + tm - 1) / tm;
-  const std::int64_t n_tiles = std::max<std::int64_t>(1, (kMinTiles + tiles_m - 1) / tiles_m);
-  std::int64_t tn = ((n + n_tiles - 1) / n_tiles + 63) / 64 * 64;
-  tn = std::clamp<std::int64_t>(tn, 128, 1024);
-  return {tm, std::min(tn, std::max<std::int64_t>(n, 1))};
+  constexpr std::int64_t kMaxTileRows = 512, kMinTiles = 4, kFewTiles = 16;
+  constexpr std::int64_t kMinCols = 128, kMaxCols = 1024, kBlock = 64;
+  auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  auto width = [&](std::int64_t extent, std::int64_t parts) { return ceil_div(ceil_div(extent, parts), kBlock) * kBlock; };
+  m = std::max<std::int64_t>(m, 1);
+  n = std::max<std::int64_t>(n, 1);
+  const std::int64_t tm = m <= kMaxTileRows ? m : width(m, ceil_div(m, kMaxTileRows));
+  const std::int64_t tiles_m = ceil_div(m, tm);
+  std::int64_t tn = std::clamp(width(n, ceil_div(kMinTiles, tiles_m)), kMinCols, kMaxCols);
+  std::int64_t tiles_n = ceil_div(n, tn);
+  tn = width(n, tiles_n);  // equal widths (a clamp to 1024 may have left a narrow last tile)
+  const std::int64_t tiles = tiles_m * tiles_n;
+  if (tiles > 1 && tiles < kFewTiles && tiles % 2 == 1) {
+    const std::int64_t narrower = width(n, tiles_n + 1);
+    if (narrower >= kMinCols && ceil_div(n, narrower) == tiles_n + 1) tn = narrower;
+  }
+  return {tm, std::min(tn, n)};
 }
 
 constexpr double kMinParallelFlops = 8e6;  // ~40 us of one core
