@@ -199,6 +199,45 @@ TEST(Autograd, FusedWeightGradientsMatchTheUnfusedPath) {
   }
 }
 
+// zero_grad() is lazy: the buffer is kept, the next backward overwrites it
+// (the weight-gradient GEMM with beta = 0, AccumulateGrad by copying) and a
+// gradient read before any write is zero.
+TEST(Autograd, ZeroGradKeepsTheBufferAndTheNextBackwardOverwritesIt) {
+  Variable w = leaf({1, 2, 3, 4, 5, 6}, {3, 2});  // a fused weight (linear)
+  Variable b = leaf({1, 1, 1}, {3});              // a bias (AccumulateGrad)
+  Variable unused = leaf({7, 8}, {2});
+  const Variable x(Tensor::from_vector<double>({0.5, -1, 2, 0.25}, {2, 2}), false);
+  auto backward = [&](bool touch_unused) {
+    Variable y = linear(x, w, b);  // [2, 3]
+    Variable loss = sum(mul(y, y));
+    if (touch_unused) loss = add(loss, sum(unused));
+    loss.backward();
+  };
+  backward(true);
+  const std::vector<double> w_once = w.grad().to_vector<double>(), b_once = b.grad().to_vector<double>();
+  const Tensor w_buffer = w.grad(), b_buffer = b.grad();
+  backward(true);  // accumulates
+  EXPECT_NE(w.grad().to_vector<double>(), w_once);
+  for (Variable* v : {&w, &b, &unused}) v->zero_grad();
+  backward(false);
+  EXPECT_TRUE(w.grad().is_same(w_buffer));
+  EXPECT_TRUE(b.grad().is_same(b_buffer));
+  EXPECT_EQ(w.grad().to_vector<double>(), w_once);
+  EXPECT_EQ(b.grad().to_vector<double>(), b_once);
+  EXPECT_EQ(unused.grad().to_vector<double>(), (std::vector<double>{0, 0}));
+  // Read before the backward: zeroed then, and the backward adds onto the zeros.
+  w.zero_grad();
+  EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(6, 0.0));
+  b.zero_grad();
+  backward(false);
+  EXPECT_EQ(w.grad().to_vector<double>(), w_once);
+  EXPECT_EQ(b.grad().to_vector<double>(), b_once);
+  // An installed buffer replaces a stale one as it is.
+  w.zero_grad();
+  w.set_grad(Tensor::from_vector<double>({1, 1, 1, 1, 1, 1}, {3, 2}));
+  EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(6, 1.0));
+}
+
 // Mixed precision: the weight gradient of a bf16 copy of an f32 master is the
 // f32 GEMM output, added into the master's gradient without a bf16 rounding —
 // also into an installed buffer (data parallelism's bucket views).

@@ -81,6 +81,7 @@ bool Variable::is_leaf() const { return impl_ && impl_->grad_fn == nullptr; }
 
 const Tensor& Variable::grad() const {
   TRIDENT_CHECK(impl_ != nullptr, "grad() of an undefined Variable");
+  if (std::exchange(impl_->grad_stale, false)) impl_->grad.fill_zero();
   return impl_->grad;
 }
 
@@ -91,10 +92,11 @@ void Variable::set_grad(const Tensor& grad) {
                   grad.shape(), impl_->data.shape(), impl_->name);
   }
   impl_->grad = grad;
+  impl_->grad_stale = false;
 }
 
 void Variable::zero_grad() {
-  if (impl_ && impl_->grad.defined()) impl_->grad.fill_zero();
+  if (impl_ && impl_->grad.defined()) impl_->grad_stale = true;
 }
 
 Variable Variable::detach() const {
@@ -168,7 +170,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     TRIDENT_CHECK(g.shape() == leaf->data.shape(), "gradient of shape {} arrived for parameter '{}' of shape {}",
                   g.shape(), leaf->name, leaf->data.shape());
     if (leaf->grad.defined()) {
-      ops::add_(leaf->grad, g.dtype() == leaf->grad.dtype() ? g : ops::cast(g, leaf->grad.dtype()));
+      const Tensor src = g.dtype() == leaf->grad.dtype() ? g : ops::cast(g, leaf->grad.dtype());
+      if (std::exchange(leaf->grad_stale, false)) {
+        leaf->grad.copy_from(src);
+      } else {
+        ops::add_(leaf->grad, src);
+      }
     } else {
       // Clone: the incoming tensor may be shared with other consumers' gradients.
       MemoryCategoryScope scope(MemoryCategory::gradients);

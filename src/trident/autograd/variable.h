@@ -59,7 +59,11 @@ class Variable {
   // Installs a gradient buffer (e.g. a view into a contiguous bucket); later
   // backward passes add into it in place.
   void set_grad(const Tensor& grad);
-  void zero_grad();  // zeroes the buffer in place if present
+  // Makes the gradient zero, lazily: the buffer is kept, and the next backward
+  // writes into it instead of adding (saving a pass over every gradient), or
+  // grad() zeroes it if it is read first. Code holding its own alias of the
+  // buffer (a bucket) must read it through grad() or zero it itself.
+  void zero_grad();
 
   // Runs backward from this variable. `grad_output` defaults to 1 for a
   // single-element variable and must be given otherwise (pipeline stages pass

@@ -31,6 +31,10 @@ struct VariableImpl {
   // Leaves: a WeightGradSink added to .grad during the running backward, so
   // AccumulateGrad fires the hooks even when no gradient reaches it.
   bool grad_written_in_place = false;
+  // Leaves: zero_grad() left .grad's old values in place; they count as zeros.
+  // The next writer overwrites instead of adding, and grad() zeroes the buffer
+  // if it is read first (so the buffer is not cleared and then overwritten).
+  bool grad_stale = false;
 };
 
 // Adds a leaf's incoming gradient into its .grad and fires its hooks.

@@ -1,6 +1,9 @@
 // WeightGradSink: ops adding their weight gradients straight into a leaf's .grad
 // (see function.h).
 #include "trident/autograd/function.h"
+
+#include <utility>
+
 #include "trident/autograd/variable_impl.h"
 #include "trident/core/memory.h"
 #include "trident/ops/elementwise.h"
@@ -38,8 +41,8 @@ std::shared_ptr<VariableImpl> WeightGradSink::live_leaf() const {
 
 Tensor& WeightGradSink::buffer(bool* fresh) const {
   const std::shared_ptr<VariableImpl> leaf = live_leaf();
-  *fresh = !leaf->grad.defined();
-  if (*fresh) {
+  *fresh = std::exchange(leaf->grad_stale, false) || !leaf->grad.defined();
+  if (!leaf->grad.defined()) {
     MemoryCategoryScope scope(MemoryCategory::gradients);
     leaf->grad = Tensor::empty(leaf->data.shape(), leaf->data.dtype(), leaf->data.device());
   }

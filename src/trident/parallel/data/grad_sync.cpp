@@ -27,11 +27,12 @@ GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Com
   for (nn::Parameter* p : order) {
     const std::int64_t n = p->var.numel();
     if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= bucket_elems) {
-      buckets_.push_back(Bucket{offset, offset, 0, 0, nullptr, false});
+      buckets_.push_back(Bucket{offset, offset, 0, 0, nullptr, false, {}});
     }
     Bucket& b = buckets_.back();
     b.end = offset + n;
     b.params += 1;
+    b.members.push_back(p);
     p->var.set_grad(buffer_.slice0(offset, offset + n).view(p->var.shape()));
     const std::size_t index = buckets_.size() - 1;
     p->var.add_grad_ready_hook([this, index](autograd::Variable&) {
@@ -71,6 +72,9 @@ void GradSync::launch(Bucket& b) {
     first_launch_ = std::chrono::steady_clock::now();
     any_launched_ = true;
   }
+  // A member whose zero_grad() was lazy and that no backward wrote since
+  // holds old values in the buffer until grad() zeroes them.
+  for (const nn::Parameter* p : b.members) (void)p->var.grad();
   Tensor view = buffer_.slice0(b.begin, b.end);
   b.work = dp_->all_reduce(view);
   b.launched = true;

@@ -58,6 +58,7 @@ class GradSync {
     int pending = 0;
     std::unique_ptr<dist::Work> work;
     bool launched = false;
+    std::vector<nn::Parameter*> members;
   };
   void launch(Bucket& b);
 
