@@ -103,6 +103,13 @@ TEST(AdamW, ParamCopyIsTheRoundedUpdatedParameter) {
     ops::adamw_step(p, random_tensor({n}, 6, -1, 1, DType::bf16), m, v, {.lr = 1e-3}, 7, 1.0, &copy);
     EXPECT_TRUE(bit_equal(copy, p.to(copy_dtype))) << dtype_name(copy_dtype);
   }
+  // A bf16 copy 32-byte aligned is written with streaming stores, one that is not with plain ones.
+  for (std::int64_t offset : {0, 1, 16}) {
+    Tensor p = random_tensor({n}, 3), m = random_tensor({n}, 4, -0.1, 0.1), v = random_tensor({n}, 5, 0, 0.01);
+    Tensor copy = Tensor::empty({n + offset}, DType::bf16).slice0(offset, n + offset);
+    ops::adamw_step(p, random_tensor({n}, 6, -1, 1), m, v, {.lr = 1e-3}, 7, 1.0, &copy);
+    EXPECT_TRUE(bit_equal(copy, p.to(DType::bf16))) << "offset " << offset;
+  }
 }
 
 // The multi-tensor step gives each tensor exactly its single-tensor step.

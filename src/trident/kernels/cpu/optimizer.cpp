@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -110,16 +111,31 @@ inline __m512 load16(const bf16* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-inline void store16(bf16* p, __m512 v) {
+// bf16 bits of 16 floats, rounded to nearest even (NaNs stay quiet NaNs), as core/dtype.h.
+inline __m256i to_bf16_bits(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i hi = _mm512_srli_epi32(u, 16);
   const __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
   const __m512i quiet_nan = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
   const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet_nan);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bits));
+  return _mm512_cvtepi32_epi16(bits);
 }
+inline void store16(bf16* p, __m512 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), to_bf16_bits(v)); }
 inline void store16(NoCopy*, __m512) {}
+
+// The compute copy is only written here and next read by the following
+// forward, long after this pass has streamed the whole model through the
+// caches: a non-temporal store skips reading each line in first (2 of the
+// ~32 bytes this step moves per parameter). Needs 32-byte alignment.
+template <typename C>
+inline void store16_streaming(C* p, __m512 v) {
+  if constexpr (std::is_same_v<C, bf16>) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), to_bf16_bits(v));
+  } else {
+    store16(p, v);
+  }
+}
 
 // Full 16-element blocks of [lo, hi); returns where the scalar tail starts.
 template <typename G, typename C>
@@ -130,6 +146,8 @@ std::int64_t adamw_avx512(const AdamWScalars<float>& s, float* param, const G* g
   const __m512 beta2 = _mm512_set1_ps(s.beta2), c2 = _mm512_set1_ps(s.c2), bc2_sqrt = _mm512_set1_ps(s.bc2_sqrt);
   const __m512 eps = _mm512_set1_ps(s.eps), neg_step_size = _mm512_set1_ps(s.neg_step_size);
   std::int64_t i = lo;
+  bool stream_copy = false;
+  if constexpr (std::is_same_v<C, bf16>) stream_copy = reinterpret_cast<std::uintptr_t>(copy + lo) % 32 == 0;
   for (; i + kVec <= hi; i += kVec) {
     const __m512 g = _mm512_mul_ps(load16(grad + i), grad_scale);
     __m512 p = _mm512_mul_ps(_mm512_loadu_ps(param + i), decay);
@@ -143,8 +161,15 @@ std::int64_t adamw_avx512(const AdamWScalars<float>& s, float* param, const G* g
     _mm512_storeu_ps(param + i, p);
     _mm512_storeu_ps(m_state + i, m);
     _mm512_storeu_ps(v_state + i, v);
-    if constexpr (!std::is_same_v<C, NoCopy>) store16(copy + i, p);
+    if constexpr (!std::is_same_v<C, NoCopy>) {
+      if (stream_copy) {
+        store16_streaming(copy + i, p);
+      } else {
+        store16(copy + i, p);
+      }
+    }
   }
+  if (stream_copy) _mm_sfence();  // order the streamed stores before the caller's later writes
   return i;
 }
 #endif
