@@ -32,40 +32,14 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/attention_tiles.h"
 #include "trident/kernels/cpu/softmax.h"
 
 namespace trident::kernels::cpu {
 
 namespace {
 
-using i64 = std::int64_t;
-
-constexpr i64 kTile = 64;  // queries and keys per tile
-constexpr i64 kRows = 4;   // tile row counts are rounded up to this (padding rows are zero)
-
-constexpr i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
-constexpr i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
-
-template <typename A>
-constexpr A kNegInf = -std::numeric_limits<A>::infinity();
-
-// A 64-byte-aligned scratch array.
-template <typename A>
-class Scratch {
- public:
-  explicit Scratch(i64 n) {
-    const auto bytes = static_cast<std::size_t>(round_up(std::max<i64>(n, 1) * static_cast<i64>(sizeof(A)), 64));
-    p_ = static_cast<A*>(std::aligned_alloc(64, bytes));
-    if (p_ == nullptr) throw std::bad_alloc();
-  }
-  ~Scratch() { std::free(p_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  A* get() const noexcept { return p_; }
-
- private:
-  A* p_ = nullptr;
-};
+using namespace attention_detail;
 
 // ---------------------------------------------------------------------------
 // Tile product: C[m][n] (+)= Σ_{k<K} a[m·a_rs + k·a_ks] · b[k·ldb + n] for
@@ -160,96 +134,6 @@ void gemm_tile(i64 M, i64 N, i64 K, const A* a, i64 a_rs, i64 a_ks, const A* b, 
 }
 
 // ---------------------------------------------------------------------------
-// Row operations on one 64-wide score row.
-
-#ifdef __AVX512F__
-// Horizontal max / sum of 16 lanes by a fixed tree of lane swaps. Zero-masked
-// shuffles with an all-ones mask: the unmasked ones (and _mm512_reduce_*)
-// start from _mm512_undefined_*(), which GCC 12 reports as uninitialised.
-constexpr __mmask16 kAllLanes = 0xffff;
-template <typename Op>
-inline float lanes_reduce(__m512 v, Op op) {
-  v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0x4e));  // swap 256-bit halves
-  v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0xb1));  // swap 128-bit quarters
-  v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0x4e));        // swap 64-bit pairs
-  v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0xb1));        // swap neighbours
-  return _mm512_cvtss_f32(v);
-}
-inline float lanes_max(__m512 v) {
-  return lanes_reduce(v, [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(kAllLanes, a, b); });
-}
-inline float lanes_sum(__m512 v) {
-  return lanes_reduce(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
-}
-#endif
-
-#ifdef __AVX512F__
-// Lanes x..x+15 of a row whose first `lim` entries are visible.
-inline __mmask16 visible_lanes(i64 lim, i64 x) {
-  return static_cast<__mmask16>((1u << std::clamp<i64>(lim - x, 0, 16)) - 1u);
-}
-#endif
-
-// max(init, row[j] for j < lim).
-template <typename A>
-A row_max(const A* row, i64 lim, A init) {
-#ifdef __AVX512F__
-  if constexpr (std::is_same_v<A, float>) {
-    const __m512 neg_inf = _mm512_set1_ps(kNegInf<float>);
-    __m512 m = neg_inf;
-    for (i64 x = 0; x < kTile; x += 16)
-      m = _mm512_maskz_max_ps(kAllLanes, m, _mm512_mask_loadu_ps(neg_inf, visible_lanes(lim, x), row + x));
-    return std::max(init, lanes_max(m));
-  }
-#endif
-  A mx = init;
-  for (i64 j = 0; j < lim; ++j) mx = std::max(mx, row[j]);
-  return mx;
-}
-
-// row[j] = exp(row[j] − mx) for j < lim and 0 beyond; returns the sum (in a fixed lane order).
-template <typename A>
-A row_exp_sum(A* row, i64 lim, A mx) {
-#ifdef __AVX512F__
-  if constexpr (std::is_same_v<A, float>) {
-    const __m512 m = _mm512_set1_ps(mx);
-    __m512 sum = _mm512_setzero_ps();
-    for (i64 x = 0; x < kTile; x += 16) {
-      const __m512 p =
-          _mm512_maskz_mov_ps(visible_lanes(lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(row + x), m)));
-      _mm512_storeu_ps(row + x, p);
-      sum = _mm512_add_ps(sum, p);
-    }
-    return lanes_sum(sum);
-  }
-#endif
-  A sum = 0;
-  for (i64 j = 0; j < kTile; ++j) sum += (row[j] = j < lim ? exp_acc(row[j] - mx) : A(0));
-  return sum;
-}
-
-// For j < lim: p = exp(s[j] − lse), s[j] = p, dp[j] = p·(dp[j] − di); for j ≥ lim both are 0.
-template <typename A>
-void row_softmax_grad(A* s, A* dp, i64 lim, A lse, A di) {
-#ifdef __AVX512F__
-  if constexpr (std::is_same_v<A, float>) {
-    const __m512 l = _mm512_set1_ps(lse), d = _mm512_set1_ps(di);
-    for (i64 x = 0; x < kTile; x += 16) {
-      const __m512 p = _mm512_maskz_mov_ps(visible_lanes(lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(s + x), l)));
-      _mm512_storeu_ps(s + x, p);
-      _mm512_storeu_ps(dp + x, _mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(dp + x), d)));
-    }
-    return;
-  }
-#endif
-  for (i64 j = 0; j < kTile; ++j) {
-    const A p = j < lim ? exp_acc(s[j] - lse) : A(0);
-    s[j] = p;
-    dp[j] = p * (dp[j] - di);
-  }
-}
-
-// ---------------------------------------------------------------------------
 // Packing.
 
 // dst[i·Dp + d] = src[i·stride + d]·factor for i < n, d < D; zero for d ∈ [D, Dp) and rows i ∈ [n, rows).
@@ -266,28 +150,6 @@ void pack_rows(const T* src, i64 stride, i64 n, i64 rows, i64 D, i64 Dp, A facto
     }
   }
 }
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define TRIDENT_ATTENTION_VECTOR_PACK 1
-// In-register transpose of 16 vectors in four rounds of two-source permutes:
-// round b swaps the off-diagonal b×b blocks of each 2b×2b block.
-inline void transpose16(__m512 (&r)[16]) {
-  for (int b = 8; b >= 1; b /= 2) {
-    alignas(64) std::int32_t lo[16], hi[16];
-    for (int j = 0; j < 16; ++j) {
-      lo[j] = (j & b) ? 16 + j - b : j;  // from the first vector keep j, take the partner's j − b
-      hi[j] = (j & b) ? 16 + j : j + b;  // from the second: its own j, the first's j + b
-    }
-    const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
-    for (int i = 0; i < 16; ++i) {
-      if (i & b) continue;
-      const __m512 x = r[i], y = r[i + b];
-      r[i] = _mm512_permutex2var_ps(x, ilo, y);
-      r[i + b] = _mm512_permutex2var_ps(x, ihi, y);
-    }
-  }
-}
-#endif
 
 // dst[d·kTile + i] = src[i·stride + d] for i < n, d < D; columns i ∈ [n, kTile) zero.
 template <typename T, typename A>
@@ -314,31 +176,6 @@ void pack_cols(const T* src, i64 stride, i64 n, i64 D, A* dst) {
     for (i64 i = n; i < kTile; ++i) out[i] = A(0);
   }
 }
-
-// Tasks per thread chunk so that a chunk has at least ~2^18 multiply-adds: tiny
-// problems (decoding steps, unit tests) stay on one thread instead of paying
-// for a parallel region.
-i64 task_grain(i64 work_per_task) { return std::max<i64>(1, ceil_div(i64(1) << 18, std::max<i64>(work_per_task, 1))); }
-
-// Shared geometry: element offsets into the [B, T, H, D] / [B, S, Hkv, D] tensors.
-struct Geometry {
-  explicit Geometry(const AttentionDims& d)
-      : B(d.batch), T(d.q_len), S(d.kv_len), H(d.heads), Hkv(d.kv_heads), D(d.head_dim),
-        group(d.heads / d.kv_heads), Dp(round_up(d.head_dim, 16)), shift(d.kv_len - d.q_len), causal(d.causal),
-        q_blocks(ceil_div(d.q_len, kTile)), k_blocks(ceil_div(d.kv_len, kTile)) {}
-  i64 q_offset(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
-  i64 kv_offset(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
-  i64 q_stride() const { return H * D; }
-  i64 kv_stride() const { return Hkv * D; }
-  // Keys [0, kv_end) are visible to some query of the block starting at t0 with nq rows.
-  i64 kv_end(i64 t0, i64 nq) const { return causal ? std::clamp<i64>(t0 + nq + shift, 0, S) : S; }
-  // Keys of the tile starting at s0 (nk keys) visible to query t: a prefix of that many.
-  i64 visible(i64 t, i64 s0, i64 nk) const { return causal ? std::clamp<i64>(t + shift - s0 + 1, 0, nk) : nk; }
-
-  i64 B, T, S, H, Hkv, D, group, Dp, shift;
-  bool causal;
-  i64 q_blocks, k_blocks;
-};
 
 // The keys and values of one (batch, kv head), packed for the forward pass
 // (transposed keys, value rows) or the dq pass (transposed keys and values, key rows).
@@ -412,37 +249,14 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
         const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
         gemm_tile<A, false>(M, kTile, g.D, qs.get(), g.Dp, 1, head.keys_t(g, kb), kTile, sc.get(), kTile);
         for (i64 i = 0; i < M; ++i) {
-          A* row = sc.get() + i * kTile;
-          const i64 t = t0 + i;
-          const i64 lim = i < nq ? g.visible(t, s0, nk) : 0;
-          if (mask != nullptr && lim > 0) {
-            const T* mrow = mask + t * g.S + s0;
-            for (i64 j = 0; j < lim; ++j) row[j] += load(mrow[j]);
-          }
-          const A mx = row_max(row, lim, running_max[i]);
-          if (mx == kNegInf<A>) {  // nothing visible to this query yet (or a padding row)
-            std::fill_n(row, kTile, A(0));
-            continue;
-          }
-          const A alpha = exp_acc(running_max[i] - mx);
-          running_sum[i] = running_sum[i] * alpha + row_exp_sum(row, lim, mx);
-          running_max[i] = mx;
-          if (alpha != A(1)) {
-            A* o = acc.get() + i * g.Dp;
-            for (i64 d = 0; d < g.Dp; ++d) o[d] *= alpha;
-          }
+          const i64 lim = i < nq ? g.visible(t0 + i, s0, nk) : 0;
+          const T* mask_row = mask != nullptr && lim > 0 ? mask + (t0 + i) * g.S + s0 : nullptr;
+          online_softmax_row(sc.get() + i * kTile, mask_row, lim, running_max[i], running_sum[i],
+                             acc.get() + i * g.Dp, g.Dp);
         }
         gemm_tile<A, true>(M, g.Dp, nk, sc.get(), kTile, 1, head.value_rows(g, kb), g.Dp, acc.get(), g.Dp);
       }
-      A* lse_row = lse + (b * g.H + h) * g.T + t0;
-      for (i64 i = 0; i < nq; ++i) {
-        T* dst = out + g.q_offset(b, t0 + i, h);
-        const A* o = acc.get() + i * g.Dp;
-        const bool any = running_sum[i] > A(0);
-        const A inv = any ? A(1) / running_sum[i] : A(0);
-        for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(o[d] * inv);
-        lse_row[i] = any ? running_max[i] + std::log(running_sum[i]) : kNegInf<A>;
-      }
+      store_output_rows(g, acc.get(), running_max, running_sum, b, h, t0, nq, out, lse);
     }
   });
 }
@@ -513,17 +327,7 @@ void tile_softmax_grad(const Geometry& g, const BackwardArgs<T>& a, const acc_t<
   using A = acc_t<T>;
   gemm_tile<A, false>(M, kTile, g.D, q_rows, g.Dp, 1, keys_t, kTile, s, kTile);
   gemm_tile<A, false>(M, kTile, g.D, dout_rows, g.Dp, 1, values_t, kTile, dp, kTile);
-  for (i64 i = 0; i < M; ++i) {
-    A* srow = s + i * kTile;
-    const i64 t = t0 + i;
-    const bool live = i < nq && lse_h[t] != kNegInf<A>;
-    const i64 lim = live ? g.visible(t, s0, nk) : 0;
-    if (a.mask != nullptr && lim > 0) {
-      const T* mrow = a.mask + t * g.S + s0;
-      for (i64 j = 0; j < lim; ++j) srow[j] += load(mrow[j]);
-    }
-    row_softmax_grad(srow, dp + i * kTile, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
-  }
+  softmax_grad_rows(g, a.mask, lse_h, di, t0, nq, M, s0, nk, s, dp);
 }
 
 // Per-thread scratch of the dk/dv tasks.
