@@ -95,22 +95,40 @@ TEST(AttentionKernel, ReducedPrecision) {
   compare_with_naive({1, 70, 130, 3, 3, 24, false, true}, DType::f16, 5e-3);
 }
 
+// bf16 runs its tile products as AVX512-BF16 dot products where the CPU has
+// them (attention_bf16.cpp): every layout corner of that path against f64.
+TEST(AttentionKernel, Bf16DotProductPath) {
+  compare_with_naive({2, 131, 131, 4, 2, 32, true}, DType::bf16, 1e-2);          // GQA, partial tiles
+  compare_with_naive({1, 70, 300, 6, 2, 16, true}, DType::bf16, 1e-2);           // S > T
+  compare_with_naive({1, 200, 150, 2, 1, 24, true}, DType::bf16, 1e-2);          // S < T: rows see nothing
+  compare_with_naive({1, 129, 77, 4, 4, 8, false, true}, DType::bf16, 1e-2);     // additive mask, D = 8
+  compare_with_naive({1, 1, 257, 4, 1, 64, true}, DType::bf16, 1e-2);            // one decoding step
+  compare_with_naive({1, 67, 67, 2, 1, 128, true}, DType::bf16, 1e-2);           // D = 128
+  compare_with_naive({2, 64, 64, 3, 3, 40, false}, DType::bf16, 1e-2);           // D = 40 (48 padded)
+}
+
 TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
-  std::mt19937_64 gen(7);
-  Tensor q = random_f64(gen, {2, 200, 4, 64}).to(DType::f32);
-  Tensor k = random_f64(gen, {2, 200, 2, 64}).to(DType::f32);
-  Tensor v = random_f64(gen, {2, 200, 2, 64}).to(DType::f32);
-  Tensor dout = random_f64(gen, {2, 200, 4, 64}).to(DType::f32);
-  const int saved = num_threads();
-  std::vector<std::vector<float>> runs[2];
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    auto [out, lse] = ops::attention(q, k, v);
-    auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout);
-    for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) runs[threads - 1].push_back(t->to_vector<float>());
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    std::mt19937_64 gen(7);
+    Tensor q = random_f64(gen, {2, 200, 4, 64}).to(dtype);
+    Tensor k = random_f64(gen, {2, 200, 2, 64}).to(dtype);
+    Tensor v = random_f64(gen, {2, 200, 2, 64}).to(dtype);
+    Tensor dout = random_f64(gen, {2, 200, 4, 64}).to(dtype);
+    const int saved = num_threads();
+    std::vector<std::vector<float>> runs[2];
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      auto [out, lse] = ops::attention(q, k, v);
+      auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout);
+      for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) {
+        runs[threads - 1].push_back(t->to(DType::f32).to_vector<float>());
+      }
+    }
+    set_num_threads(saved);
+    for (std::size_t i = 0; i < runs[0].size(); ++i) {
+      EXPECT_EQ(runs[0][i], runs[1][i]) << dtype_name(dtype) << " output " << i;
+    }
   }
-  set_num_threads(saved);
-  for (std::size_t i = 0; i < runs[0].size(); ++i) EXPECT_EQ(runs[0][i], runs[1][i]) << "output " << i;
 }
 
 TEST(AttentionKernel, FullyMaskedRowGivesZerosNotNaN) {

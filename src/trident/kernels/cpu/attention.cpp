@@ -444,6 +444,14 @@ void backward_impl(const Geometry& g, const BackwardArgs<T>& a) {
 
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
                        const void* mask, void* out, void* lse) {
+#ifdef TRIDENT_ATTENTION_BF16_DOT
+  if (dtype == DType::bf16) {
+    attention_forward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
+                           static_cast<const bf16*>(v), static_cast<const bf16*>(mask), static_cast<bf16*>(out),
+                           static_cast<float*>(lse));
+    return;
+  }
+#endif
   TRIDENT_DISPATCH_FLOAT(dtype, "attention", [&] {
     forward_impl(dims, static_cast<const scalar_t*>(q), static_cast<const scalar_t*>(k),
                  static_cast<const scalar_t*>(v), static_cast<const scalar_t*>(mask), static_cast<scalar_t*>(out),
@@ -454,6 +462,15 @@ void attention_forward(DType dtype, const AttentionDims& dims, const void* q, co
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
                         const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
                         void* dv) {
+#ifdef TRIDENT_ATTENTION_BF16_DOT
+  if (dtype == DType::bf16) {
+    attention_backward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
+                            static_cast<const bf16*>(v), static_cast<const bf16*>(mask), static_cast<const bf16*>(out),
+                            static_cast<const float*>(lse), static_cast<const bf16*>(dout), static_cast<bf16*>(dq),
+                            static_cast<bf16*>(dk), static_cast<bf16*>(dv));
+    return;
+  }
+#endif
   TRIDENT_DISPATCH_FLOAT(dtype, "attention_backward", [&] {
     using T = scalar_t;
     const BackwardArgs<T> args{static_cast<const T*>(q),          static_cast<const T*>(k),

@@ -5,8 +5,10 @@
 // broadcast over batch and heads. Query head h reads kv head h / (H / Hkv)
 // (grouped-query attention). q, k, v, out, dout and mask share one floating
 // dtype T; lse is acc_t<T> (f32, or f64 for f64 inputs), as are all products,
-// exponentials and sums — bf16/f16 are converted once into f32 tiles and the
-// results rounded once on store.
+// exponentials and sums — f16 is converted once into f32 tiles and the
+// results rounded once on store. bf16, on CPUs with AVX512-BF16, multiplies
+// bf16 operands into f32 sums instead (attention_bf16.cpp): the inputs as
+// given, and P and dS rounded to bf16 first, as a bf16 GEMM would.
 //
 // Score of query t and key s: scale · q_t·k_s + mask[t, s]; with `causal`,
 // keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case

@@ -158,10 +158,22 @@ inline void transpose16(__m512 (&r)[16]) {
 }
 #endif
 
+#if defined(TRIDENT_ATTENTION_VECTOR_PACK) && defined(__AVX512BF16__)
+#define TRIDENT_ATTENTION_BF16_DOT 1
+// attention_bf16.cpp: bf16 inputs through AVX512-BF16 dot products (same
+// contract as attention_forward / attention_backward for dtype bf16).
+void attention_forward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
+                            bf16* out, float* lse);
+void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
+                             const bf16* out, const float* lse, const bf16* dout, bf16* dq, bf16* dk, bf16* dv);
+#endif
+
 // Tasks per thread chunk so that a chunk has at least ~2^18 multiply-adds: tiny
 // problems (decoding steps, unit tests) stay on one thread instead of paying
 // for a parallel region.
-inline i64 task_grain(i64 work_per_task) { return std::max<i64>(1, ceil_div(i64(1) << 18, std::max<i64>(work_per_task, 1))); }
+inline i64 task_grain(i64 work_per_task) {
+  return std::max<i64>(1, ceil_div(i64(1) << 18, std::max<i64>(work_per_task, 1)));
+}
 
 // Shared geometry: element offsets into the [B, T, H, D] / [B, S, Hkv, D] tensors.
 struct Geometry {
