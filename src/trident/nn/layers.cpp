@@ -92,6 +92,11 @@ Variable Linear::local(const Variable& x, const ForwardContext& ctx, bool with_b
   return b.defined() ? ag::bias_add(y, b) : y;
 }
 
+Variable Linear::bias_view(const ForwardContext& ctx) const {
+  TRIDENT_CHECK(bias_ != nullptr, "Linear '{}' has no bias", prefix());
+  return compute_view(*bias_, ctx);
+}
+
 Variable Linear::forward(const Variable& x, const ForwardContext& ctx) const {
   if (!tp_.active() || options_.parallel == LinearParallel::none) return local(x, ctx, true);
   if (options_.parallel == LinearParallel::column) return forward_in_region(enter_tp_region(x, tp_), ctx);
@@ -99,10 +104,12 @@ Variable Linear::forward(const Variable& x, const ForwardContext& ctx) const {
   return bias_ ? ag::bias_add(y, replicated_view(*bias_, tp_, ctx)) : y;
 }
 
-Variable Linear::forward_in_region(const Variable& x, const ForwardContext& ctx) const {
+Variable Linear::forward_in_region(const Variable& x, const ForwardContext& ctx, bool with_bias) const {
   TRIDENT_CHECK(options_.parallel != LinearParallel::row, "Linear '{}': a row-parallel layer has no input region",
                 prefix());
-  Variable y = local(x, ctx, true);
+  TRIDENT_CHECK(with_bias || !options_.gather_output, "Linear '{}': a gathered output needs its bias added here",
+                prefix());
+  Variable y = local(x, ctx, with_bias);
   if (options_.gather_output && tp_.active()) y = parallel::gather_from_tp(y, tp_.group);
   return y;
 }

@@ -42,8 +42,11 @@ class Linear : public Module {
   // replicated region (this rank's sequence slice under sequence parallelism).
   Variable forward(const Variable& x, const ForwardContext& ctx) const;
   // Column-parallel with x already in the tensor region (several layers reading
-  // one input — q, k, v; gate, up — share one enter_tp_region).
-  Variable forward_in_region(const Variable& x, const ForwardContext& ctx) const;
+  // one input — q, k, v; gate, up — share one enter_tp_region). Without the
+  // bias, for a consumer that adds it itself (bias_view: this rank's share of
+  // it in the compute dtype; the GELU of Megatron's bias-GELU fusion).
+  Variable forward_in_region(const Variable& x, const ForwardContext& ctx, bool with_bias = true) const;
+  Variable bias_view(const ForwardContext& ctx) const;
 
   const LinearOptions& options() const noexcept { return options_; }
   Parameter& weight() { return *weight_; }

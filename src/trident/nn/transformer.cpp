@@ -129,7 +129,9 @@ MLP::MLP(std::string prefix, const TransformerSpec& spec, const TensorParallel& 
 
 Variable MLP::forward(const Variable& x_in, const ForwardContext& ctx) const {
   const Variable x = enter_tp_region(x_in, tp_);
-  Variable h = fc_ ? ag::gelu_tanh(fc_->forward_in_region(x, ctx))
+  // GPT-2: the c_fc bias is added inside the GELU kernel (Megatron's
+  // bias-GELU fusion), not in a pass of its own.
+  Variable h = fc_ ? ag::bias_gelu_tanh(fc_->forward_in_region(x, ctx, false), fc_->bias_view(ctx))
                    : ag::swiglu(gate_->forward_in_region(x, ctx), up_->forward_in_region(x, ctx));
   return dropout(down_->forward(h, ctx), spec_.dropout, prefix() + ".resid", ctx);
 }
