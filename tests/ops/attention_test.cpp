@@ -10,6 +10,7 @@
 #include "attention_reference.h"
 #include "trident/autograd/autograd.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/attention.h"
 #include "trident/ops/attention.h"
 
 namespace trident::testing {
@@ -25,6 +26,16 @@ Tensor random_f64(std::mt19937_64& gen, Shape shape) {
 }
 
 std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
+
+// Largest element error, relative to the largest reference element.
+double max_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return err / std::max(scale, 1e-300);
+}
 
 double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
@@ -42,8 +53,9 @@ struct Problem {
 };
 
 // Runs the blocked kernel in `dtype` (forward and backward) and the naive f64
-// attention on the same rounded inputs; checks relative errors.
-void compare_with_naive(const Problem& p, DType dtype, double tol) {
+// attention on the same rounded inputs; checks relative errors (as a whole,
+// and element by element against the largest element when elem_tol > 0).
+void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_tol = 0) {
   std::mt19937_64 gen(1234 + static_cast<std::uint64_t>(p.T * 31 + p.S));
   Tensor q = random_f64(gen, {p.B, p.T, p.H, p.D}).to(dtype);
   Tensor k = random_f64(gen, {p.B, p.S, p.Hkv, p.D}).to(dtype);
@@ -71,6 +83,12 @@ void compare_with_naive(const Problem& p, DType dtype, double tol) {
   EXPECT_LE(relative_error(values(dq), rdq), tol) << "dq, " << what;
   EXPECT_LE(relative_error(values(dk), rdk), tol) << "dk, " << what;
   EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
+  if (elem_tol > 0) {
+    EXPECT_LE(max_error(values(out), naive.forward(qv, kv, vv)), elem_tol) << "out (largest element error), " << what;
+    EXPECT_LE(max_error(values(dq), rdq), elem_tol) << "dq (largest element error), " << what;
+    EXPECT_LE(max_error(values(dk), rdk), elem_tol) << "dk (largest element error), " << what;
+    EXPECT_LE(max_error(values(dv), rdv), elem_tol) << "dv (largest element error), " << what;
+  }
 }
 
 TEST(AttentionKernel, BlockedMatchesNaiveAcrossTileBoundaries) {
@@ -98,13 +116,17 @@ TEST(AttentionKernel, ReducedPrecision) {
 // bf16 runs its tile products as AVX512-BF16 dot products where the CPU has
 // them (attention_bf16.cpp): every layout corner of that path against f64.
 TEST(AttentionKernel, Bf16DotProductPath) {
-  compare_with_naive({2, 131, 131, 4, 2, 32, true}, DType::bf16, 1e-2);          // GQA, partial tiles
-  compare_with_naive({1, 70, 300, 6, 2, 16, true}, DType::bf16, 1e-2);           // S > T
-  compare_with_naive({1, 200, 150, 2, 1, 24, true}, DType::bf16, 1e-2);          // S < T: rows see nothing
-  compare_with_naive({1, 129, 77, 4, 4, 8, false, true}, DType::bf16, 1e-2);     // additive mask, D = 8
-  compare_with_naive({1, 1, 257, 4, 1, 64, true}, DType::bf16, 1e-2);            // one decoding step
-  compare_with_naive({1, 67, 67, 2, 1, 128, true}, DType::bf16, 1e-2);           // D = 128
-  compare_with_naive({2, 64, 64, 3, 3, 40, false}, DType::bf16, 1e-2);           // D = 40 (48 padded)
+  if (!kernels::cpu::attention_uses_bf16_dot_products()) {
+    GTEST_SKIP() << "built without AVX512-BF16: bf16 takes the f32-compute path (AttentionKernel.ReducedPrecision)";
+  }
+  const double tol = 1e-2, elem = 2e-2;
+  compare_with_naive({2, 131, 131, 4, 2, 32, true}, DType::bf16, tol, elem);       // GQA, partial tiles
+  compare_with_naive({1, 70, 300, 6, 2, 16, true}, DType::bf16, tol, elem);        // S > T
+  compare_with_naive({1, 200, 150, 2, 1, 24, true}, DType::bf16, tol, elem);       // S < T: rows see nothing
+  compare_with_naive({1, 129, 77, 4, 4, 8, false, true}, DType::bf16, tol, elem);  // additive mask, D = 8
+  compare_with_naive({1, 1, 257, 4, 1, 64, true}, DType::bf16, tol, elem);         // one decoding step
+  compare_with_naive({1, 67, 67, 2, 1, 128, true}, DType::bf16, tol, elem);        // D = 128
+  compare_with_naive({2, 64, 64, 3, 3, 40, false}, DType::bf16, tol, elem);        // D = 40 (48 padded)
 }
 
 TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
@@ -132,27 +154,32 @@ TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
 }
 
 TEST(AttentionKernel, FullyMaskedRowGivesZerosNotNaN) {
-  std::mt19937_64 gen(11);
-  const std::int64_t T = 70, S = 70;
-  Tensor mask = Tensor::zeros({T, S}, DType::f32);
-  auto m = mask.span<float>();
-  for (std::int64_t s = 0; s < S; ++s) m[static_cast<std::size_t>(3 * S + s)] = -std::numeric_limits<float>::infinity();
-  autograd::Variable q(random_f64(gen, {1, T, 2, 16}).to(DType::f32), true);
-  autograd::Variable k(random_f64(gen, {1, S, 2, 16}).to(DType::f32), true);
-  autograd::Variable v(random_f64(gen, {1, S, 2, 16}).to(DType::f32), true);
-  ops::AttentionOptions options;
-  options.mask = mask;
-  autograd::Variable out = autograd::attention(q, k, v, options);
-  auto o = out.data().to_vector<float>();
-  for (std::int64_t h = 0; h < 2; ++h)
-    for (std::int64_t d = 0; d < 16; ++d) EXPECT_EQ(o[static_cast<std::size_t>((3 * 2 + h) * 16 + d)], 0.0f);
-  auto [unused, lse] = ops::attention(q.data(), k.data(), v.data(), options);
-  EXPECT_EQ(lse.to_vector<float>()[3], -std::numeric_limits<float>::infinity());
-  autograd::sum(out).backward();
-  for (const autograd::Variable* x : {&q, &k, &v})
-    for (float g : x->grad().to_vector<float>()) ASSERT_TRUE(std::isfinite(g));
-  auto dq = q.grad().to_vector<float>();
-  for (std::int64_t d = 0; d < 32; ++d) EXPECT_EQ(dq[static_cast<std::size_t>(3 * 32 + d)], 0.0f);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937_64 gen(11);
+    const std::int64_t T = 70, S = 70;
+    Tensor mask = Tensor::zeros({T, S}, DType::f32);
+    auto m = mask.span<float>();
+    for (std::int64_t s = 0; s < S; ++s) {
+      m[static_cast<std::size_t>(3 * S + s)] = -std::numeric_limits<float>::infinity();
+    }
+    autograd::Variable q(random_f64(gen, {1, T, 2, 16}).to(dtype), true);
+    autograd::Variable k(random_f64(gen, {1, S, 2, 16}).to(dtype), true);
+    autograd::Variable v(random_f64(gen, {1, S, 2, 16}).to(dtype), true);
+    ops::AttentionOptions options;
+    options.mask = mask.to(dtype);
+    autograd::Variable out = autograd::attention(q, k, v, options);
+    auto o = out.data().to(DType::f32).to_vector<float>();
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t d = 0; d < 16; ++d) EXPECT_EQ(o[static_cast<std::size_t>((3 * 2 + h) * 16 + d)], 0.0f);
+    auto [unused, lse] = ops::attention(q.data(), k.data(), v.data(), options);
+    EXPECT_EQ(lse.to_vector<float>()[3], -std::numeric_limits<float>::infinity());
+    autograd::sum(out).backward();
+    for (const autograd::Variable* x : {&q, &k, &v})
+      for (float g : x->grad().to(DType::f32).to_vector<float>()) ASSERT_TRUE(std::isfinite(g));
+    auto dq = q.grad().to(DType::f32).to_vector<float>();
+    for (std::int64_t d = 0; d < 32; ++d) EXPECT_EQ(dq[static_cast<std::size_t>(3 * 32 + d)], 0.0f);
+  }
 }
 
 TEST(AttentionKernel, AutogradMatchesNaiveBackward) {

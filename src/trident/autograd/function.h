@@ -109,8 +109,9 @@ class WeightGradSink {
   // bf16/f16 (else compute, then add()).
   bool writes_from(const Tensor& computed) const;
   // For ops that write the gradient themselves: the leaf's .grad, allocated
-  // (contents undefined, *fresh = true) when the leaf has none yet. The op must
-  // overwrite a fresh buffer completely and add into an existing one.
+  // when the leaf has none yet. *fresh = true then, and when zero_grad() left
+  // old values in it: the op must overwrite a fresh buffer completely and add
+  // into one that is not.
   Tensor& buffer(bool* fresh) const;
 
  private:

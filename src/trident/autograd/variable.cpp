@@ -105,9 +105,16 @@ Variable Variable::detach() const {
   return v;
 }
 
-void Variable::add_grad_ready_hook(GradReadyHook hook) {
+int Variable::add_grad_ready_hook(GradReadyHook hook) {
   TRIDENT_CHECK(is_leaf() && requires_grad(), "add_grad_ready_hook: '{}' is not a leaf that requires grad", name());
-  impl_->hooks.push_back(std::move(hook));
+  const int handle = impl_->next_hook++;
+  impl_->hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void Variable::remove_grad_ready_hook(int handle) {
+  if (!impl_) return;
+  std::erase_if(impl_->hooks, [handle](const auto& entry) { return entry.first == handle; });
 }
 
 const std::string& Variable::name() const {
@@ -184,7 +191,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   }
   if (!leaf->hooks.empty()) {
     Variable handle = Variable::from_impl(leaf);
-    for (auto& hook : leaf->hooks) hook(handle);
+    for (auto& [id, hook] : leaf->hooks) hook(handle);
   }
   return {};
 }

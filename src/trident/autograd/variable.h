@@ -57,7 +57,8 @@ class Variable {
   // Accumulated gradient of a leaf (undefined until a backward reaches it).
   const Tensor& grad() const;
   // Installs a gradient buffer (e.g. a view into a contiguous bucket); later
-  // backward passes add into it in place.
+  // backward passes add into it in place (the first one after zero_grad()
+  // overwrites it).
   void set_grad(const Tensor& grad);
   // Makes the gradient zero, lazily: the buffer is kept, and the next backward
   // writes into it instead of adding (saving a pass over every gradient), or
@@ -76,8 +77,11 @@ class Variable {
   // Called on a leaf each time a backward pass has finished accumulating its
   // gradient (once per backward, after all contributions arrived). Data
   // parallelism uses it to launch gradient reductions while backward runs on.
+  // Returns a handle for remove_grad_ready_hook: whoever installs a hook that
+  // refers to itself removes it before it goes away.
   using GradReadyHook = std::function<void(Variable&)>;
-  void add_grad_ready_hook(GradReadyHook hook);
+  int add_grad_ready_hook(GradReadyHook hook);
+  void remove_grad_ready_hook(int handle);
 
   const std::string& name() const;
   void set_name(std::string name);

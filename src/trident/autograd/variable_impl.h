@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trident/autograd/function.h"
@@ -18,7 +19,8 @@ struct VariableImpl {
   std::shared_ptr<Node> grad_fn;  // null for leaves
   int output_nr = 0;
   std::weak_ptr<Node> grad_accumulator;  // leaves: shared by every use in live graphs
-  std::vector<Variable::GradReadyHook> hooks;
+  std::vector<std::pair<int, Variable::GradReadyHook>> hooks;  // (handle, hook)
+  int next_hook = 0;
   std::string name;
   // Set by cast() of a leaf: the leaf this variable is a compute-dtype copy of,
   // into whose .grad a fused consumer may add this variable's gradient

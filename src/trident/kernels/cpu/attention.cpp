@@ -442,6 +442,14 @@ void backward_impl(const Geometry& g, const BackwardArgs<T>& a) {
 
 }  // namespace
 
+bool attention_uses_bf16_dot_products() noexcept {
+#ifdef TRIDENT_ATTENTION_BF16_DOT
+  return true;
+#else
+  return false;
+#endif
+}
+
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
                        const void* mask, void* out, void* lse) {
 #ifdef TRIDENT_ATTENTION_BF16_DOT

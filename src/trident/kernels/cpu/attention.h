@@ -6,9 +6,10 @@
 // (grouped-query attention). q, k, v, out, dout and mask share one floating
 // dtype T; lse is acc_t<T> (f32, or f64 for f64 inputs), as are all products,
 // exponentials and sums — f16 is converted once into f32 tiles and the
-// results rounded once on store. bf16, on CPUs with AVX512-BF16, multiplies
-// bf16 operands into f32 sums instead (attention_bf16.cpp): the inputs as
-// given, and P and dS rounded to bf16 first, as a bf16 GEMM would.
+// results rounded once on store. bf16, when built for a CPU with AVX512-BF16
+// (attention_uses_bf16_dot_products()), multiplies bf16 operands into f32 sums
+// instead (attention_bf16.cpp): the inputs as given, and P and dS rounded to
+// bf16 first, as a bf16 GEMM would.
 //
 // Score of query t and key s: scale · q_t·k_s + mask[t, s]; with `causal`,
 // keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
@@ -40,6 +41,9 @@ struct AttentionDims {
   bool causal = true;
   double scale = 1.0;  // the factor on q·k (already resolved; never 0 here)
 };
+
+// Whether bf16 runs on AVX512-BF16 dot products in this build.
+bool attention_uses_bf16_dot_products() noexcept;
 
 // out and lse from q, k, v (mask may be null). Overwrites out and lse.
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,

@@ -48,12 +48,14 @@ constexpr MatmulBackend kDefaultF32Backend = MatmulBackend::onednn;
 // thread; the tiles are spread over num_threads() threads.
 //
 // Rows: one tile for up to 512 (all the tokens of a micro-batch, so each
-// column of B is packed once: bf16 repacks B into pairs of K), else equal
-// tiles of at most 512, a multiple of 64 (a weight gradient's 768 rows in two).
-// Columns: equal tiles of 128 to 1024, a multiple of the libraries' 64-column
-// blocks, enough for at least 4 tiles in all, and an even number of tiles where
+// column of B is packed once: bf16 repacks B into pairs of K), else tiles of
+// at most 512, a multiple of 64, all equal but the last (a weight gradient's
+// 768 rows in two). Columns: tiles of 128 to 1024, a multiple of the
+// libraries' 64-column blocks, all equal but the last, enough for at least 4
+// tiles in all where 128-column tiles allow, and an even number of tiles where
 // there are few, so that 2 threads share them evenly (bench/RESULTS.md,
-// "Matmul tiles": wider, balanced tiles beat at least 8 narrow ones).
+// "Matmul tiles": wider, balanced tiles beat at least 8 narrow ones on this
+// 2-vCPU machine; a 256-token GEMM now keeps at most 4 threads busy).
 std::pair<std::int64_t, std::int64_t> tile_shape(std::int64_t m, std::int64_t n) {
   constexpr std::int64_t kMaxTileRows = 512, kMinTiles = 4, kFewTiles = 16;
   constexpr std::int64_t kMinCols = 128, kMaxCols = 1024, kBlock = 64;

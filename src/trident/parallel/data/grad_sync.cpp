@@ -35,11 +35,12 @@ GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Com
     b.members.push_back(p);
     p->var.set_grad(buffer_.slice0(offset, offset + n).view(p->var.shape()));
     const std::size_t index = buckets_.size() - 1;
-    p->var.add_grad_ready_hook([this, index](autograd::Variable&) {
+    const int hook = p->var.add_grad_ready_hook([this, index](autograd::Variable&) {
       Bucket& bucket = buckets_[index];
       if (!sync_) return;
       if (--bucket.pending == 0 && options_.overlap) launch(bucket);
     });
+    hooks_.emplace_back(p->var, hook);
     offset += n;
   }
   stats_.buckets = static_cast<std::int64_t>(buckets_.size());
@@ -51,9 +52,18 @@ GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Com
   });
 }
 
-GradSync::~GradSync() { autograd::remove_backward_progress_hook(progress_hook_); }
+GradSync::~GradSync() {
+  autograd::remove_backward_progress_hook(progress_hook_);
+  // The parameters may outlive this object (another GradSync over the same model).
+  for (auto& [var, hook] : hooks_) var.remove_grad_ready_hook(hook);
+}
 
-void GradSync::zero_grad() { buffer_.fill_zero(); }
+// Lazily, as an optimizer's zero_grad(): the next backward overwrites each
+// gradient, and launch() zeroes the members no backward wrote.
+void GradSync::zero_grad() {
+  for (Bucket& b : buckets_)
+    for (nn::Parameter* p : b.members) p->var.zero_grad();
+}
 
 void GradSync::begin_micro_batch(bool last) {
   sync_ = last;

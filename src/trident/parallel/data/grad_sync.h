@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "trident/dist/communicator.h"
@@ -41,7 +42,8 @@ class GradSync {
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
-  // Zeroes the gradient buffer (the parameters' .grad views stay installed).
+  // Zeroes the gradients (lazily: see Variable::zero_grad; the parameters'
+  // .grad views stay installed).
   void zero_grad();
   // Call before each micro-batch's backward; reductions are launched only when `last` is true.
   void begin_micro_batch(bool last);
@@ -71,6 +73,7 @@ class GradSync {
   bool any_launched_ = false;
   GradSyncStats stats_;
   int progress_hook_ = -1;
+  std::vector<std::pair<autograd::Variable, int>> hooks_;  // each parameter's grad-ready hook
 };
 
 }  // namespace trident::parallel
