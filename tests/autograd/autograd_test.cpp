@@ -92,6 +92,18 @@ TEST(Autograd, GradReadyHooksFireOncePerBackwardAfterAllContributions) {
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 2}));
 }
 
+TEST(Autograd, ARemovedGradReadyHookIsNotCalled) {
+  Variable x = leaf({1, 2}, {2});
+  int kept = 0, removed = 0;
+  x.add_grad_ready_hook([&](Variable&) { ++kept; });
+  const int handle = x.add_grad_ready_hook([&](Variable&) { ++removed; });
+  sum(x).backward();
+  x.remove_grad_ready_hook(handle);
+  sum(x).backward();
+  EXPECT_EQ(kept, 2);
+  EXPECT_EQ(removed, 1);
+}
+
 TEST(Autograd, UserDefinedFunctionWithCustomBackward) {
   // f(x) = x^3 with a hand-written backward.
   auto cube = [](const Variable& x) {
