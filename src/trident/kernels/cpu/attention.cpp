@@ -291,17 +291,7 @@ class QueryPack {
       const i64 at = g.q_offset(b, t0, h0 + j);
       pack_rows(a.q + at, g.q_stride(), n, rows_, g.D, g.Dp, a.scale, q_.get() + j * rows_ * g.Dp);
       pack_rows(a.dout + at, g.q_stride(), n, rows_, g.D, g.Dp, A(1), dout_.get() + j * rows_ * g.Dp);
-      A* di = di_.get() + j * rows_;
-      for (i64 i = 0; i < rows_; ++i) {
-        A s = 0;
-        if (i < n) {
-          const T* o = a.out + at + i * g.q_stride();
-          const T* d_o = a.dout + at + i * g.q_stride();
-#pragma omp simd reduction(+ : s)
-          for (i64 d = 0; d < g.D; ++d) s += load(o[d]) * load(d_o[d]);
-        }
-        di[i] = s;
-      }
+      dout_dot_out_rows(a.out + at, a.dout + at, g.q_stride(), n, rows_, g.D, di_.get() + j * rows_);
     }
     b_ = b;
     h0_ = h0;
@@ -415,29 +405,12 @@ void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScr
   }
 }
 
-// Both kinds of task in one parallel region (one fork/join per backward),
-// interleaved in proportion so that every contiguous chunk gets a similar mix:
-// position i is a dk/dv task when ⌊(i+1)·n_kv/n⌋ > ⌊i·n_kv/n⌋.
 template <typename T>
 void backward_impl(const Geometry& g, const BackwardArgs<T>& a) {
   using A = acc_t<T>;
-  const i64 n_kv = g.B * g.Hkv * g.k_blocks, n_q = g.B * g.H * g.q_blocks, n = n_kv + n_q;
-  if (n == 0) return;
-  const i64 work_kv = 4 * std::min(kTile, g.S) * g.group * g.T * g.Dp;
-  const i64 work_q = 3 * std::min(kTile, g.T) * g.S * g.Dp;
-  const i64 grain = task_grain((work_kv * n_kv + work_q * n_q) / n);
-  parallel_for(0, n, grain, [&](i64 lo, i64 hi) {
-    KvScratch<A> kv_scratch(g);
-    QScratch<A> q_scratch(g);
-    for (i64 i = lo; i < hi; ++i) {
-      const i64 kv_before = i * n_kv / n;
-      if ((i + 1) * n_kv / n > kv_before) {
-        backward_kv_task(g, a, kv_before, kv_scratch);
-      } else {
-        backward_q_task(g, a, i - kv_before, q_scratch);
-      }
-    }
-  });
+  for_backward_tasks<KvScratch<A>, QScratch<A>>(
+      g, [&](i64 task, KvScratch<A>& w) { backward_kv_task(g, a, task, w); },
+      [&](i64 task, QScratch<A>& w) { backward_q_task(g, a, task, w); });
 }
 
 }  // namespace

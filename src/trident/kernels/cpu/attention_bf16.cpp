@@ -284,17 +284,7 @@ class QueryRows {
         interleave_rows(a.q + at, g.q_stride(), n, rows_, g.D, g.Dp, q_pairs_.get() + off);
         interleave_rows(a.dout + at, g.q_stride(), n, rows_, g.D, g.Dp, dout_pairs_.get() + off);
       }
-      float* di = di_.get() + j * rows_;
-      for (i64 i = 0; i < rows_; ++i) {
-        float s = 0;
-        if (i < n) {
-          const bf16* o = a.out + at + i * g.q_stride();
-          const bf16* d_o = a.dout + at + i * g.q_stride();
-#pragma omp simd reduction(+ : s)
-          for (i64 d = 0; d < g.D; ++d) s += load(o[d]) * load(d_o[d]);
-        }
-        di[i] = s;
-      }
+      dout_dot_out_rows(a.out + at, a.dout + at, g.q_stride(), n, rows_, g.D, di_.get() + j * rows_);
     }
     b_ = b;
     h0_ = h0;
@@ -402,25 +392,10 @@ void backward_q_task(const Geometry& g, const Args& a, i64 task, QWork& w) {
   store_rows(w.dq.get(), nq, g.D, g.Dp, a.scale, a.dq + g.q_offset(b, t0, h), g.q_stride());
 }
 
-// Both kinds of task in one parallel region, interleaved as in attention.cpp.
 void backward(const Geometry& g, const Args& a) {
-  const i64 n_kv = g.B * g.Hkv * g.k_blocks, n_q = g.B * g.H * g.q_blocks, n = n_kv + n_q;
-  if (n == 0) return;
-  const i64 work_kv = 4 * std::min(kTile, g.S) * g.group * g.T * g.Dp;
-  const i64 work_q = 3 * std::min(kTile, g.T) * g.S * g.Dp;
-  const i64 grain = task_grain((work_kv * n_kv + work_q * n_q) / n);
-  parallel_for(0, n, grain, [&](i64 lo, i64 hi) {
-    KvWork kv_work(g);
-    QWork q_work(g);
-    for (i64 i = lo; i < hi; ++i) {
-      const i64 kv_before = i * n_kv / n;
-      if ((i + 1) * n_kv / n > kv_before) {
-        backward_kv_task(g, a, kv_before, kv_work);
-      } else {
-        backward_q_task(g, a, i - kv_before, q_work);
-      }
-    }
-  });
+  for_backward_tasks<KvWork, QWork>(
+      g, [&](i64 task, KvWork& w) { backward_kv_task(g, a, task, w); },
+      [&](i64 task, QWork& w) { backward_q_task(g, a, task, w); });
 }
 
 }  // namespace

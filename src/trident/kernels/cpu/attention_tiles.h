@@ -12,6 +12,7 @@
 #include <new>
 #include <type_traits>
 
+#include "trident/core/parallel.h"
 #include "trident/kernels/cpu/attention.h"
 #include "trident/kernels/cpu/softmax.h"
 
@@ -248,6 +249,48 @@ void softmax_grad_rows(const Geometry& g, const T* mask, const A* lse_h, const A
     }
     row_softmax_grad(srow, dp + i * kTile, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
   }
+}
+
+// Backward: di[i] = Σ_d dout·out over row i (rows < n, of `stride` elements
+// apart), 0 for the padding rows [n, rows).
+template <typename T, typename A>
+void dout_dot_out_rows(const T* out, const T* dout, i64 stride, i64 n, i64 rows, i64 D, A* di) {
+  for (i64 i = 0; i < rows; ++i) {
+    A s = 0;
+    if (i < n) {
+      const T* o = out + i * stride;
+      const T* d_o = dout + i * stride;
+#pragma omp simd reduction(+ : s)
+      for (i64 d = 0; d < D; ++d) s += load(o[d]) * load(d_o[d]);
+    }
+    di[i] = s;
+  }
+}
+
+// Backward: both kinds of task in one parallel region (one fork/join per
+// backward), interleaved in proportion so that every contiguous chunk gets a
+// similar mix: position i is a dk/dv task when ⌊(i+1)·n_kv/n⌋ > ⌊i·n_kv/n⌋.
+// Each thread builds one KvWork and one QWork (its scratch) from g and runs
+// kv_task(index, kv_work) / q_task(index, q_work).
+template <typename KvWork, typename QWork, typename KvTask, typename QTask>
+void for_backward_tasks(const Geometry& g, KvTask&& kv_task, QTask&& q_task) {
+  const i64 n_kv = g.B * g.Hkv * g.k_blocks, n_q = g.B * g.H * g.q_blocks, n = n_kv + n_q;
+  if (n == 0) return;
+  const i64 work_kv = 4 * std::min(kTile, g.S) * g.group * g.T * g.Dp;
+  const i64 work_q = 3 * std::min(kTile, g.T) * g.S * g.Dp;
+  const i64 grain = task_grain((work_kv * n_kv + work_q * n_q) / n);
+  parallel_for(0, n, grain, [&](i64 lo, i64 hi) {
+    KvWork kv_work(g);
+    QWork q_work(g);
+    for (i64 i = lo; i < hi; ++i) {
+      const i64 kv_before = i * n_kv / n;
+      if ((i + 1) * n_kv / n > kv_before) {
+        kv_task(kv_before, kv_work);
+      } else {
+        q_task(i - kv_before, q_work);
+      }
+    }
+  });
 }
 
 }  // namespace trident::kernels::cpu::attention_detail
