@@ -104,6 +104,29 @@ TEST(Autograd, ARemovedGradReadyHookIsNotCalled) {
   EXPECT_EQ(removed, 1);
 }
 
+// A backward that throws after a fused op wrote a weight's gradient in place
+// (before the weight's accumulator ran) leaves no mark behind: the next
+// backward, in which no gradient reaches the weight, does not fire its hook.
+TEST(Autograd, AFailedBackwardLeavesNoInPlaceMarkForTheNext) {
+  Variable w = leaf({1, 2, 3, 4}, {2, 2});
+  int fired = 0;
+  w.add_grad_ready_hook([&](Variable&) { ++fired; });
+  const Variable x(Tensor::from_vector<double>({0.5, -1, 2, 0.25}, {2, 2}), false);
+  // Recorded first, so its backward runs after linear's (which writes w's
+  // gradient in place through its WeightGradSink).
+  Variable thrown = make_result(w.data().clone(), {w}, "throws", [](const GradContext&) -> std::vector<Tensor> {
+    TRIDENT_FAIL("backward failed on purpose");
+  });
+  Variable loss = add(sum(linear(x, w)), sum(thrown));
+  EXPECT_THROW(loss.backward(), Error);
+  EXPECT_EQ(fired, 0);
+  // A graph that reaches w's accumulator without a gradient for it.
+  Variable silent = make_result(w.data().clone(), {w}, "no_grad_for_w",
+                                [](const GradContext&) { return std::vector<Tensor>{Tensor()}; });
+  sum(silent).backward();
+  EXPECT_EQ(fired, 0) << "the failed backward's in-place write must not count for this one";
+}
+
 TEST(Autograd, UserDefinedFunctionWithCustomBackward) {
   // f(x) = x^3 with a hand-written backward.
   auto cube = [](const Variable& x) {

@@ -163,24 +163,33 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
     }
   }
 
-  while (!ready.empty()) {
-    std::shared_ptr<Node> node = ready.top();
-    ready.pop();
-    NodeState& st = state[node.get()];
-    std::vector<Tensor> in = std::move(st.grads);
-    in.resize(std::max<std::size_t>(node->num_outputs(), 1));
-    std::vector<Tensor> out = node->apply(std::move(in));
-    if (!retain_graph) node->release();
-    for (const auto& [id, hook] : t_progress.hooks) hook();
-    const auto& edges = node->next_edges();
-    for (std::size_t i = 0; i < edges.size(); ++i) {
-      const Edge& e = edges[i];
-      if (!e.node) continue;
-      NodeState& next = state[e.node.get()];
-      if (next.grads.empty()) next.grads.resize(std::max<std::size_t>(e.node->num_outputs(), 1));
-      if (i < out.size()) accumulate(next.grads[static_cast<std::size_t>(e.input_nr)], out[i]);
-      if (--next.dependencies == 0) ready.push(e.node);
+  try {
+    while (!ready.empty()) {
+      std::shared_ptr<Node> node = ready.top();
+      ready.pop();
+      NodeState& st = state[node.get()];
+      std::vector<Tensor> in = std::move(st.grads);
+      in.resize(std::max<std::size_t>(node->num_outputs(), 1));
+      std::vector<Tensor> out = node->apply(std::move(in));
+      if (!retain_graph) node->release();
+      for (const auto& [id, hook] : t_progress.hooks) hook();
+      const auto& edges = node->next_edges();
+      for (std::size_t i = 0; i < edges.size(); ++i) {
+        const Edge& e = edges[i];
+        if (!e.node) continue;
+        NodeState& next = state[e.node.get()];
+        if (next.grads.empty()) next.grads.resize(std::max<std::size_t>(e.node->num_outputs(), 1));
+        if (i < out.size()) accumulate(next.grads[static_cast<std::size_t>(e.input_nr)], out[i]);
+        if (--next.dependencies == 0) ready.push(e.node);
+      }
     }
+  } catch (...) {
+    // Leaves whose accumulator will not run now must not carry this
+    // backward's in-place writes into the next one.
+    for (auto& [node, st] : state) {
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) acc->abandon();
+    }
+    throw;
   }
 }
 

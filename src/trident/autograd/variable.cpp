@@ -165,6 +165,10 @@ void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
 AccumulateGrad::AccumulateGrad(const std::shared_ptr<VariableImpl>& leaf)
     : Node("AccumulateGrad", {}, nullptr, {leaf->data}), leaf_(leaf) {}
 
+void AccumulateGrad::abandon() noexcept {
+  if (std::shared_ptr<VariableImpl> leaf = leaf_.lock()) leaf->grad_written_in_place = false;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   std::shared_ptr<VariableImpl> leaf = leaf_.lock();
   if (!leaf) return {};

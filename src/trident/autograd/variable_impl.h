@@ -45,6 +45,8 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(const std::shared_ptr<VariableImpl>& leaf);
   std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override;
   void release() override {}
+  // The backward failed before this node ran: forgets the leaf's in-place mark.
+  void abandon() noexcept;
 
  private:
   std::weak_ptr<VariableImpl> leaf_;
