@@ -11,7 +11,10 @@
 #include <random>
 
 #include "trident/checkpoint/sharded.h"
+#include "trident/data/blended_dataset.h"
+#include "trident/data/indexed_dataset.h"
 #include "trident/models/hf.h"
+#include "trident/train/setup.h"
 #include "corpus.h"
 
 namespace trident::train {
@@ -154,6 +157,47 @@ TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("/nonexistent/corpus"), std::string::npos) << e.message();
+  }
+}
+
+// Without data.weights, a blend draws from each dataset in proportion to its
+// tokens (not half and half because each was built with the run's samples),
+// and validation blends every dataset's validation split.
+TEST_F(Trainer, BlendsFollowTheDatasetsSizesAndValidateOnEveryDataset) {
+  const fs::path small = dir_ / "small";
+  testing::make_corpus(small, 300);
+  auto config = [&](std::vector<std::string> extra) {
+    auto o = options("blend", {"data.paths=[\"" + (dir_ / "corpus").string() + "\", \"" + (small / "corpus").string() + "\"]",
+                               "train.eval_interval=10"});
+    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
+    return load_config("", o.overrides);
+  };
+  const double big_tokens = static_cast<double>(data::IndexedDataset::open((dir_ / "corpus").string())->total_tokens());
+  const double small_tokens = static_cast<double>(data::IndexedDataset::open((small / "corpus").string())->total_tokens());
+  const detail::DataSources d = detail::open_data(config({}), 4000, 64);
+  auto share_of_second = [](const data::SampleSource& source) {
+    const auto* blend = dynamic_cast<const data::BlendedDataset*>(&source);
+    EXPECT_NE(blend, nullptr);
+    if (!blend) return -1.0;
+    const auto& which = blend->index().dataset;
+    return static_cast<double>(std::count(which.begin(), which.end(), 1)) / static_cast<double>(which.size());
+  };
+  const double expected = small_tokens / (big_tokens + small_tokens);  // ~0.09: both split 90,10,0
+  EXPECT_NEAR(share_of_second(*d.train), expected, 0.01);
+  ASSERT_NE(d.valid, nullptr);
+  EXPECT_NEAR(share_of_second(*d.valid), expected, 0.03);
+  EXPECT_EQ(d.valid->size(), 64);
+  // Explicit weights are followed as given; no evaluation, no validation stream.
+  const detail::DataSources w = detail::open_data(config({"data.weights=[1, 3]", "train.eval_interval=0"}), 4000, 64);
+  EXPECT_NEAR(share_of_second(*w.train), 0.75, 0.001);
+  EXPECT_EQ(w.valid, nullptr);
+  for (const char* bad : {"data.weights=[0, 0]", "data.weights=[1, -1]"}) {
+    try {
+      validate_config(config({bad}), 1);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("data.weights"), std::string::npos) << e.message();
+    }
   }
 }
 

@@ -34,9 +34,9 @@ struct ModelConfig {
 struct DataConfig {
   std::string tokenizer;             // tokenizer.json
   std::vector<std::string> paths;    // dataset prefixes (PREFIX.bin / PREFIX.idx)
-  std::vector<double> weights;       // blending weights (default: proportional to size)
+  std::vector<double> weights;       // blending weights (default: each dataset's tokens in the split)
   std::string split = "969,30,1";    // train, valid, test (of data.paths)
-  std::vector<std::string> valid_paths;  // separate validation datasets (then split's valid share is unused)
+  std::vector<std::string> valid_paths;  // separate validation datasets, blended by tokens (then split's valid share is unused)
   std::string cache_dir;             // sample-index cache (default: beside the data)
   std::int64_t prefetch = 4;         // batches prepared ahead by the loader thread
 };

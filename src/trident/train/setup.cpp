@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include "trident/data/blended_dataset.h"
 #include "trident/data/gpt_dataset.h"
@@ -80,53 +81,83 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
 }
 
 
-DataSources open_data(const Config& c, std::int64_t train_samples) {
-  DataSources d;
-  d.tokenizer = data::Tokenizer::load(c.data.tokenizer);
-  std::vector<std::shared_ptr<const data::SampleSource>> train, valid;
-  std::vector<double> weights = c.data.weights;
-  double wsum = 0;
-  for (double w : weights) wsum += w;
-  for (std::size_t i = 0; i < c.data.paths.size(); ++i) {
-    auto ds = data::IndexedDataset::open(c.data.paths[i]);
-    auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
-    // Blended sources must hold at least their share of the blend (Megatron's 0.5% margin).
-    const double share = weights.empty() ? 1.0 : weights[i] / wsum;
-    const bool blended = c.data.paths.size() > 1;
+namespace {
+
+// Tokens in documents (sequences, as Megatron splits them) [r.begin, r.end) of `ds`.
+std::int64_t tokens_in(const data::IndexedDataset& ds, data::DocumentRange r) {
+  const auto lengths = ds.sequence_lengths().subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.size()));
+  return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+}
+
+// One dataset's documents for one split, and its weight in that split's blend.
+struct Part {
+  std::shared_ptr<const data::IndexedDataset> dataset;
+  data::DocumentRange documents;
+  double weight = 0;
+};
+
+// The sample stream of one split: a single dataset as it is (one epoch after
+// another), or several blended by weight into `samples` samples, each built
+// with its share of them (Megatron's 0.5% margin) so the blend never runs
+// past a dataset's end.
+std::shared_ptr<const data::SampleSource> sample_stream(const Config& c, const std::vector<Part>& parts,
+                                                        std::int64_t samples, std::string_view split) {
+  double total = 0;
+  for (const Part& p : parts) total += p.weight;
+  std::vector<std::shared_ptr<const data::SampleSource>> sources;
+  std::vector<double> weights;
+  for (const Part& p : parts) {
     data::GptDatasetConfig g;
     g.seq_len = c.train.seq_len;
     g.seed = static_cast<std::uint64_t>(c.train.seed);
-    g.cache_dir = c.data.cache_dir.empty() ? fs::path(c.data.paths[i]).parent_path() / "index-cache"
+    g.cache_dir = c.data.cache_dir.empty() ? fs::path(p.dataset->prefix()).parent_path() / "index-cache"
                                            : fs::path(c.data.cache_dir);
-    g.documents = ranges[0];
-    g.num_samples = blended ? static_cast<std::int64_t>(std::ceil(share * static_cast<double>(train_samples) * 1.005)) + 1 : 0;
+    g.documents = p.documents;
+    if (parts.size() > 1) {
+      g.num_samples = static_cast<std::int64_t>(std::ceil(p.weight / total * static_cast<double>(samples) * 1.005)) + 1;
+    }
+    try {
+      sources.push_back(std::make_shared<data::GptDataset>(p.dataset, g));
+    } catch (const Error& e) {
+      TRIDENT_FAIL("the {} split of '{}' (documents [{}, {}) by data.split '{}'): {}", split, p.dataset->prefix(),
+                   p.documents.begin, p.documents.end, c.data.split, e.what());
+    }
+    weights.push_back(p.weight);
+  }
+  if (sources.size() == 1) return sources[0];
+  return std::make_shared<data::BlendedDataset>(std::move(sources), std::move(weights), samples);
+}
+
+}  // namespace
+
+DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples) {
+  DataSources d;
+  d.tokenizer = data::Tokenizer::load(c.data.tokenizer);
+  // Without data.weights a blend draws from each dataset in proportion to its
+  // tokens in the split (not to the samples built for the blend, which would
+  // make every dataset as large as the whole run).
+  std::vector<Part> train, valid;
+  for (std::size_t i = 0; i < c.data.paths.size(); ++i) {
+    auto ds = data::IndexedDataset::open(c.data.paths[i]);
+    const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
     TRIDENT_CHECK(ranges[0].size() > 0, "data.split '{}' leaves no training documents in '{}'", c.data.split,
                   c.data.paths[i]);
-    train.push_back(std::make_shared<data::GptDataset>(ds, g));
-    if (ranges[1].size() > 0) {
-      g.documents = ranges[1];
-      g.num_samples = 0;
-      valid.push_back(std::make_shared<data::GptDataset>(ds, g));
-    }
+    auto weight = [&](data::DocumentRange r) {
+      return c.data.weights.empty() ? static_cast<double>(tokens_in(*ds, r)) : c.data.weights[i];
+    };
+    train.push_back({ds, ranges[0], weight(ranges[0])});
+    if (ranges[1].size() > 0) valid.push_back({ds, ranges[1], weight(ranges[1])});
   }
   if (!c.data.valid_paths.empty()) {
     valid.clear();
     for (const auto& path : c.data.valid_paths) {
-      data::GptDatasetConfig g;
-      g.seq_len = c.train.seq_len;
-      g.seed = static_cast<std::uint64_t>(c.train.seed);
-      g.cache_dir = c.data.cache_dir.empty() ? fs::path(path).parent_path() / "index-cache" : fs::path(c.data.cache_dir);
       auto ds = data::IndexedDataset::open(path);
-      g.documents = data::DocumentRange{0, static_cast<std::int64_t>(ds->size())};
-      valid.push_back(std::make_shared<data::GptDataset>(ds, g));
+      const data::DocumentRange all{0, static_cast<std::int64_t>(ds->size())};
+      valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all))});
     }
   }
-  if (train.size() == 1) {
-    d.train = train[0];
-  } else {
-    d.train = std::make_shared<data::BlendedDataset>(train, weights, train_samples);
-  }
-  if (!valid.empty()) d.valid = valid[0];  // validation on the first dataset's split
+  d.train = sample_stream(c, train, train_samples, "train");
+  if (!valid.empty() && c.train.eval_interval > 0) d.valid = sample_stream(c, valid, valid_samples, "validation");
   return d;
 }
 
@@ -222,6 +253,12 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
   TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),
                 "data.weights has {} entries for {} data.paths", c.data.weights.size(), c.data.paths.size());
+  double weight_sum = 0;
+  for (double w : c.data.weights) {
+    TRIDENT_CHECK(std::isfinite(w) && w >= 0, "data.weights: {} is not a weight (expected a finite number >= 0)", w);
+    weight_sum += w;
+  }
+  TRIDENT_CHECK(c.data.weights.empty() || weight_sum > 0, "data.weights are all 0: at least one dataset must be drawn from");
   for (const auto& p : c.data.paths) {
     TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"),
                   "data.paths: '{}' has no {}.bin/.idx (run `trident preprocess` or scripts/prepare_corpus.sh)", p, p);

@@ -21,7 +21,9 @@ struct DataSources {
   std::shared_ptr<const data::SampleSource> train;
   std::shared_ptr<const data::SampleSource> valid;  // null when there is no validation data
 };
-// Opens the datasets; `train_samples` sizes blended datasets.
-DataSources open_data(const Config& c, std::int64_t train_samples);
+// Opens the datasets. A blend of several holds `train_samples` (the whole
+// run) or `valid_samples` (one evaluation) samples; validation is left out
+// when train.eval_interval is 0.
+DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples);
 
 }  // namespace trident::train::detail
