@@ -1,8 +1,8 @@
 #include "trident/train/run_checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
 
+#include "trident/data/atomic_file.h"
 #include "trident/models/hf.h"
 
 namespace trident::train::detail {
@@ -82,9 +82,11 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
   if (par.is_root()) {
-    std::ofstream(fs::path(tmp) / "config.toml") << to_toml(config);
-    std::ofstream(fs::path(tmp) / "config.json") << models::hf_config_json(spec);
-    fs::copy_file(tokenizer_path, fs::path(tmp) / "tokenizer.json", fs::copy_options::overwrite_existing);
+    // Written and fsync'd like the shards (errors checked): meta.json will
+    // record their checksums, and a commit must not outlive its files.
+    data::write_file_atomically(fs::path(tmp) / "config.toml", to_toml(config));
+    data::write_file_atomically(fs::path(tmp) / "config.json", models::hf_config_json(spec));
+    data::write_file_atomically(fs::path(tmp) / "tokenizer.json", data::read_whole_file(tokenizer_path, "tokenizer"));
   }
   par.world->barrier();
   if (par.is_root()) {
