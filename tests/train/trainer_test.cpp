@@ -104,6 +104,23 @@ TEST_F(Trainer, ResumeContinuesBitIdentically) {
   EXPECT_EQ(final_params(resumed), final_params(full));
 }
 
+// checkpoint.resume=auto starts over when there is no checkpoint, but not when
+// every checkpoint fails to verify: starting over would later replace them.
+TEST_F(Trainer, AutoResumeRefusesCheckpointsThatDoNotVerify) {
+  const std::vector<std::string> common = {"train.steps=2", "train.micro_batch_size=2", "checkpoint.interval=2",
+                                           "checkpoint.resume=auto"};
+  const TrainSummary first = train(options("auto", common));
+  ASSERT_FALSE(first.last_checkpoint.empty());
+  std::ofstream(fs::path(first.last_checkpoint) / "config.toml") << "";  // damaged after its commit
+  try {
+    train(options("auto", common));
+    FAIL() << "resumed or started over";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("none of the 1 checkpoints under"), std::string::npos) << e.message();
+  }
+  EXPECT_TRUE(fs::exists(fs::path(first.last_checkpoint) / "meta.json"));
+}
+
 TEST_F(Trainer, Bf16AndFp16Train) {
   for (const char* precision : {"bf16", "fp16"}) {
     auto o = options(std::string("prec-") + precision,

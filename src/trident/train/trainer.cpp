@@ -34,7 +34,12 @@ using namespace detail;
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+// The first SIGINT/SIGTERM asks for a checkpoint and a clean stop; the
+// handler then steps aside, so a second one ends a stop that hangs.
+extern "C" void on_stop_signal(int sig) {
+  g_stop.store(true);
+  std::signal(sig, SIG_DFL);
+}
 
 class SignalHandlers {
  public:
@@ -59,6 +64,19 @@ void check_same_config(dist::Communicator& world, const Config& config) {
                 "the ranks resolved different configurations (this rank's hash {}, range [{}, {}]): give every rank "
                 "the same config file and --set overrides",
                 h, lo, hi);
+}
+
+// Rank 0's `text` on every rank.
+std::string broadcast_text(dist::Communicator& world, const std::string& text) {
+  const bool root = world.rank() == 0;
+  const auto bytes = static_cast<std::int64_t>(world.all_reduce_scalar(root ? static_cast<double>(text.size()) : 0.0,
+                                                                      dist::ReduceOp::max));
+  if (bytes == 0) return "";
+  Tensor buffer = Tensor::zeros(Shape{bytes}, DType::u8);
+  auto* chars = buffer.data<std::uint8_t>();
+  if (root) std::copy(text.begin(), text.end(), chars);
+  world.broadcast(buffer, 0)->wait();
+  return std::string(chars, chars + bytes);
 }
 
 ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communicator> world, Device device) {
@@ -127,6 +145,12 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
     for (const std::string& why : skipped) log.message("skipping a checkpoint that does not verify: " + why);
     TRIDENT_CHECK(!dir.empty() || config.checkpoint.resume == "auto", "--resume: no valid checkpoint found under '{}'",
                   ckpt_root);
+    // Starting over would later replace (and prune) checkpoints that exist but
+    // do not verify, whose weights may be intact: a person decides.
+    TRIDENT_CHECK(!dir.empty() || skipped.empty(),
+                  "checkpoint.resume='auto': none of the {} checkpoints under '{}' verifies (the newest: {}); move "
+                  "them aside to start over, or name one in checkpoint.resume",
+                  skipped.size(), ckpt_root, skipped.front());
     return dir;
   }
   return config.checkpoint.resume;
@@ -188,7 +212,10 @@ TrainSummary train(const TrainOptions& options) {
     log.message(fmt::format("loaded pretrained weights from {}", config.model.from_pretrained));
   }
   const auto& params = runner.parameters();
-  const std::string resume_from = resume_directory(config, options, ckpt_root, log);
+  // Rank 0 chooses and the others follow: a rank that judged on its own after
+  // a transient read error could resume from an older step than the rest.
+  const std::string resume_from =
+      broadcast_text(*par.world, par.is_root() ? resume_directory(config, options, ckpt_root, log) : std::string());
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!resume_from.empty()) {
     reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
