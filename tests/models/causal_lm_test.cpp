@@ -11,6 +11,7 @@
 #include <set>
 
 #include "trident/autograd/autograd.h"
+#include "trident/checkpoint/safetensors.h"
 #include "trident/models/hf.h"
 #include "trident/ops/elementwise.h"
 #include "trident/ops/shape.h"
@@ -334,6 +335,26 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
     ASSERT_NE(loaded.find_parameter("lm_head.weight"), nullptr);
     EXPECT_EQ(loaded.find_parameter("lm_head.weight")->var.data().to_vector<float>(),
               model.find_parameter("lm_head.weight")->var.data().to_vector<float>());
+  }
+  {  // GPT2Model's names (OpenAI's GPT-2 on the Hub): no "transformer." prefix, plus attention-mask buffers.
+    CausalLM model(tiny(nn::Arch::gpt2));
+    model.initialize(8);
+    const auto bare_dir = dir / "bare";
+    std::filesystem::create_directories(bare_dir);
+    checkpoint::SafetensorsWriter w;
+    for (const nn::Parameter* p : model.parameters()) {
+      ASSERT_TRUE(p->name.starts_with("transformer.")) << p->name;
+      w.add(p->name.substr(std::string_view("transformer.").size()), p->var.data());
+    }
+    w.add("h.0.attn.bias", Tensor::zeros(Shape{1, 1, 4, 4}, DType::f32));
+    w.write((bare_dir / "model.safetensors").string());
+    CausalLM loaded(tiny(nn::Arch::gpt2));
+    loaded.initialize(97);
+    load_hf_weights(loaded, bare_dir.string());
+    for (std::size_t i = 0; i < model.parameters().size(); ++i) {
+      EXPECT_EQ(model.parameters()[i]->var.data().to_vector<float>(),
+                loaded.parameters()[i]->var.data().to_vector<float>());
+    }
   }
   // A shape mismatch names the tensor and both shapes.
   TransformerSpec wrong = tiny(nn::Arch::llama);

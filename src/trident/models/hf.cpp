@@ -239,24 +239,33 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
     if (!slot) slot = std::make_shared<checkpoint::SafetensorsFile>(checkpoint::SafetensorsFile::open(path));
     return *slot;
   };
+  // GPT-2 checkpoints saved from GPT2Model (OpenAI's weights on the Hub among
+  // them) name the tensors without GPT2LMHeadModel's "transformer." prefix.
+  constexpr std::string_view kGpt2Prefix = "transformer.";
+  auto stored_name = [&](const std::string& name) {
+    if (file_of.count(name) || model.spec().arch != nn::Arch::gpt2 || !name.starts_with(kGpt2Prefix)) return name;
+    const std::string bare = name.substr(kGpt2Prefix.size());
+    return file_of.count(bare) ? bare : name;
+  };
   MemoryCategoryScope scope(MemoryCategory::parameters);
   for (nn::Parameter* p : model.parameters()) {
-    auto it = file_of.find(p->name);
+    const std::string name = stored_name(p->name);
+    auto it = file_of.find(name);
     TRIDENT_CHECK(it != file_of.end(), "'{}': tensor '{}' not found (expected shape {})", dir, p->name,
                   p->global_shape);
     const auto& f = file(it->second);
-    const auto& info = f.info(p->name);
+    const auto& info = f.info(name);
     TRIDENT_CHECK(info.shape == p->global_shape, "'{}': tensor '{}' has shape {} but the model expects {}",
-                  it->second, p->name, info.shape, p->global_shape);
+                  it->second, name, info.shape, p->global_shape);
     TRIDENT_CHECK(p->var.defined(), "load_hf_weights: parameter '{}' is not initialised", p->name);
     const DType dtype = p->var.dtype();
     Tensor local;
     if (p->shard.is_whole()) {
-      local = f.tensor(p->name).to(dtype).clone();
+      local = f.tensor(name).to(dtype).clone();
     } else {
       local = Tensor::zeros(p->local_shape(), dtype);  // vocabulary padding rows stay zero
       for (const nn::ShardPiece& piece : p->shard.pieces) {
-        nn::copy_box_into(local, f.read_box(p->name, piece.global_offsets, piece.extent).to(dtype),
+        nn::copy_box_into(local, f.read_box(name, piece.global_offsets, piece.extent).to(dtype),
                           piece.local_offsets);
       }
     }
