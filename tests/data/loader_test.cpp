@@ -123,5 +123,13 @@ TEST(Loader, ResumeContinuesTheExactStream) {
               HasSubstr("dp_rank 2 is not in [0, dp_size = 2)"));
 }
 
+TEST(Loader, ZeroMicroBatchOrDataParallelSizeIsAnError) {
+  // Both once reached `consumed_samples % (micro_batch_size * dp_size)` unchecked: SIGFPE.
+  auto src = std::make_shared<CountingSource>(7, 4);
+  EXPECT_THAT(error_of([&] { DataLoader(src, {.micro_batch_size = 0}); }),
+              HasSubstr("micro_batch_size 0 must be positive"));
+  EXPECT_THAT(error_of([&] { DataLoader(src, {.dp_size = 0}); }), HasSubstr("dp_size = 0"));
+}
+
 }  // namespace
 }  // namespace trident::data

@@ -37,11 +37,12 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions
       options_(options),
       consumed_(options.consumed_samples),
       order_(source_ ? source_->size() : 0, options.seed) {
+  // Validates micro_batch_size and dp first: the modulo below divides by their product.
+  micro_batch_sample_ids(0, options_.micro_batch_size, options_.dp_rank, options_.dp_size);
   const std::int64_t global = options_.micro_batch_size * options_.dp_size;
   TRIDENT_CHECK(options_.consumed_samples >= 0 && options_.consumed_samples % global == 0,
                 "consumed_samples {} is not a multiple of the global micro-batch {} (micro_batch_size {} x dp {})",
                 options_.consumed_samples, global, options_.micro_batch_size, options_.dp_size);
-  micro_batch_sample_ids(0, options_.micro_batch_size, options_.dp_rank, options_.dp_size);  // validates
   if (options_.prefetch > 0) thread_ = std::thread([this] { run(); });
 }
 
