@@ -131,5 +131,19 @@ TEST(IndexedDataset, CorruptFilesGetClearErrors) {
   EXPECT_THAT(error_of([&] { IndexedDataset::open(dir / "missing"); }), HasSubstr("missing.idx' does not exist"));
 }
 
+TEST(IndexedDataset, ReadRejectsRangesOutsideTheSequence) {
+  TempDir dir("trident-idx-read");
+  IndexedDatasetBuilder b(dir / "d", TokenDType::u16);
+  b.add_document(std::vector<std::int32_t>{1, 2, 3});
+  b.finalize();
+  auto ds = IndexedDataset::open(dir / "d");
+  std::int32_t out[3];
+  // A negative count once wrapped around the unsigned bounds check and read far past the sequence.
+  EXPECT_THAT(error_of([&] { ds->read(0, 1, -1, out); }), HasSubstr("-1 tokens from offset 1 are out of range"));
+  EXPECT_THAT(error_of([&] { ds->read(0, -1, 2, out); }), HasSubstr("2 tokens from offset -1 are out of range"));
+  EXPECT_THAT(error_of([&] { ds->read(0, 2, 2, out); }), HasSubstr("for sequence 0 of length 3"));
+  ds->read(0, 3, 0, out);  // the empty range at the end is fine
+}
+
 }  // namespace
 }  // namespace trident::data

@@ -141,31 +141,34 @@ std::shared_ptr<const IndexedDataset> IndexedDataset::open(const std::string& pr
   return ds;
 }
 
-void IndexedDataset::read(std::size_t i, std::size_t offset, std::size_t length, std::int32_t* out) const {
+void IndexedDataset::read(std::size_t i, std::int64_t offset, std::int64_t length, std::int32_t* out) const {
   TRIDENT_CHECK(i < size(), "{}: sequence {} out of range (the dataset has {})", prefix_, i, size());
-  TRIDENT_CHECK(offset + length <= static_cast<std::size_t>(index_.sequence_lengths[i]),
-                "{}: tokens [{}, {}) out of range for sequence {} of length {}", prefix_, offset, offset + length, i,
-                index_.sequence_lengths[i]);
+  // Written so that no sum can wrap: a negative or huge length must not pass.
+  const std::int64_t len = index_.sequence_lengths[i];
+  TRIDENT_CHECK(0 <= offset && offset <= len && 0 <= length && length <= len - offset,
+                "{}: {} tokens from offset {} are out of range for sequence {} of length {}", prefix_, length, offset,
+                i, len);
+  const auto n = static_cast<std::size_t>(length);
   const std::size_t item = token_dtype_size(index_.dtype);
-  const std::byte* p = bin_.bytes().data() + index_.sequence_pointers[i] + offset * item;
+  const std::byte* p = bin_.bytes().data() + index_.sequence_pointers[i] + static_cast<std::size_t>(offset) * item;
   switch (index_.dtype) {
     case TokenDType::u16:
-      for (std::size_t k = 0; k < length; ++k) out[k] = load<std::uint16_t>(p + 2 * k);
+      for (std::size_t k = 0; k < n; ++k) out[k] = load<std::uint16_t>(p + 2 * k);
       break;
     case TokenDType::i32:
-      std::memcpy(out, p, 4 * length);
+      std::memcpy(out, p, 4 * n);
       break;
     case TokenDType::u8:
-      for (std::size_t k = 0; k < length; ++k) out[k] = load<std::uint8_t>(p + k);
+      for (std::size_t k = 0; k < n; ++k) out[k] = load<std::uint8_t>(p + k);
       break;
     case TokenDType::i8:
-      for (std::size_t k = 0; k < length; ++k) out[k] = load<std::int8_t>(p + k);
+      for (std::size_t k = 0; k < n; ++k) out[k] = load<std::int8_t>(p + k);
       break;
     case TokenDType::i16:
-      for (std::size_t k = 0; k < length; ++k) out[k] = load<std::int16_t>(p + 2 * k);
+      for (std::size_t k = 0; k < n; ++k) out[k] = load<std::int16_t>(p + 2 * k);
       break;
     case TokenDType::i64:
-      for (std::size_t k = 0; k < length; ++k) out[k] = static_cast<std::int32_t>(load<std::int64_t>(p + 8 * k));
+      for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<std::int32_t>(load<std::int64_t>(p + 8 * k));
       break;
     case TokenDType::f32:
     case TokenDType::f64:
@@ -176,7 +179,7 @@ void IndexedDataset::read(std::size_t i, std::size_t offset, std::size_t length,
 std::vector<std::int32_t> IndexedDataset::sequence(std::size_t i) const {
   TRIDENT_CHECK(i < size(), "{}: sequence {} out of range (the dataset has {})", prefix_, i, size());
   std::vector<std::int32_t> out(static_cast<std::size_t>(index_.sequence_lengths[i]));
-  read(i, 0, out.size(), out.data());
+  read(i, 0, static_cast<std::int64_t>(out.size()), out.data());
   return out;
 }
 

@@ -71,7 +71,8 @@ class IndexedDataset {
   std::uint64_t index_hash() const noexcept { return index_hash_; }
 
   // Copies tokens [offset, offset + length) of sequence `i` into `out` as int32.
-  void read(std::size_t i, std::size_t offset, std::size_t length, std::int32_t* out) const;
+  // Throws if the range is not within the sequence (negative values included).
+  void read(std::size_t i, std::int64_t offset, std::int64_t length, std::int32_t* out) const;
   std::vector<std::int32_t> sequence(std::size_t i) const;
 
  private:
