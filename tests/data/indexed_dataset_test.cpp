@@ -145,5 +145,44 @@ TEST(IndexedDataset, ReadRejectsRangesOutsideTheSequence) {
   ds->read(0, 3, 0, out);  // the empty range at the end is fine
 }
 
+// PREFIX.idx/.bin with the given dtype code and token bytes, one sequence per document.
+void write_raw(const std::string& prefix, TokenDType dtype, const std::vector<std::int32_t>& lengths,
+               const std::string& bin) {
+  IndexContent c;
+  c.dtype = dtype;
+  c.sequence_lengths = lengths;
+  std::int64_t pointer = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    c.sequence_pointers.push_back(pointer);
+    c.document_indices.push_back(static_cast<std::int64_t>(i));
+    pointer += lengths[i] * static_cast<std::int64_t>(token_dtype_size(dtype));
+  }
+  c.document_indices.push_back(static_cast<std::int64_t>(lengths.size()));
+  spit(prefix + ".idx", serialize_index(c));
+  spit(prefix + ".bin", bin);
+}
+
+TEST(IndexedDataset, FloatTokensAreRejectedAtOpen) {
+  TempDir dir("trident-idx-float");
+  write_raw(dir / "f32", TokenDType::f32, {2}, le<std::uint32_t>(0x3f800000) + le<std::uint32_t>(0x40000000));
+  EXPECT_THAT(error_of([&] { IndexedDataset::open(dir / "f32"); }),
+              HasSubstr("f32.idx: dtype code 7 (float32) is a floating-point type"));
+  write_raw(dir / "f64", TokenDType::f64, {1}, le<std::uint64_t>(0x3ff0000000000000));
+  EXPECT_THAT(error_of([&] { IndexedDataset::open(dir / "f64"); }),
+              HasSubstr("f64.idx: dtype code 6 (float64) is a floating-point type"));
+}
+
+TEST(IndexedDataset, Int64TokensReadWhenTheyFitInt32) {
+  TempDir dir("trident-idx-i64");
+  write_raw(dir / "ok", TokenDType::i64, {2}, le<std::int64_t>(100000) + le<std::int64_t>(7));
+  EXPECT_EQ(IndexedDataset::open(dir / "ok")->sequence(0), (std::vector<std::int32_t>{100000, 7}));
+  // 2^32 + 5 once read back as 5.
+  write_raw(dir / "big", TokenDType::i64, {1, 2},
+            le<std::int64_t>(1) + le<std::int64_t>(2) + le<std::int64_t>((std::int64_t{1} << 32) + 5));
+  auto big = IndexedDataset::open(dir / "big");
+  EXPECT_THAT(error_of([&] { big->sequence(1); }),
+              HasSubstr("big.bin: token 1 of sequence 1 is 4294967301, beyond int32"));
+}
+
 }  // namespace
 }  // namespace trident::data

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "trident/core/error.h"
 #include "trident/data/atomic_file.h"
@@ -136,6 +137,11 @@ std::shared_ptr<const IndexedDataset> IndexedDataset::open(const std::string& pr
   const MappedFile idx(idx_path, false);
   ds->bin_ = MappedFile(bin_path, mmap);
   ds->index_ = parse_index(idx.bytes(), ds->bin_.size(), idx_path, bin_path);
+  // A float .idx is a valid Megatron file but not token ids; say so now, not at the first read.
+  const TokenDType dtype = ds->index_.dtype;
+  TRIDENT_CHECK(dtype != TokenDType::f32 && dtype != TokenDType::f64,
+                "{}: dtype code {} ({}) is a floating-point type; token ids must be integers", idx_path,
+                static_cast<int>(dtype), token_dtype_name(dtype));
   ds->index_hash_ = XXH3_64bits(idx.bytes().data(), idx.size());
   for (auto len : ds->index_.sequence_lengths) ds->total_tokens_ += len;
   return ds;
@@ -168,7 +174,15 @@ void IndexedDataset::read(std::size_t i, std::int64_t offset, std::int64_t lengt
       for (std::size_t k = 0; k < n; ++k) out[k] = load<std::int16_t>(p + 2 * k);
       break;
     case TokenDType::i64:
-      for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<std::int32_t>(load<std::int64_t>(p + 8 * k));
+      // Valid files may store ids as int64 (numpy's default integer); only an id
+      // beyond int32 is an error, never silently truncated.
+      for (std::size_t k = 0; k < n; ++k) {
+        const auto v = load<std::int64_t>(p + 8 * k);
+        using Limits = std::numeric_limits<std::int32_t>;
+        TRIDENT_CHECK(Limits::min() <= v && v <= Limits::max(), "{}.bin: token {} of sequence {} is {}, beyond int32",
+                      prefix_, offset + static_cast<std::int64_t>(k), i, v);
+        out[k] = static_cast<std::int32_t>(v);
+      }
       break;
     case TokenDType::f32:
     case TokenDType::f64:

@@ -57,6 +57,7 @@ class IndexedDataset {
  public:
   // Opens PREFIX.idx and PREFIX.bin; the .bin is memory-mapped (mmap = true)
   // or read into memory. Immutable; safe to read from several threads.
+  // Float dtypes (codes 6, 7) are rejected: token ids are integers.
   static std::shared_ptr<const IndexedDataset> open(const std::string& prefix, bool mmap = true);
 
   const std::string& prefix() const noexcept { return prefix_; }
@@ -71,7 +72,8 @@ class IndexedDataset {
   std::uint64_t index_hash() const noexcept { return index_hash_; }
 
   // Copies tokens [offset, offset + length) of sequence `i` into `out` as int32.
-  // Throws if the range is not within the sequence (negative values included).
+  // Throws if the range is not within the sequence (negative values included),
+  // or if an int64 token id does not fit int32.
   void read(std::size_t i, std::int64_t offset, std::int64_t length, std::int32_t* out) const;
   std::vector<std::int32_t> sequence(std::size_t i) const;
 
