@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <numeric>
 
 #include "test_util.h"
@@ -138,6 +139,77 @@ TEST(GptDataset, BadConfigurations) {
   cfg.seq_len = 2;
   cfg.documents = {1, 5};
   EXPECT_THAT(error_of([&] { GptDataset(ds, cfg); }), HasSubstr("document range [1, 5) is not within"));
+}
+
+// Overwrites value `index` of a file in place, keeping its size.
+template <typename T>
+void poke(const std::filesystem::path& file, std::size_t index, T value) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(index * sizeof(T)));
+  f.write(reinterpret_cast<const char*>(&value), sizeof(T));
+  ASSERT_TRUE(f.good()) << file;
+}
+
+std::filesystem::path cache_file(const std::filesystem::path& dir, const std::string& suffix) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().ends_with(suffix)) return e.path();
+  }
+  ADD_FAILURE() << "no cache file *" << suffix;
+  return {};
+}
+
+TEST(GptDataset, DamagedCacheIsAnErrorNamingTheFile) {
+  TempDir dir("trident-gpt-damaged");
+  const std::vector<int> lengths{5, 3, 7, 1, 9, 4, 6, 2, 8};
+  auto ds = counting_dataset(dir / "c", lengths);
+  GptDatasetConfig cfg;
+  cfg.seq_len = 4;
+  cfg.num_samples = 30;
+  cfg.cache_dir = dir.path() / "cache";
+  const GptIndices good = GptDataset(ds, cfg).indices();
+  // Loads the cache and reads every sample: a damaged index must fail as an Error, never a wild read.
+  auto load_and_read = [&] {
+    GptDataset gpt(ds, cfg);
+    for (std::int64_t i = 0; i < gpt.size(); ++i) gpt.sample(i);
+  };
+  auto restore = [&] {
+    std::filesystem::remove_all(cfg.cache_dir);
+    GptDataset rebuilt(ds, cfg);
+  };
+  const auto shuffle = cache_file(cfg.cache_dir, "-shuffle_index.bin");
+  poke<std::int64_t>(shuffle, 3, std::int64_t{1} << 40);
+  EXPECT_THAT(error_of(load_and_read), HasSubstr(fmt::format("'{}': entry 3 is 1099511627776, not a sample in [0, {})",
+                                                             shuffle.string(), good.samples())));
+  EXPECT_THAT(error_of(load_and_read), HasSubstr("-* to rebuild"));
+  restore();
+  const auto documents = cache_file(cfg.cache_dir, "-document_index.bin");
+  poke<std::int32_t>(documents, 2, 1 << 30);
+  EXPECT_THAT(
+      error_of(load_and_read),
+      HasSubstr(fmt::format("'{}': entry 2 is document 1073741824, not in the range [0, 9)", documents.string())));
+  restore();
+  const auto samples = cache_file(cfg.cache_dir, "-sample_index.bin");
+  poke<std::int64_t>(samples, 2 * 5, std::int64_t{1} << 40);  // boundary 5's document position
+  EXPECT_THAT(
+      error_of(load_and_read),
+      HasSubstr(fmt::format("'{}': sample boundary 5 is at document position 1099511627776", samples.string())));
+  restore();
+  poke<std::int64_t>(samples, 2 * 5 + 1, 1000);  // boundary 5's offset
+  const int length = lengths[good.document_index[good.sample_index[2 * 5]]];
+  EXPECT_THAT(error_of(load_and_read),
+              HasSubstr(fmt::format("sample boundary 5 is at offset 1000 of a document of {} tokens", length)));
+  restore();
+  // A boundary moved one token on, still consistent with its neighbours, makes the
+  // sample before it one token too long: sample() must stop before writing past its output.
+  std::int64_t b = 1;
+  while (good.sample_index[2 * b + 1] + 1 >= lengths[good.document_index[good.sample_index[2 * b]]]) ++b;
+  poke<std::int64_t>(samples, 2 * b + 1, good.sample_index[2 * b + 1] + 1);
+  const auto longer =
+      std::find(good.shuffle_index.begin(), good.shuffle_index.end(), b - 1) - good.shuffle_index.begin();
+  EXPECT_THAT(error_of([&] { GptDataset(ds, cfg).sample(longer); }),
+              HasSubstr("sample " + std::to_string(longer) + " overflows its 5 tokens"));
+  restore();
+  EXPECT_EQ(error_of(load_and_read), "(no error)");
 }
 
 TEST(Split, MegatronSplitString) {

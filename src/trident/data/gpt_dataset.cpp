@@ -22,14 +22,81 @@ std::string to_bytes(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
+// One cache entry: the files DIR/KEY-<what>.
+struct CacheEntry {
+  std::filesystem::path dir;
+  std::string key;
+  std::filesystem::path file(std::string_view what) const { return dir / fmt::format("{}-{}", key, what); }
+};
+
 template <typename T>
-std::vector<T> load_array(const std::filesystem::path& path, std::size_t expected) {
+std::vector<T> load_array(const std::filesystem::path& path, std::int64_t expected, std::string_view rebuild) {
   const MappedFile f(path, false);
-  TRIDENT_CHECK(f.size() == expected * sizeof(T), "index cache file '{}' has {} bytes, expected {}; delete it to rebuild",
-                path.string(), f.size(), expected * sizeof(T));
-  std::vector<T> v(expected);
+  // Compared by division, so that a corrupt count cannot overflow into a match.
+  TRIDENT_CHECK(
+      expected >= 0 && f.size() % sizeof(T) == 0 && f.size() / sizeof(T) == static_cast<std::size_t>(expected),
+      "index cache file '{}' has {} bytes, expected {} values of {} bytes; {}", path.string(), f.size(), expected,
+      sizeof(T), rebuild);
+  std::vector<T> v(static_cast<std::size_t>(expected));
   if (expected) std::memcpy(v.data(), f.bytes().data(), f.size());
   return v;
+}
+
+// sample() indexes with the indices unchecked, so a damaged cache entry must
+// fail here, once, naming the file — not as a wild read at some later sample.
+// Checks what sample() relies on, with the order build_gpt_indices guarantees.
+// The entry is derived data: the remedy is always to delete it.
+GptIndices load_cached_indices(const CacheEntry& entry, std::span<const std::int32_t> sizes, DocumentRange documents) {
+  const std::string rebuild = fmt::format("delete {}-* to rebuild", (entry.dir / entry.key).string());
+  const auto counts_file = entry.file("sizes.bin");
+  const auto counts = load_array<std::int64_t>(counts_file, 3, rebuild);
+  // Counts of: document index, sample boundaries = 2 * (samples + 1), samples.
+  TRIDENT_CHECK(counts[0] >= 0 && counts[2] >= 0 && counts[1] % 2 == 0 && counts[1] / 2 - 1 == counts[2],
+                "index cache file '{}': counts {}, {}, {} are inconsistent (the second must be 2 x (third + 1)); {}",
+                counts_file.string(), counts[0], counts[1], counts[2], rebuild);
+  GptIndices ix;
+
+  const auto document_file = entry.file("document_index.bin");
+  ix.document_index = load_array<std::int32_t>(document_file, counts[0], rebuild);
+  const std::int64_t first = std::max<std::int64_t>(documents.begin, 0);
+  const std::int64_t last = std::min(documents.end, static_cast<std::int64_t>(sizes.size()));
+  for (std::size_t k = 0; k < ix.document_index.size(); ++k) {
+    const std::int64_t d = ix.document_index[k];
+    TRIDENT_CHECK(first <= d && d < last,
+                  "index cache file '{}': entry {} is document {}, not in the range [{}, {}); {}",
+                  document_file.string(), k, d, first, last, rebuild);
+  }
+
+  const auto shuffle_file = entry.file("shuffle_index.bin");
+  ix.shuffle_index = load_array<std::int64_t>(shuffle_file, counts[2], rebuild);
+  const std::int64_t samples = ix.samples();
+  for (std::size_t k = 0; k < ix.shuffle_index.size(); ++k) {
+    const std::int64_t j = ix.shuffle_index[k];
+    TRIDENT_CHECK(0 <= j && j < samples, "index cache file '{}': entry {} is {}, not a sample in [0, {}); {}",
+                  shuffle_file.string(), k, j, samples, rebuild);
+  }
+
+  const auto sample_file = entry.file("sample_index.bin");
+  ix.sample_index = load_array<std::int64_t>(sample_file, counts[1], rebuild);
+  const auto& si = ix.sample_index;
+  const auto positions = static_cast<std::int64_t>(ix.document_index.size());
+  TRIDENT_CHECK(si[0] == 0 && si[1] == 0,
+                "index cache file '{}': the first sample starts at ({}, {}), expected (0, 0); {}", sample_file.string(),
+                si[0], si[1], rebuild);
+  // Each boundary (document position, offset) lies strictly after the previous
+  // one (a sample holds at least 2 tokens) and on a token of its document.
+  for (std::int64_t b = 1; b <= samples; ++b) {
+    const std::int64_t pos = si[2 * b], offset = si[2 * b + 1], prev_pos = si[2 * b - 2], prev_offset = si[2 * b - 1];
+    TRIDENT_CHECK(prev_pos <= pos && pos < positions,
+                  "index cache file '{}': sample boundary {} is at document position {}, expected in [{}, {}); {}",
+                  sample_file.string(), b, pos, prev_pos, positions, rebuild);
+    const std::int64_t length = sizes[static_cast<std::size_t>(ix.document_index[static_cast<std::size_t>(pos)])];
+    TRIDENT_CHECK(0 <= offset && offset < length && (pos > prev_pos || offset > prev_offset),
+                  "index cache file '{}': sample boundary {} is at offset {} of a document of {} tokens, expected "
+                  "a token of it after the previous boundary ({}, {}); {}",
+                  sample_file.string(), b, offset, length, prev_pos, prev_offset, rebuild);
+  }
+  return ix;
 }
 
 }  // namespace
@@ -131,28 +198,24 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDataset
       "num_samples={}\nseed={}\n",
       dataset_->index_hash(), dataset_->size(), config_.documents.begin, config_.documents.end, config_.seq_len,
       config_.num_samples, config_.seed);
-  const std::string key = fmt::format("gpt-{:016x}", XXH3_64bits(description.data(), description.size()));
-  const auto dir = config_.cache_dir;
-  const auto path = [&](std::string_view what) { return dir / fmt::format("{}-{}", key, what); };
-  std::filesystem::create_directories(dir);
-  FileLock lock(path("lock"));
+  const CacheEntry entry{config_.cache_dir,
+                         fmt::format("gpt-{:016x}", XXH3_64bits(description.data(), description.size()))};
+  std::filesystem::create_directories(entry.dir);
+  FileLock lock(entry.file("lock"));
   // The description is written last: its presence marks a complete cache entry.
-  if (std::filesystem::exists(path("description.txt"))) {
-    const auto meta = load_array<std::int64_t>(path("sizes.bin"), 3);
-    indices_.document_index = load_array<std::int32_t>(path("document_index.bin"), static_cast<std::size_t>(meta[0]));
-    indices_.sample_index = load_array<std::int64_t>(path("sample_index.bin"), static_cast<std::size_t>(meta[1]));
-    indices_.shuffle_index = load_array<std::int64_t>(path("shuffle_index.bin"), static_cast<std::size_t>(meta[2]));
+  if (std::filesystem::exists(entry.file("description.txt"))) {
+    indices_ = load_cached_indices(entry, sizes, config_.documents);
     return;
   }
   indices_ = build_gpt_indices(sizes, config_.documents, config_.seq_len, config_.num_samples, config_.seed);
   const std::vector<std::int64_t> meta{static_cast<std::int64_t>(indices_.document_index.size()),
                                        static_cast<std::int64_t>(indices_.sample_index.size()),
                                        static_cast<std::int64_t>(indices_.shuffle_index.size())};
-  write_file_atomically(path("document_index.bin"), to_bytes(indices_.document_index));
-  write_file_atomically(path("sample_index.bin"), to_bytes(indices_.sample_index));
-  write_file_atomically(path("shuffle_index.bin"), to_bytes(indices_.shuffle_index));
-  write_file_atomically(path("sizes.bin"), to_bytes(meta));
-  write_file_atomically(path("description.txt"), description);
+  write_file_atomically(entry.file("document_index.bin"), to_bytes(indices_.document_index));
+  write_file_atomically(entry.file("sample_index.bin"), to_bytes(indices_.sample_index));
+  write_file_atomically(entry.file("shuffle_index.bin"), to_bytes(indices_.shuffle_index));
+  write_file_atomically(entry.file("sizes.bin"), to_bytes(meta));
+  write_file_atomically(entry.file("description.txt"), description);
   built_cache_ = true;
 }
 
@@ -169,8 +232,9 @@ void GptDataset::sample(std::int64_t i, std::int32_t* out) const {
     const auto doc = static_cast<std::size_t>(indices_.document_index[static_cast<std::size_t>(pos)]);
     const std::int64_t end = pos == last_pos ? last_offset + 1 : dataset_->sequence_lengths()[doc];
     const std::int64_t n = end - offset;
-    TRIDENT_DCHECK(written + n <= want, "sample {} overflows", i);
-    dataset_->read(doc, static_cast<std::size_t>(offset), static_cast<std::size_t>(n), out + written);
+    // A real check, cheap per document: it keeps a bad index from writing past `out`.
+    TRIDENT_CHECK(n <= want - written, "sample {} overflows its {} tokens (corrupt index?)", i, want);
+    dataset_->read(doc, offset, n, out + written);
     written += n;
     if (pos == last_pos) break;
     ++pos;

@@ -18,7 +18,10 @@
 // .idx content hash, document range, seq_len, num_samples, seed): the first
 // process to take the cache lock builds and writes them (temp file + rename),
 // every other process — other ranks starting at the same moment included —
-// waits for the lock and then loads them.
+// waits for the lock and then loads them. A loaded entry is checked once for
+// what sample() relies on (every index in range, sample boundaries in order);
+// a damaged one is a trident::Error naming the file (delete the entry to
+// rebuild it), never a wild read later.
 #pragma once
 
 #include <cstdint>
