@@ -141,6 +141,17 @@ TEST(GptDataset, BadConfigurations) {
   EXPECT_THAT(error_of([&] { GptDataset(ds, cfg); }), HasSubstr("document range [1, 5) is not within"));
 }
 
+TEST(GptDataset, TooSmallSplitNamesTheDataset) {
+  TempDir dir("trident-gpt-split");
+  auto ds = counting_dataset(dir / "docs", std::vector<int>(100, 20));
+  GptDatasetConfig cfg;
+  cfg.seq_len = 64;
+  cfg.documents = parse_split("98,1,1", 100)[1];  // the validation split: one document of 20 tokens
+  EXPECT_THAT(error_of([&] { GptDataset(ds, cfg); }),
+              HasSubstr(fmt::format("dataset '{}': documents [98, 99) hold 20 tokens, too few for one sample of 64 + 1",
+                                    dir / "docs")));
+}
+
 // Overwrites value `index` of a file in place, keeping its size.
 template <typename T>
 void poke(const std::filesystem::path& file, std::size_t index, T value) {

@@ -99,6 +99,16 @@ GptIndices load_cached_indices(const CacheEntry& entry, std::span<const std::int
   return ix;
 }
 
+// build_gpt_indices sees only document sizes; its errors (a split too small for
+// one sample, say) must also say which dataset they are about.
+GptIndices build_indices(const IndexedDataset& dataset, const GptDatasetConfig& c) {
+  try {
+    return build_gpt_indices(dataset.sequence_lengths(), c.documents, c.seq_len, c.num_samples, c.seed);
+  } catch (const Error& e) {
+    TRIDENT_FAIL("dataset '{}': {}", dataset.prefix(), e.message());
+  }
+}
+
 }  // namespace
 
 std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes,
@@ -190,7 +200,7 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDataset
   if (config_.documents.end < 0) config_.documents.end = static_cast<std::int64_t>(dataset_->size());
   const auto sizes = dataset_->sequence_lengths();
   if (config_.cache_dir.empty()) {
-    indices_ = build_gpt_indices(sizes, config_.documents, config_.seq_len, config_.num_samples, config_.seed);
+    indices_ = build_indices(*dataset_, config_);
     return;
   }
   const std::string description = fmt::format(
@@ -207,7 +217,7 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDataset
     indices_ = load_cached_indices(entry, sizes, config_.documents);
     return;
   }
-  indices_ = build_gpt_indices(sizes, config_.documents, config_.seq_len, config_.num_samples, config_.seed);
+  indices_ = build_indices(*dataset_, config_);
   const std::vector<std::int64_t> meta{static_cast<std::int64_t>(indices_.document_index.size()),
                                        static_cast<std::int64_t>(indices_.sample_index.size()),
                                        static_cast<std::int64_t>(indices_.shuffle_index.size())};
