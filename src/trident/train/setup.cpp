@@ -94,6 +94,7 @@ struct Part {
   std::shared_ptr<const data::IndexedDataset> dataset;
   data::DocumentRange documents;
   double weight = 0;
+  std::string origin;  // for errors: which key chose these documents
 };
 
 // The sample stream of one split: a single dataset as it is (one epoch after
@@ -119,8 +120,7 @@ std::shared_ptr<const data::SampleSource> sample_stream(const Config& c, const s
     try {
       sources.push_back(std::make_shared<data::GptDataset>(p.dataset, g));
     } catch (const Error& e) {
-      TRIDENT_FAIL("the {} split of '{}' (documents [{}, {}) by data.split '{}'): {}", split, p.dataset->prefix(),
-                   p.documents.begin, p.documents.end, c.data.split, e.what());
+      TRIDENT_FAIL("{} data ({}): {}", split, p.origin, e.message());
     }
     weights.push_back(p.weight);
   }
@@ -145,15 +145,18 @@ DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t 
     auto weight = [&](data::DocumentRange r) {
       return c.data.weights.empty() ? static_cast<double>(tokens_in(*ds, r)) : c.data.weights[i];
     };
-    train.push_back({ds, ranges[0], weight(ranges[0])});
-    if (ranges[1].size() > 0) valid.push_back({ds, ranges[1], weight(ranges[1])});
+    auto origin = [&](data::DocumentRange r) {
+      return fmt::format("documents [{}, {}) by data.split '{}'", r.begin, r.end, c.data.split);
+    };
+    train.push_back({ds, ranges[0], weight(ranges[0]), origin(ranges[0])});
+    if (ranges[1].size() > 0) valid.push_back({ds, ranges[1], weight(ranges[1]), origin(ranges[1])});
   }
   if (!c.data.valid_paths.empty()) {
     valid.clear();
     for (const auto& path : c.data.valid_paths) {
       auto ds = data::IndexedDataset::open(path);
       const data::DocumentRange all{0, static_cast<std::int64_t>(ds->size())};
-      valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all))});
+      valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all)), "data.valid_paths"});
     }
   }
   d.train = sample_stream(c, train, train_samples, "train");
