@@ -117,6 +117,42 @@ TEST_F(Safetensors, BadFilesNameFileAndProblem) {
   EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("missing.safetensors")); }).find("missing.safetensors"), std::string::npos);
 }
 
+// A shape whose byte count wraps around 2^64 must not pass as 0 bytes (reading it by its shape would
+// run far past the mapping).
+TEST_F(Safetensors, ByteCountThatOverflowsIsRejected) {
+  write_raw("huge.safetensors", R"({"w":{"dtype":"F32","shape":[1152921504606846976,4],"data_offsets":[0,0]}})", "");
+  const std::string msg = test::error_message([&] { SafetensorsFile::open(path("huge.safetensors")); });
+  EXPECT_NE(msg.find("huge.safetensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1152921504606846976, 4]"), std::string::npos) << msg;
+}
+
+// 2^64 - 1 read as int64 is -1: [-1, -1] has "1 element" and would pass the byte count.
+TEST_F(Safetensors, DimensionsMustBeNonNegativeInt64) {
+  write_raw("wrap.safetensors",
+            R"({"w":{"dtype":"F32","shape":[18446744073709551615,18446744073709551615],"data_offsets":[0,4]}})",
+            std::string(4, '\0'));
+  std::string msg = test::error_message([&] { SafetensorsFile::open(path("wrap.safetensors")); });
+  EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("non-negative"), std::string::npos) << msg;
+
+  write_raw("neg.safetensors", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", std::string(4, '\0'));
+  msg = test::error_message([&] { SafetensorsFile::open(path("neg.safetensors")); });
+  EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("non-negative"), std::string::npos) << msg;
+}
+
+// An empty tensor sorted between two overlapping ones must not hide their overlap.
+TEST_F(Safetensors, EmptyTensorDoesNotHideAnOverlap) {
+  write_raw("hidden.safetensors",
+            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+            R"("b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+            R"("c":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+            std::string(12, '\0'));
+  const std::string msg = test::error_message([&] { SafetensorsFile::open(path("hidden.safetensors")); });
+  EXPECT_NE(msg.find("'a' and 'c' overlap"), std::string::npos) << msg;
+}
+
 TEST_F(Safetensors, MissingTensorAndBadBox) {
   SafetensorsWriter w;
   w.add("w", Tensor::zeros({2, 2}));

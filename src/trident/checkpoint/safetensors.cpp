@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "trident/core/error.h"
@@ -43,6 +44,13 @@ DType parse_safetensors_dtype(std::string_view name, std::string_view context) {
     if (d.name == name) return d.dtype;
   TRIDENT_FAIL("{}: unsupported safetensors dtype '{}' (supported: F32, BF16, F16, F64, I32, I64, U8, U16)", context,
                name);
+}
+
+std::int64_t checked_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+  return n;
 }
 
 struct SafetensorsFile::Mapping {
@@ -117,8 +125,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     TRIDENT_CHECK(v["shape"].is_array(), "{}: shape must be an array", where);
     std::vector<std::int64_t> dims;
     for (const auto& d : v["shape"]) {
-      TRIDENT_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<std::int64_t>() >= 0),
-                    "{}: shape entries must be non-negative integers", where);
+      // An unsigned JSON number above INT64_MAX would turn negative as int64.
+      const bool fits = d.is_number_unsigned() ? d.get<std::uint64_t>() <= std::numeric_limits<std::int64_t>::max()
+                                               : d.is_number_integer() && d.get<std::int64_t>() >= 0;
+      TRIDENT_CHECK(fits, "{}: shape entries must be non-negative integers below 2^63, got {}", where, d.dump());
       dims.push_back(d.get<std::int64_t>());
     }
     info.shape = Shape(dims);
@@ -130,20 +140,32 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     TRIDENT_CHECK(info.begin <= info.end && info.end <= data_size,
                   "{}: data_offsets [{}, {}) outside the data section of {} bytes (file truncated?)", where,
                   info.begin, info.end, data_size);
-    const std::uint64_t expected = static_cast<std::uint64_t>(info.shape.numel()) * dtype_size(info.dtype);
-    TRIDENT_CHECK(info.end - info.begin == expected, "{}: {} bytes for shape {} of {} (expected {})", where,
-                  info.end - info.begin, info.shape, info.dtype, expected);
+    // Checked: a byte count that wrapped around could match a short (even empty) range, while reads go
+    // by the shape.
+    const std::int64_t numel = checked_numel(info.shape);
+    const auto element_bytes = static_cast<std::int64_t>(dtype_size(info.dtype));
+    std::int64_t expected = 0;
+    TRIDENT_CHECK(numel >= 0 && !__builtin_mul_overflow(numel, element_bytes, &expected),
+                  "{}: shape {} of {} holds more than 2^63 bytes (data_offsets [{}, {}) hold {})", where, info.shape,
+                  info.dtype, info.begin, info.end, info.end - info.begin);
+    TRIDENT_CHECK(info.end - info.begin == static_cast<std::uint64_t>(expected),
+                  "{}: {} bytes for shape {} of {} (expected {})", where, info.end - info.begin, info.shape, info.dtype,
+                  expected);
     f.tensors_.push_back(std::move(info));
   }
   std::sort(f.tensors_.begin(), f.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
+  // Each non-empty tensor is compared with the previous non-empty one (which ends last, the earlier
+  // ones being disjoint), not just with its neighbour: an empty tensor in between must not hide an overlap.
+  const TensorInfo* previous = nullptr;
   for (std::size_t i = 0; i < f.tensors_.size(); ++i) {
-    if (i > 0) {
-      TRIDENT_CHECK(f.tensors_[i].begin >= f.tensors_[i - 1].end || f.tensors_[i].begin == f.tensors_[i].end,
-                    "'{}': tensors '{}' and '{}' overlap", path, f.tensors_[i - 1].name, f.tensors_[i].name);
-    }
-    f.index_[f.tensors_[i].name] = i;
+    const TensorInfo& t = f.tensors_[i];
+    f.index_[t.name] = i;
+    if (t.begin == t.end) continue;
+    TRIDENT_CHECK(!previous || t.begin >= previous->end, "'{}': tensors '{}' and '{}' overlap", path, previous->name,
+                  t.name);
+    previous = &t;
   }
   return f;
 }
@@ -183,7 +205,7 @@ Tensor SafetensorsFile::read_box(const std::string& name, const std::vector<std:
                 "'{}': tensor '{}' has shape {}; cannot read a box of shape {} at {} offsets", path_, name, ti.shape,
                 shape, offsets.size());
   for (std::size_t d = 0; d < r; ++d) {
-    TRIDENT_CHECK(offsets[d] >= 0 && shape[d] >= 0 && offsets[d] + shape[d] <= ti.shape[d],
+    TRIDENT_CHECK(offsets[d] >= 0 && shape[d] >= 0 && shape[d] <= ti.shape[d] - offsets[d],  // cannot overflow
                   "'{}': box {} at offsets [{}] exceeds tensor '{}' of shape {}", path_, shape,
                   fmt::join(offsets, ", "), name, ti.shape);
   }

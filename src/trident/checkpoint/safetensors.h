@@ -31,6 +31,8 @@ namespace trident::checkpoint {
 // "F32", "BF16", ... ↔ DType. Throws for names trident has no dtype for.
 std::string_view safetensors_dtype_name(DType dtype);
 DType parse_safetensors_dtype(std::string_view name, std::string_view context);
+// Elements of a shape read from a file: -1 when a dimension is negative or the count exceeds int64.
+std::int64_t checked_numel(const Shape& shape);
 
 struct TensorInfo {
   std::string name;
