@@ -27,6 +27,14 @@ std::string piece_name(const TensorPiece& p) {
 
 std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
+// Whether the boxes at offsets `a` and `b` with extents `a_shape` and `b_shape` share an element.
+bool boxes_overlap(const std::vector<std::int64_t>& a, const Shape& a_shape, const std::vector<std::int64_t>& b,
+                   const Shape& b_shape) {
+  for (std::size_t d = 0; d < a.size(); ++d)
+    if (std::max(a[d], b[d]) >= std::min(a[d] + a_shape[d], b[d] + b_shape[d])) return false;
+  return true;
+}
+
 void write_text_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
   {
@@ -83,14 +91,17 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   } catch (const json::parse_error& e) {
     TRIDENT_FAIL("'{}' is not valid JSON: {}", meta_path.string(), e.what());
   }
-  TRIDENT_CHECK(meta_.value("format_version", 0) == kFormatVersion,
-                "checkpoint '{}' has format version {}, this trident reads version {}", dir,
-                meta_.value("format_version", 0), kFormatVersion);
+  TRIDENT_CHECK(meta_.is_object(), "'{}' must hold a JSON object", meta_path.string());
+  const json version = meta_.value("format_version", json(0));
+  TRIDENT_CHECK(version == kFormatVersion, "checkpoint '{}' has format version {}, this trident reads version {}", dir,
+                version.dump(), kFormatVersion);
   TRIDENT_CHECK(meta_.contains("files") && meta_["files"].is_object(), "'{}': meta.json lists no files",
                 meta_path.string());
   for (auto it = meta_["files"].begin(); it != meta_["files"].end(); ++it) {
     const std::string path = (fs::path(dir) / it.key()).string();
     TRIDENT_CHECK(fs::exists(path), "checkpoint '{}': file '{}' listed in meta.json is missing", dir, it.key());
+    TRIDENT_CHECK(it.value().is_string(), "'{}': the checksum of '{}' must be a string, got {}", meta_path.string(),
+                  it.key(), it.value().dump());
     const std::string expected = it.value().get<std::string>();
     const std::string actual = hex64(file_checksum(path));
     TRIDENT_CHECK(actual == expected, "checkpoint file '{}' is corrupted: checksum {} but meta.json records {}", path,
@@ -100,16 +111,32 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
       const std::size_t file_index = files_.size();
       for (const auto& [name, text] : f->metadata()) {
         if (name == "format") continue;
-        json m;
-        try {
-          m = json::parse(text);
-        } catch (const json::parse_error&) {
-          TRIDENT_FAIL("'{}': metadata of '{}' is not JSON", path, name);
-        }
         TRIDENT_CHECK(f->contains(name), "'{}': metadata names tensor '{}' that the file lacks", path, name);
-        Piece piece{file_index, name, m.at("offsets").get<std::vector<std::int64_t>>(), f->info(name).shape};
-        Shape global(m.at("global_shape").get<std::vector<std::int64_t>>());
-        const std::string key = m.at("key").get<std::string>();
+        Piece piece{file_index, name, {}, f->info(name).shape};
+        Shape global;
+        std::string key;
+        try {
+          const json m = json::parse(text);
+          key = m.at("key").get<std::string>();
+          global = Shape(m.at("global_shape").get<std::vector<std::int64_t>>());
+          piece.offsets = m.at("offsets").get<std::vector<std::int64_t>>();
+        } catch (const json::exception& e) {
+          TRIDENT_FAIL("'{}': metadata of tensor '{}' is not {{\"key\", \"global_shape\", \"offsets\"}}: {}", path,
+                       name, e.what());
+        }
+        // read() indexes pieces by the global shape's rank and copies them by their extents: the piece must
+        // lie inside the global shape.
+        TRIDENT_CHECK(checked_numel(global) >= 0,
+                      "'{}': tensor '{}' has global shape {} (expected non-negative dimensions, under 2^63 elements)",
+                      path, key, global);
+        TRIDENT_CHECK(piece.offsets.size() == global.rank() && piece.shape.rank() == global.rank(),
+                      "'{}': piece '{}' of tensor '{}' has shape {} and {} offsets; its global shape {} has rank {}",
+                      path, name, key, piece.shape, piece.offsets.size(), global, global.rank());
+        for (std::size_t d = 0; d < global.rank(); ++d) {
+          TRIDENT_CHECK(piece.offsets[d] >= 0 && piece.offsets[d] <= global[d] - piece.shape[d],
+                        "'{}': piece '{}' of tensor '{}' (shape {} at [{}]) exceeds its global shape {}", path, name,
+                        key, piece.shape, fmt::join(piece.offsets, ", "), global);
+        }
         auto [slot, inserted] = index_.try_emplace(key, Entry{global, {}});
         TRIDENT_CHECK(slot->second.global_shape == global, "checkpoint '{}': tensor '{}' has global shape {} in one "
                       "file and {} in '{}'", dir, key, slot->second.global_shape, global, path);
@@ -119,6 +146,20 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
         if (!duplicate) slot->second.pieces.push_back(std::move(piece));
       }
       files_.push_back(std::move(f));
+    }
+  }
+  // read() proves a box is covered exactly once by counting the elements the pieces give it, which
+  // holds only for disjoint pieces (identical replicas were merged above).
+  for (const auto& [key, e] : index_) {
+    for (std::size_t i = 0; i < e.pieces.size(); ++i) {
+      for (std::size_t j = i + 1; j < e.pieces.size(); ++j) {
+        const Piece& a = e.pieces[i];
+        const Piece& b = e.pieces[j];
+        TRIDENT_CHECK(!boxes_overlap(a.offsets, a.shape, b.offsets, b.shape),
+                      "checkpoint '{}': pieces of tensor '{}' overlap: {} at [{}] in '{}' and {} at [{}] in '{}'", dir,
+                      key, a.shape, fmt::join(a.offsets, ", "), files_[a.file]->path(), b.shape,
+                      fmt::join(b.offsets, ", "), files_[b.file]->path());
+      }
     }
   }
 }
@@ -150,54 +191,63 @@ Tensor CheckpointReader::read(const std::string& key, const std::vector<std::int
                 "checkpoint tensor '{}' has global shape {}, but a box of shape {} was requested", key,
                 e.global_shape, shape);
   for (std::size_t d = 0; d < r; ++d) {
-    TRIDENT_CHECK(offsets[d] >= 0 && offsets[d] + shape[d] <= e.global_shape[d],
+    TRIDENT_CHECK(offsets[d] >= 0 && shape[d] >= 0 && shape[d] <= e.global_shape[d] - offsets[d],
                   "checkpoint tensor '{}' has global shape {}; the requested box {} at [{}] exceeds it", key,
                   e.global_shape, shape, fmt::join(offsets, ", "));
   }
-  Tensor out = Tensor::empty(shape, dtype);
+  // The parts of the pieces inside the box, in global coordinates. Pieces are disjoint (checked on
+  // opening), so the parts cover the box exactly once when their sizes add up to its size. Checked
+  // before allocating: a global shape no pieces fill must not size the output.
+  struct Part {
+    const Piece* piece;
+    std::vector<std::int64_t> lo, extent;
+  };
+  std::vector<Part> parts;
   std::int64_t covered = 0;
   for (const Piece& p : e.pieces) {
-    // Intersection of the requested box with this piece, in global coordinates.
-    std::vector<std::int64_t> lo(r), extent(r);
+    Part part{&p, std::vector<std::int64_t>(r), std::vector<std::int64_t>(r)};
     bool empty = false;
     for (std::size_t d = 0; d < r; ++d) {
-      lo[d] = std::max(offsets[d], p.offsets[d]);
-      const std::int64_t hi = std::min(offsets[d] + shape[d], p.offsets[d] + p.shape[d]);
-      extent[d] = hi - lo[d];
-      if (extent[d] <= 0) empty = true;
+      part.lo[d] = std::max(offsets[d], p.offsets[d]);
+      part.extent[d] = std::min(offsets[d] + shape[d], p.offsets[d] + p.shape[d]) - part.lo[d];
+      if (part.extent[d] <= 0) empty = true;
     }
-    if (empty && r > 0) continue;
+    if (empty) continue;
+    covered += Shape(part.extent).numel();
+    parts.push_back(std::move(part));
+  }
+  TRIDENT_CHECK(covered == shape.numel(),
+                "checkpoint '{}': the pieces of tensor '{}' cover {} of the {} elements of the requested box {} at [{}]",
+                dir_, key, covered, shape.numel(), shape, fmt::join(offsets, ", "));
+  Tensor out = Tensor::empty(shape, dtype);
+  const std::size_t esz = dtype_size(dtype);
+  for (const Part& part : parts) {
+    const Piece& p = *part.piece;
     std::vector<std::int64_t> in_piece(r), in_out(r);
     for (std::size_t d = 0; d < r; ++d) {
-      in_piece[d] = lo[d] - p.offsets[d];
-      in_out[d] = lo[d] - offsets[d];
+      in_piece[d] = part.lo[d] - p.offsets[d];
+      in_out[d] = part.lo[d] - offsets[d];
     }
-    Tensor box = files_[p.file]->read_box(p.tensor, in_piece, Shape(extent)).to(dtype);
+    Tensor box = files_[p.file]->read_box(p.tensor, in_piece, Shape(part.extent)).to(dtype);
     // Place the box (row runs along the last dimension).
-    const std::size_t esz = dtype_size(dtype);
     if (r == 0) {
       std::memcpy(out.raw_data(), box.raw_data(), esz);
-      covered += 1;
       continue;
     }
-    const std::int64_t run = extent[r - 1];
+    const std::int64_t run = part.extent[r - 1];
     const std::int64_t rows = box.numel() / run;
     for (std::int64_t row = 0; row < rows; ++row) {
       std::int64_t rem = row, off = in_out[r - 1], stride = shape[r - 1];
       for (std::size_t d = r - 1; d-- > 0;) {
-        off += (rem % extent[d] + in_out[d]) * stride;
-        rem /= extent[d];
+        off += (rem % part.extent[d] + in_out[d]) * stride;
+        rem /= part.extent[d];
         stride *= shape[d];
       }
       std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(off) * esz,
                   static_cast<const char*>(box.raw_data()) + static_cast<std::size_t>(row * run) * esz,
                   static_cast<std::size_t>(run) * esz);
     }
-    covered += box.numel();
   }
-  TRIDENT_CHECK(covered == shape.numel(),
-                "checkpoint '{}': the pieces of tensor '{}' cover {} of the {} elements of the requested box {} at [{}]",
-                dir_, key, covered, shape.numel(), shape, fmt::join(offsets, ", "));
   return out;
 }
 
