@@ -187,6 +187,30 @@ TEST_F(Sharded, MalformedMetadataIsAnErrorThatNamesIt) {
   EXPECT_EQ(skipped.size(), 3u) << fmt::format("{}", fmt::join(skipped, "\n"));
 }
 
+// A name that is not a step (here more digits than an int64 holds) is not a checkpoint.
+TEST_F(Sharded, UnparsableStepNamesAreNotCheckpoints) {
+  const std::string good = save("step_00000001");
+  fs::create_directories(root_ / "step_99999999999999999999");
+  fs::create_directories(root_ / "step_99999999999999999999.tmp");
+  fs::remove(root_ / "latest");  // so the directories are scanned
+  EXPECT_EQ(latest_valid_checkpoint(root_.string()), good);
+  prune_checkpoints(root_.string(), 1, good);
+  EXPECT_TRUE(fs::exists(good));
+  EXPECT_TRUE(fs::exists(root_ / "step_99999999999999999999"));
+}
+
+// Any failure to open a candidate skips it, not only a trident::Error: here std::filesystem throws
+// for a listed file name longer than the system allows.
+TEST_F(Sharded, AnyFailureToOpenSkipsTheCheckpoint) {
+  const std::string older = save("step_00000001");
+  const std::string newer = save("step_00000002");
+  std::ofstream(newer + "/meta.json") << R"({"format_version": 1, "files": {")" << std::string(300, 'a') << R"(": "0"}})";
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_valid_checkpoint(root_.string(), &skipped), older);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step_00000002"), std::string::npos) << skipped[0];
+}
+
 TEST_F(Sharded, CorruptedShardIsDetectedByChecksum) {
   const std::string dir = save("step_00000007");
   const std::string shard = dir + "/shard-00001.safetensors";

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -305,8 +306,9 @@ std::pair<std::int64_t, int> parse_checkpoint_name(const std::string& name) {
   if (!name.starts_with("step_")) return {-1, 0};
   std::size_t end = 5;
   while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
-  if (end == 5) return {-1, 0};
-  const std::int64_t step = std::stoll(name.substr(5, end - 5));
+  std::int64_t step = 0;
+  // No digits, or more than an int64 holds: not a step.
+  if (end == 5 || std::from_chars(name.data() + 5, name.data() + end, step).ec != std::errc()) return {-1, 0};
   const std::string rest = name.substr(end);
   if (rest.empty()) return {step, 0};
   if (rest == ".tmp") return {step, 1};
@@ -332,6 +334,11 @@ bool opens(const fs::path& dir, std::string* why) {
     return true;
   } catch (const Error& e) {
     if (why) *why = e.message();
+    return false;
+  } catch (const std::exception& e) {
+    // Whatever else goes wrong reading it (a filesystem error, say), this one cannot be resumed from:
+    // the caller tries the next.
+    if (why) *why = fmt::format("checkpoint '{}': {}", dir.string(), e.what());
     return false;
   }
 }
