@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 #include "trident/data/tokenizer.h"
 
 namespace {
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   }
   try {
     const auto tok = trident::data::Tokenizer::load(tokenizer_path);
-    const std::string text = trident::data::read_whole_file(input_path, "input");
+    const std::string text = trident::read_whole_file(input_path, "input");
     std::vector<std::string_view> lines;
     for (std::size_t pos = 0; pos < text.size();) {
       std::size_t end = text.find('\n', pos);

@@ -280,5 +280,37 @@ TEST_F(Sharded, PruneKeepsNewest) {
   EXPECT_TRUE(fs::exists(root_ / "step_00000003"));
 }
 
+TEST_F(Sharded, PruneOrdersStepsByNumberNotText) {
+  // Past 8 digits the names no longer sort as text does: step_100000000 is the newest.
+  save("step_99999998");
+  save("step_99999999");
+  const std::string last = save("step_100000000");
+  prune_checkpoints(root_.string(), 2, "");
+  EXPECT_FALSE(fs::exists(root_ / "step_99999998"));
+  EXPECT_TRUE(fs::exists(root_ / "step_99999999"));
+  EXPECT_TRUE(fs::exists(last));
+}
+
+TEST_F(Sharded, FileNamesInMetaJsonStayInTheCheckpointDirectory) {
+  const std::string dir = save("step_00000007");
+  // A file outside the checkpoint, listed with its right checksum, must not be read as part of it.
+  const std::string outside = (root_ / "outside.safetensors").string();
+  write_shard(outside, {{"model/w", {4, 5}, {0, 0}, iota({4, 5})}});
+  for (const std::string& name : {std::string("../outside.safetensors"), outside}) {
+    std::ifstream in(dir + "/meta.json");
+    nlohmann::json meta = nlohmann::json::parse(in);
+    in.close();
+    meta["files"] = {{name, fmt::format("{:016x}", file_checksum(outside))}};
+    std::ofstream(dir + "/meta.json") << meta.dump();
+    try {
+      CheckpointReader r(dir);
+      FAIL() << name;
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("not a plain file name"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(name), std::string::npos) << e.message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trident::checkpoint

@@ -15,6 +15,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 
 namespace trident::checkpoint {
@@ -286,13 +287,6 @@ void write_all(int fd, const void* data, std::size_t n, const std::string& path)
   }
 }
 }  // namespace
-
-void fsync_directory(const std::string& dir) {
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 void SafetensorsWriter::write(const std::string& path) const {
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());

@@ -96,8 +96,6 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-// fsyncs a directory so a rename inside it is durable.
-void fsync_directory(const std::string& dir);
 
 // Fault injection for the crash tests (tests/checkpoint/crash_test.sh): with
 // TRIDENT_CHECKPOINT_CRASH_AT=n in the environment, the n-th call in this

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 
 namespace trident::checkpoint {
@@ -34,23 +35,6 @@ bool boxes_overlap(const std::vector<std::int64_t>& a, const Shape& a_shape, con
   for (std::size_t d = 0; d < a.size(); ++d)
     if (std::max(a[d], b[d]) >= std::min(a[d] + a_shape[d], b[d] + b_shape[d])) return false;
   return true;
-}
-
-void write_text_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    TRIDENT_CHECK(out.good(), "writing '{}' failed", tmp.string());
-  }
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  fs::rename(tmp, path);
-  fsync_directory(path.parent_path().string());
 }
 
 }  // namespace
@@ -99,6 +83,12 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   TRIDENT_CHECK(meta_.contains("files") && meta_["files"].is_object(), "'{}': meta.json lists no files",
                 meta_path.string());
   for (auto it = meta_["files"].begin(); it != meta_["files"].end(); ++it) {
+    // Checkpoint files sit directly in the directory: a name that reaches elsewhere ("../x", "/etc/x")
+    // is damage or mischief, not a checkpoint.
+    const fs::path listed(it.key());
+    TRIDENT_CHECK(!it.key().empty() && listed == listed.filename() && it.key() != "." && it.key() != "..",
+                  "'{}': file name '{}' is not a plain file name in the checkpoint directory", meta_path.string(),
+                  it.key());
     const std::string path = (fs::path(dir) / it.key()).string();
     TRIDENT_CHECK(fs::exists(path), "checkpoint '{}': file '{}' listed in meta.json is missing", dir, it.key());
     TRIDENT_CHECK(it.value().is_string(), "'{}': the checksum of '{}' must be a string, got {}", meta_path.string(),
@@ -266,7 +256,7 @@ void commit_checkpoint(const std::string& tmp_dir, const std::string& final_dir,
   json sums = json::object();
   for (const std::string& f : files) sums[f] = hex64(file_checksum((fs::path(tmp_dir) / f).string()));
   meta["files"] = sums;
-  write_text_atomic(fs::path(tmp_dir) / "meta.json", meta.dump(2) + "\n");
+  write_file_atomically(fs::path(tmp_dir) / "meta.json", meta.dump(2) + "\n");
   fsync_directory(tmp_dir);
   crash_point("meta.json written");
   // A checkpoint of this step may exist already (a resumed run redoing steps
@@ -282,7 +272,7 @@ void commit_checkpoint(const std::string& tmp_dir, const std::string& final_dir,
   fsync_directory(fs::path(final_dir).parent_path().string());
   crash_point("checkpoint directory renamed into place");
   if (!latest_file.empty()) {
-    write_text_atomic(latest_file, fs::path(final_dir).filename().string() + "\n");
+    write_file_atomically(latest_file, fs::path(final_dir).filename().string() + "\n");
     crash_point("latest updated");
   }
   fs::remove_all(replaced);
@@ -316,15 +306,18 @@ std::pair<std::int64_t, int> parse_checkpoint_name(const std::string& name) {
   return {-1, 0};
 }
 
-// Committed checkpoint directories under `root` (step_ followed by digits only), oldest first.
+// Committed checkpoint directories under `root` (step_ followed by digits only), oldest step first
+// (by number: step_100000000 is newer than step_99999999).
 std::vector<fs::path> committed_checkpoints(const std::string& root) {
-  std::vector<fs::path> dirs;
-  if (!fs::exists(root)) return dirs;
+  std::vector<std::pair<std::int64_t, fs::path>> found;
+  if (!fs::exists(root)) return {};
   for (const auto& entry : fs::directory_iterator(root)) {
     const auto [step, state] = parse_checkpoint_name(entry.path().filename().string());
-    if (entry.is_directory() && step >= 0 && state == 0) dirs.push_back(entry.path());
+    if (entry.is_directory() && step >= 0 && state == 0) found.emplace_back(step, entry.path());
   }
-  std::sort(dirs.begin(), dirs.end());
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> dirs;
+  for (auto& [step, dir] : found) dirs.push_back(std::move(dir));
   return dirs;
 }
 

@@ -11,7 +11,7 @@
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/data/added_vocabulary.h"
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 #include "trident/data/byte_level.h"
 #include "trident/data/pre_tokenizer.h"
 

@@ -7,7 +7,7 @@
 
 #include "trident/core/error.h"
 #include "trident/core/rng.h"
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 #include "trident/data/mapped_file.h"
 #include "trident/data/shuffle.h"
 

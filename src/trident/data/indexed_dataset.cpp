@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "trident/core/error.h"
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 
 namespace trident::data {
 namespace {

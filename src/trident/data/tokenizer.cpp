@@ -4,7 +4,7 @@
 
 
 #include "trident/core/error.h"
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 #include "trident/data/byte_level.h"
 
 namespace trident::data {

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 #include "trident/models/hf.h"
 
 namespace trident::train::detail {
@@ -84,9 +84,9 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
   if (par.is_root()) {
     // Written and fsync'd like the shards (errors checked): meta.json will
     // record their checksums, and a commit must not outlive its files.
-    data::write_file_atomically(fs::path(tmp) / "config.toml", to_toml(config));
-    data::write_file_atomically(fs::path(tmp) / "config.json", models::hf_config_json(spec));
-    data::write_file_atomically(fs::path(tmp) / "tokenizer.json", data::read_whole_file(tokenizer_path, "tokenizer"));
+    write_file_atomically(fs::path(tmp) / "config.toml", to_toml(config));
+    write_file_atomically(fs::path(tmp) / "config.json", models::hf_config_json(spec));
+    write_file_atomically(fs::path(tmp) / "tokenizer.json", read_whole_file(tokenizer_path, "tokenizer"));
   }
   par.world->barrier();
   if (par.is_root()) {

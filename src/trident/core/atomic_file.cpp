@@ -1,4 +1,4 @@
-#include "trident/data/atomic_file.h"
+#include "trident/core/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -12,7 +12,7 @@
 
 #include "trident/core/error.h"
 
-namespace trident::data {
+namespace trident {
 namespace {
 
 std::filesystem::path temp_name(const std::filesystem::path& target) {
@@ -59,12 +59,20 @@ void AtomicOutputFile::commit() {
   TRIDENT_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0, "cannot rename '{}' to '{}': {}", temp_.string(),
                 target_.string(), std::strerror(errno));
   committed_ = true;
+  fsync_directory(target_.parent_path());
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
   AtomicOutputFile f(path);
   f.write(content);
   f.commit();
+}
+
+void fsync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: the data itself is already fsync'd
+  static_cast<void>(::fsync(fd));
+  ::close(fd);
 }
 
 FileLock::FileLock(const std::filesystem::path& path) {
@@ -99,4 +107,4 @@ std::string read_whole_file(const std::filesystem::path& path, std::string_view 
   return std::move(ss).str();
 }
 
-}  // namespace trident::data
+}  // namespace trident

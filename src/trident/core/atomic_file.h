@@ -3,7 +3,8 @@
 // AtomicOutputFile writes to a temporary name beside the target and renames
 // it over the target on commit() (after fsync), so a reader — another rank, a
 // later run — never sees a half-written file; if the writer dies or throws,
-// the temporary is removed and the target is untouched.
+// the temporary is removed and the target is untouched. After commit() returns
+// the new contents survive a power cut (the directory entry is fsync'd too).
 // FileLock holds an exclusive flock() on a lock file: it serialises processes
 // (and threads) that build the same thing; the kernel releases it if the
 // holder dies, so a crashed run never leaves a stale lock behind.
@@ -14,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace trident::data {
+namespace trident {
 
 class AtomicOutputFile {
  public:
@@ -26,7 +27,7 @@ class AtomicOutputFile {
   void write(const void* data, std::size_t bytes);
   void write(std::string_view s) { write(s.data(), s.size()); }
   std::uint64_t bytes_written() const noexcept { return written_; }
-  // Flushes, fsyncs and renames onto the target.
+  // Flushes, fsyncs and renames onto the target, then fsyncs its directory.
   void commit();
 
   const std::filesystem::path& target() const noexcept { return target_; }
@@ -39,7 +40,11 @@ class AtomicOutputFile {
   bool committed_ = false;
 };
 
+// Writes `content` to `path` through an AtomicOutputFile.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+// fsyncs a directory, so that a rename or creation inside it survives a power cut.
+void fsync_directory(const std::filesystem::path& dir);
 
 class FileLock {
  public:
@@ -56,4 +61,4 @@ class FileLock {
 // Reads a whole file; errors name the file and `what` it is.
 std::string read_whole_file(const std::filesystem::path& path, std::string_view what);
 
-}  // namespace trident::data
+}  // namespace trident
