@@ -65,6 +65,9 @@ void export_checkpoint(const ExportOptions& o) {
   const std::string dir = resolve_checkpoint(o.checkpoint);
   const checkpoint::CheckpointReader reader(dir);  // verifies every file's checksum
   const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
+  const fs::path tokenizer = fs::path(dir) / "tokenizer.json";
+  std::vector<std::string> extra;
+  if (fs::exists(tokenizer)) extra.push_back(tokenizer.string());
   const auto files = models::write_hf(
       spec, o.output, dtype,
       [&](const std::string& name, DType dt) {
@@ -73,14 +76,9 @@ void export_checkpoint(const ExportOptions& o) {
                       models::CausalLM(spec).find_parameter(name)->global_shape);
         return reader.read(key, dt);
       },
-      limit);
-  const fs::path tokenizer = fs::path(dir) / "tokenizer.json";
-  if (fs::exists(tokenizer)) {
-    fs::copy_file(tokenizer, fs::path(o.output) / "tokenizer.json", fs::copy_options::overwrite_existing);
-  }
-  fmt::print("exported {} (step {}, {:.2f}M parameters, {}) to {}: {}{}\n", dir, reader.meta().value("step", 0),
-             static_cast<double>(spec.num_parameters()) / 1e6, o.dtype, o.output, fmt::join(files, ", "),
-             fs::exists(tokenizer) ? ", tokenizer.json" : "");
+      limit, extra);
+  fmt::print("exported {} (step {}, {:.2f}M parameters, {}) to {}: {}\n", dir, reader.meta().value("step", 0),
+             static_cast<double>(spec.num_parameters()) / 1e6, o.dtype, o.output, fmt::join(files, ", "));
 }
 
 }  // namespace
@@ -88,7 +86,7 @@ void export_checkpoint(const ExportOptions& o) {
 void add_export_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("export", "Write a checkpoint (any parallel layout) as a Hugging Face model");
   auto o = std::make_shared<ExportOptions>();
-  cmd->add_option("--checkpoint", o->checkpoint, "A checkpoint, or a run directory (its latest checkpoint)")
+  cmd->add_option("--checkpoint", o->checkpoint, "A checkpoint, or a run directory (its newest checkpoint that verifies)")
       ->required();
   cmd->add_option("--output", o->output, "The Hugging Face directory to write")->required();
   cmd->add_option("--dtype", o->dtype, "Weights dtype: fp32, bf16 or fp16")->capture_default_str();

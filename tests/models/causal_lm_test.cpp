@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 
@@ -370,6 +371,64 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
     EXPECT_NE(e.message().find("[48, 16]"), std::string::npos) << e.message();
   }
   std::filesystem::remove_all(dir);
+}
+
+// The files of a directory and their bytes.
+std::map<std::string, std::string> directory_contents(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    out[e.path().filename().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return out;
+}
+
+TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("trident-hf-export-{}", ::getpid());
+  fs::remove_all(dir);
+  CausalLM model(tiny(nn::Arch::gpt2));
+  model.initialize(4);
+  save_hf(model, dir.string(), DType::f32, 2000);  // sharded: an index and several files
+  std::ofstream(dir / "README.md") << "the user's own file\n";
+  const auto before = directory_contents(dir);
+  ASSERT_TRUE(before.count("model.safetensors.index.json"));
+
+  // A source that fails part-way (a tensor missing from a checkpoint, a read error) leaves the
+  // earlier export exactly as it was, and no staging directory behind.
+  CausalLM other(tiny(nn::Arch::gpt2));
+  other.initialize(5);
+  int served = 0;
+  auto failing = [&](const std::string& name, DType dt) {
+    if (++served == 5) TRIDENT_FAIL("no tensor '{}'", name);
+    return other.find_parameter(name)->var.data().to(dt);
+  };
+  EXPECT_THROW(write_hf(other.spec(), dir.string(), DType::f32, failing), Error);
+  EXPECT_EQ(directory_contents(dir), before);
+  EXPECT_FALSE(fs::exists(dir.string() + ".tmp"));
+
+  // A complete export replaces the weights, removes the earlier export's shards and index (a reader
+  // would mix them in), copies the extra files and keeps the user's own.
+  const fs::path tokenizer = dir.string() + "-run/tokenizer.json";
+  fs::create_directories(tokenizer.parent_path());
+  std::ofstream(tokenizer) << "{}";
+  const auto files = write_hf(
+      other.spec(), dir.string() + "/", DType::f32,
+      [&](const std::string& name, DType dt) { return other.find_parameter(name)->var.data().to(dt); },
+      kDefaultMaxShardBytes, {tokenizer.string()});
+  EXPECT_EQ(files, (std::vector<std::string>{"model.safetensors", "tokenizer.json", "config.json"}));
+  EXPECT_EQ(directory_contents(dir).size(), 4u);  // the three files and README.md
+  EXPECT_TRUE(fs::exists(dir / "README.md"));
+  EXPECT_FALSE(fs::exists(dir.string() + ".tmp"));
+  CausalLM loaded(read_hf_config((dir / "config.json").string()));
+  loaded.initialize(99);
+  load_hf_weights(loaded, dir.string());
+  for (std::size_t i = 0; i < other.parameters().size(); ++i) {
+    EXPECT_EQ(other.parameters()[i]->var.data().to_vector<float>(),
+              loaded.parameters()[i]->var.data().to_vector<float>());
+  }
+  fs::remove_all(dir);
+  fs::remove_all(tokenizer.parent_path());
 }
 
 TEST(CausalLM, BadSpecsAreClearErrors) {

@@ -3,11 +3,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "trident/checkpoint/safetensors.h"
+#include "trident/core/atomic_file.h"
 #include "trident/core/memory.h"
 
 namespace trident::models {
@@ -43,14 +45,36 @@ T get_or(const json& j, const std::string& key, T fallback) {
   return j[key].get<T>();
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    TRIDENT_CHECK(out.good(), "writing '{}' failed", tmp);
+// A weight file of transformers' layouts: model.safetensors, its index, or a shard model-N-of-M.safetensors.
+bool is_weight_file(const std::string& name) {
+  return name == "model.safetensors" || name == "model.safetensors.index.json" ||
+         (name.starts_with("model-") && name.ends_with(".safetensors") && name.find("-of-") != std::string::npos);
+}
+
+// Moves the finished export in `staging` to `dir`. A new `dir` is the staging directory renamed, whole
+// at once. An existing one is updated file by file: first the weight files the new export does not
+// replace are removed (a stale model.safetensors would win over a new index, stale shards could be
+// mixed in), then the new files are renamed over the old, config.json last. An interruption part-way
+// leaves a directory that fails to load rather than one that loads the wrong weights.
+void publish_export(const fs::path& staging, const fs::path& dir, const std::vector<std::string>& files) {
+  if (!fs::exists(dir)) {
+    if (dir.has_parent_path()) fs::create_directories(dir.parent_path());
+    fs::rename(staging, dir);
+    fsync_directory(dir.has_parent_path() ? dir.parent_path() : fs::path("."));
+    return;
   }
-  fs::rename(tmp, path);
+  TRIDENT_CHECK(fs::is_directory(dir), "Hugging Face export: '{}' exists and is not a directory", dir.string());
+  const std::set<std::string> incoming(files.begin(), files.end());
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (is_weight_file(name) && !incoming.count(name)) fs::remove(entry.path());
+  }
+  for (const std::string& f : files) {
+    if (f != "config.json") fs::rename(staging / f, dir / f);
+  }
+  fs::rename(staging / "config.json", dir / "config.json");
+  fsync_directory(dir);
+  fs::remove_all(staging);
 }
 
 }  // namespace
@@ -147,11 +171,11 @@ std::string hf_config_json(const TransformerSpec& s, DType dtype) {
 }
 
 std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string& dir, DType dtype,
-                                  const TensorSource& source, std::uint64_t max_shard_bytes) {
+                                  const TensorSource& source, std::uint64_t max_shard_bytes,
+                                  const std::vector<std::string>& extra_files) {
   TRIDENT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
                 "Hugging Face export: dtype must be fp32, bf16 or fp16, got {}", dtype);
   TRIDENT_CHECK(max_shard_bytes > 0, "Hugging Face export: the shard size limit must be positive");
-  fs::create_directories(dir);
   // The model's parameters in order, cut into files of at most max_shard_bytes of tensor data
   // (a tensor larger than the limit gets a file of its own, as transformers does).
   const CausalLM layout(spec);  // names and global shapes only: nothing is allocated before initialize()
@@ -167,38 +191,50 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
     in_file += bytes;
     total += bytes;
   }
-  // Weight files of an earlier export into this directory would be stale: a reader could mix them in.
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("model-") && name.ends_with(".safetensors") && name.find("-of-") != std::string::npos) {
-      fs::remove(entry.path());
-    }
-  }
+  // Everything is written into a staging directory beside DIR first: an error (a tensor missing from
+  // the source, a full disk) leaves DIR as it was.
+  fs::path target = fs::path(dir).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "out/" names "out"
+  const fs::path staging = target.string() + ".tmp";
+  fs::remove_all(staging);  // an earlier export that died part-way
+  fs::create_directories(staging);
   std::vector<std::string> written;
-  json weight_map = json::object();
-  for (std::size_t f = 0; f < files.size(); ++f) {
-    const std::string name = files.size() == 1 ? "model.safetensors"
-                                               : fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, files.size());
-    checkpoint::SafetensorsWriter writer;
-    writer.set_metadata("format", "pt");
-    for (const nn::Parameter* p : files[f]) {
-      const std::string tensor = p->name;
-      writer.add_lazy(tensor, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
-      weight_map[tensor] = name;
+  try {
+    json weight_map = json::object();
+    for (std::size_t f = 0; f < files.size(); ++f) {
+      const std::string name = files.size() == 1
+                                   ? "model.safetensors"
+                                   : fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, files.size());
+      checkpoint::SafetensorsWriter writer;
+      writer.set_metadata("format", "pt");
+      for (const nn::Parameter* p : files[f]) {
+        const std::string tensor = p->name;
+        writer.add_lazy(tensor, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
+        weight_map[tensor] = name;
+      }
+      writer.write((staging / name).string());
+      written.push_back(name);
     }
-    writer.write((fs::path(dir) / name).string());
-    written.push_back(name);
+    if (files.size() > 1) {
+      write_file_atomically(staging / "model.safetensors.index.json",
+                            json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
+      written.push_back("model.safetensors.index.json");
+    }
+    for (const std::string& extra : extra_files) {
+      const std::string name = fs::path(extra).filename().string();
+      TRIDENT_CHECK(!is_weight_file(name) && name != "config.json",
+                    "Hugging Face export: extra file '{}' would replace the export's own '{}'", extra, name);
+      write_file_atomically(staging / name, read_whole_file(extra, "file to export"));
+      written.push_back(name);
+    }
+    write_file_atomically(staging / "config.json", hf_config_json(spec, dtype));
+    written.push_back("config.json");
+    publish_export(staging, target, written);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw;
   }
-  if (files.size() > 1) {
-    write_text((fs::path(dir) / "model.safetensors.index.json").string(),
-               json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
-    written.push_back("model.safetensors.index.json");
-    fs::remove(fs::path(dir) / "model.safetensors");  // a stale single file would confuse readers
-  } else {
-    fs::remove(fs::path(dir) / "model.safetensors.index.json");  // a stale index would win over the new file
-  }
-  write_text((fs::path(dir) / "config.json").string(), hf_config_json(spec, dtype));
-  written.push_back("config.json");
   return written;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "trident/models/causal_lm.h"
 
@@ -30,9 +31,15 @@ using TensorSource = std::function<Tensor(const std::string& name, DType dtype)>
 // (so no more than one tensor is ever in memory). Up to `max_shard_bytes` of
 // tensor data: DIR/model.safetensors; above, transformers' sharded layout —
 // DIR/model-00001-of-0000N.safetensors … and model.safetensors.index.json
-// (metadata.total_size, weight_map). Returns the files written.
+// (metadata.total_size, weight_map). `extra_files` (a tokenizer.json, say) are
+// copied in beside them. Returns the names of the files written.
+//
+// Everything is written to "DIR.tmp" and moved into DIR only once complete:
+// a failure leaves DIR as it was. Weight files of an earlier export into DIR
+// that this one does not replace are removed.
 std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string& dir, DType dtype,
-                                  const TensorSource& source, std::uint64_t max_shard_bytes = kDefaultMaxShardBytes);
+                                  const TensorSource& source, std::uint64_t max_shard_bytes = kDefaultMaxShardBytes,
+                                  const std::vector<std::string>& extra_files = {});
 
 // write_hf from a single-process model (every parameter must be whole).
 void save_hf(const CausalLM& model, const std::string& dir, DType dtype = DType::f32,
