@@ -26,8 +26,9 @@ void add_export_command(CLI::App& app);
 // trident launch (launch_command.cpp)
 void add_launch_command(CLI::App& app);
 
-// --checkpoint PATH: a step directory, or a run (or checkpoint root) whose
-// latest (or checkpoints/latest) names one. Errors name the option and path.
+// --checkpoint PATH: a step directory, or a run directory (or checkpoint root):
+// its newest checkpoint that verifies, `latest` first, warning on stderr about
+// each one skipped. Errors name the option and path.
 std::string resolve_checkpoint(const std::string& path);
 
 }  // namespace trident::cli

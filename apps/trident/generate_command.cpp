@@ -1,7 +1,7 @@
 // trident generate --checkpoint DIR --prompt TEXT [sampling options]
 //
-// Loads a checkpoint (a step directory, or a run/checkpoint root whose `latest`
-// names one), encodes the prompt, and streams generated text to stdout as the
+// Loads a checkpoint (a step directory, or the newest checkpoint that verifies
+// under a run or checkpoint root), encodes the prompt, and streams generated text to stdout as the
 // tokens come, using a KV cache.
 //
 // Under `trident launch -n T` (mpirun) the model is tensor-parallel over the T
@@ -29,11 +29,17 @@ namespace fs = std::filesystem;
 
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::exists(fs::path(path) / "meta.json")) return path;
-  for (const fs::path& latest : {fs::path(path) / "latest", fs::path(path) / "checkpoints" / "latest"}) {
-    const std::string dir = checkpoint::read_latest(latest.string());
+  // A run directory or a checkpoint root: the newest checkpoint that verifies, as a resumed run
+  // would choose it (`latest` first; a damaged one is skipped with a warning, not used).
+  for (const fs::path& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+    std::vector<std::string> skipped;
+    const std::string dir = checkpoint::latest_valid_checkpoint(root.string(), &skipped);
+    for (const std::string& why : skipped) fmt::print(stderr, "warning: skipping {}\n", why);
     if (!dir.empty()) return dir;
+    TRIDENT_CHECK(skipped.empty(), "--checkpoint '{}': no checkpoint under '{}' verifies (see the warnings above)",
+                  path, root.string());
   }
-  TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run with a latest checkpoint", path);
+  TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run directory with checkpoints", path);
 }
 
 namespace {

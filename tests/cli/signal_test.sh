@@ -38,3 +38,17 @@ done
 grep -q "resumed from .*$ckpt at step $step" "$work/resume.log" || fail "resume message: $(head -3 "$work/resume.log")"
 grep -q "^step .*$((step + 3))/$((step + 3))" "$work/resume.log" || fail "resume did not reach step $((step + 3))"
 echo "ok: --resume continued from step $step to $((step + 3))"
+
+# export and generate on the run directory take the newest checkpoint that verifies: a damaged
+# newest one is skipped with a warning, not used.
+newest=$(cat "$work/run/checkpoints/latest")
+[[ $newest != "$ckpt" ]] || fail "the resumed run saved no checkpoint of its own"
+printf '\x55' | dd of="$work/run/checkpoints/$newest/shard-00000.safetensors" bs=1 seek=100 conv=notrunc 2>/dev/null
+"$trident" export --checkpoint "$work/run" --output "$work/hf" > "$work/export.log" 2>&1 \
+  || fail "export: $(tail -5 "$work/export.log")"
+grep -q "warning: skipping .*$newest.*corrupted" "$work/export.log" || fail "export warning: $(cat "$work/export.log")"
+grep -q "^exported .*$ckpt " "$work/export.log" || fail "export used the wrong checkpoint: $(cat "$work/export.log")"
+"$trident" generate --checkpoint "$work/run" --prompt "the" --max-new-tokens 2 > "$work/generate.log" 2>&1 \
+  || fail "generate: $(tail -5 "$work/generate.log")"
+grep -q "warning: skipping .*$newest" "$work/generate.log" || fail "generate warning: $(cat "$work/generate.log")"
+echo "ok: export and generate skipped the damaged $newest for $ckpt"
