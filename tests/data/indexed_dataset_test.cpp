@@ -184,5 +184,22 @@ TEST(IndexedDataset, Int64TokensReadWhenTheyFitInt32) {
               HasSubstr("big.bin: token 1 of sequence 1 is 4294967301, beyond int32"));
 }
 
+TEST(IndexedDataset, NegativeTokenIdsAreNamedErrors) {
+  TempDir dir("trident-idx-negative");
+  write_raw(dir / "i8", TokenDType::i8, {3}, std::string("\x05\x7f\xfd", 3));
+  EXPECT_THAT(error_of([&] { IndexedDataset::open(dir / "i8")->sequence(0); }),
+              HasSubstr("i8.bin: token 2 of sequence 0 is -3, and token ids are never negative (int8 data"));
+  write_raw(dir / "i16", TokenDType::i16, {1, 2}, le<std::int16_t>(7) + le<std::int16_t>(-2) + le<std::int16_t>(9));
+  auto i16 = IndexedDataset::open(dir / "i16");
+  std::int32_t out[2];
+  i16->read(1, 1, 1, out);  // the token after the bad one reads
+  EXPECT_EQ(out[0], 9);
+  EXPECT_THAT(error_of([&] { i16->read(1, 0, 2, out); }), HasSubstr("i16.bin: token 0 of sequence 1 is -2"));
+  write_raw(dir / "i32", TokenDType::i32, {1}, le<std::int32_t>(-1));
+  EXPECT_THAT(error_of([&] { IndexedDataset::open(dir / "i32")->sequence(0); }), HasSubstr("is -1"));
+  write_raw(dir / "i64", TokenDType::i64, {1}, le<std::int64_t>(-4));
+  EXPECT_THAT(error_of([&] { IndexedDataset::open(dir / "i64")->sequence(0); }), HasSubstr("is -4"));
+}
+
 }  // namespace
 }  // namespace trident::data

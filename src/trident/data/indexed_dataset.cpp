@@ -1,5 +1,7 @@
 #include "trident/data/indexed_dataset.h"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include <cerrno>
@@ -187,6 +189,15 @@ void IndexedDataset::read(std::size_t i, std::int64_t offset, std::int64_t lengt
     case TokenDType::f32:
     case TokenDType::f64:
       TRIDENT_FAIL("{}: token dtype {} is not an integer type", prefix_, token_dtype_name(index_.dtype));
+  }
+  // A signed dtype can hold what no token id is; catching it here names the file, where the model's
+  // embedding would only name a position in a batch.
+  if (index_.dtype == TokenDType::i8 || index_.dtype == TokenDType::i16 || index_.dtype == TokenDType::i32 ||
+      index_.dtype == TokenDType::i64) {
+    const std::int32_t* bad = std::find_if(out, out + n, [](std::int32_t v) { return v < 0; });
+    TRIDENT_CHECK(bad == out + n, "{}.bin: token {} of sequence {} is {}, and token ids are never negative ({} "
+                  "data: is the file damaged, or written with the wrong dtype?)", prefix_,
+                  offset + (bad - out), i, *bad, token_dtype_name(index_.dtype));
   }
 }
 
