@@ -89,8 +89,10 @@ Tensor ZeroOptimizer::owned_grad(const Entry& e) const {
 
 void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad) {
   const std::int64_t d = dp_->size();
-  const DType dt = e.grad_shard.dtype();
-  const Device dev = e.exp_avg.device();  // grad_shard exists only from stage 2
+  // The parameter's (master) dtype, the same on every rank: grad_shard exists
+  // only from stage 2, and an undefined tensor's dtype says nothing.
+  const DType dt = e.param->var.dtype();
+  const Device dev = e.exp_avg.device();
   Tensor padded = Tensor::empty({d * e.chunk_rows * e.row_size}, dt, dev);
   const std::int64_t n = e.rows * e.row_size;
   if (full_grad.defined()) {
@@ -106,7 +108,9 @@ void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad)
     ops::add_(e.grad_shard, mine);
   } else if (owned > 0 && full_grad.defined()) {
     // Stage 1: the reduced rows replace this rank's rows of its full gradient.
-    full_grad.flatten().slice0(e.begin * e.row_size, e.end * e.row_size).copy_from(mine.slice0(0, owned));
+    full_grad.flatten()
+        .slice0(e.begin * e.row_size, e.end * e.row_size)
+        .copy_from(mine.slice0(0, owned).to(full_grad.dtype()));
   }
 }
 
