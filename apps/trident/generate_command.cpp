@@ -91,8 +91,12 @@ void generate(const GenerateOptions& o) {
   const auto eod = tokenizer.eod_id();
   Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
   std::int64_t position = 0;
+  bool out_of_context = false;
   for (std::int64_t i = 0; i < o.max_new_tokens; ++i) {
-    if (position + input.size(1) > spec.max_seq_len) break;
+    if (position + input.size(1) > spec.max_seq_len) {
+      out_of_context = true;
+      break;
+    }
     ctx.position_offset = position;
     Tensor logits = model.forward(input, ctx).data();
     position += input.size(1);
@@ -108,6 +112,10 @@ void generate(const GenerateOptions& o) {
     input = Tensor::from_vector(std::vector<std::int64_t>{next}, {1, 1});
   }
   emit("\n");
+  if (out_of_context && printer) {
+    fmt::print(stderr, "(stopped after {} new tokens: the model's context is {} tokens)\n",
+               static_cast<std::int64_t>(history.size() - prompt_ids.size()), spec.max_seq_len);
+  }
 }
 
 }  // namespace
