@@ -220,6 +220,12 @@ TEST(GptDataset, DamagedCacheIsAnErrorNamingTheFile) {
   EXPECT_THAT(error_of([&] { GptDataset(ds, cfg).sample(longer); }),
               HasSubstr("sample " + std::to_string(longer) + " overflows its 5 tokens"));
   restore();
+  // An entry whose description is not this dataset's (a hash collision, an edited file) is not used.
+  const auto description = cache_file(cfg.cache_dir, "-description.txt");
+  std::ofstream(description, std::ios::app) << "tampered\n";
+  EXPECT_THAT(error_of(load_and_read), HasSubstr(fmt::format("index cache entry '{}' describes other indices",
+                                                             description.string())));
+  restore();
   EXPECT_EQ(error_of(load_and_read), "(no error)");
 }
 

@@ -214,6 +214,12 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDataset
   FileLock lock(entry.file("lock"));
   // The description is written last: its presence marks a complete cache entry.
   if (std::filesystem::exists(entry.file("description.txt"))) {
+    // The key is a hash of the description: the entry must describe these indices, not merely share it.
+    const std::string cached = read_whole_file(entry.file("description.txt"), "index cache description");
+    TRIDENT_CHECK(cached == description,
+                  "index cache entry '{}' describes other indices than this dataset's (its dataset, documents, "
+                  "seq_len, num_samples or seed differ); delete {}-* to rebuild",
+                  entry.file("description.txt").string(), (entry.dir / entry.key).string());
     indices_ = load_cached_indices(entry, sizes, config_.documents);
     return;
   }
