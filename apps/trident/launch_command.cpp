@@ -71,9 +71,22 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("-n,--ranks", o->ranks, "Number of ranks")->required();
   cmd->add_option("--hostfile", o->hostfile, "mpirun hostfile for several machines");
   cmd->add_flag("--dry-run", o->dry_run, "Print the mpirun command instead of running it");
-  cmd->add_option("command", o->command, "The command to run on every rank")->required();
+  // COMMAND is taken whole, in order, from what CLI11 leaves unparsed. A
+  // positional that accepted words would take only COMMAND's bare words and
+  // drop its options (`trident train cfg.toml --resume` would silently start
+  // over), and would let `-n` in `echo -n 5` be parsed as launch's own. This
+  // positional accepts nothing (so with prefix_command() the first word of
+  // COMMAND and all after it stay unparsed); it exists so that `--` is kept
+  // here rather than handed back to the top-level parser.
+  cmd->add_option("command", o->command, "The command to run on every rank (after `--`, or after launch's options)")
+      ->check([](const std::string&) { return std::string("taken whole as COMMAND"); });
+  cmd->validate_positionals();
   cmd->prefix_command();
-  cmd->callback([o] { launch(*o); });
+  cmd->callback([o, cmd] {
+    o->command = cmd->remaining();
+    if (!o->command.empty() && o->command.front() == "--") o->command.erase(o->command.begin());
+    launch(*o);
+  });
 }
 
 }  // namespace trident::cli
