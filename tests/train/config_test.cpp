@@ -63,6 +63,22 @@ TEST(Config, WrongTypeNamesKeyAndExpectation) {
   EXPECT_NE(test::error_message([&] { apply_file(c, "/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
 }
 
+TEST(Config, AWrongValueIsNamedOnOneLine) {
+  // A table where a value belongs is a wrong type, not an unknown key, and the
+  // message stays on one line however the table was written.
+  Config c;
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim]\nbetas = {beta1 = 0.9, beta2 = 0.95}\n", "run.toml"); }),
+            "run.toml: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, beta2 = 0.95 }");
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim.betas]\nbeta1 = 0.9\n[optim.betas.x]\ny = 1\n", "run.toml"); }),
+            "run.toml: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, x = { y = 1 } }");
+  // A string with a line break is shown escaped.
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"\"\"ten\nsteps\"\"\"\n", "run.toml"); }),
+            "run.toml: key 'train.steps' must be an integer, got \"ten\\nsteps\"");
+  // Deeper tables under a section that are not keys stay unknown keys.
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim.bets]\nbeta1 = 0.9\n", "run.toml"); }),
+            "run.toml: unknown key 'optim.bets' (did you mean 'optim.betas'?)");
+}
+
 TEST(Config, OverridesParseTomlValuesAndBareWords) {
   Config c = load_config("", {"train.precision=bf16", "train.steps=20", "optim.betas=[0.8, 0.9]",
                               "dist.sequence_parallel=true", "data.paths=[\"x\"]", "model.preset=gpt2"});

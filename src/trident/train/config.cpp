@@ -26,16 +26,17 @@ constexpr const char* type_name() {
   if constexpr (std::is_same_v<T, std::vector<std::string>>) return "list of strings";
 }
 
+// A value as TOML on one line (errors are one line): tables inline, strings
+// escaped ("a\nb", never a multi-line string), floats as short as they read.
+constexpr toml::format_flags kOneLine = toml::format_flags::relaxed_float_precision;
 std::string describe_node(const toml::node& node) {
   std::ostringstream out;
-  if (node.is_string()) {
-    out << '"' << *node.value<std::string>() << '"';
-  } else if (const auto* arr = node.as_array()) {
-    out << *arr;
-  } else if (const auto* tbl = node.as_table()) {
-    out << *tbl;
+  if (const auto* tbl = node.as_table()) {
+    toml::table copy = *tbl;  // a [section] table would print over several lines
+    copy.is_inline(true);
+    out << toml::toml_formatter{copy, kOneLine};
   } else {
-    node.visit([&](auto&& n) { out << n; });
+    node.visit([&](auto&& n) { out << toml::toml_formatter{n, kOneLine}; });
   }
   return out.str();
 }
@@ -185,15 +186,16 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 void apply_table(Config& config, const toml::table& table, const std::string& prefix, const std::string& origin) {
   for (const auto& [k, node] : table) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-    if (const toml::table* sub = node.as_table()) {
-      // A table is a section only at the top level; deeper tables are unknown keys.
+    const Field* f = find_field(key);
+    if (const toml::table* sub = node.as_table(); sub && !f) {
+      // A table is a section only at the top level; deeper tables are unknown
+      // keys, unless they name a key (then convert() reports the wrong type).
       bool is_section = prefix.empty() && std::any_of(fields().begin(), fields().end(),
-                                                       [&](const Field& f) { return f.section == key; });
+                                                       [&](const Field& g) { return g.section == key; });
       if (!is_section) unknown_key(key, origin);
       apply_table(config, *sub, key, origin);
       continue;
     }
-    const Field* f = find_field(key);
     if (!f) unknown_key(key, origin);
     f->set(config, node, origin);
   }
