@@ -92,6 +92,64 @@ TEST(Config, OverridesParseTomlValuesAndBareWords) {
   EXPECT_NE(test::error_message([&] { apply_override(c, "nonsense"); }).find("expected section.key=value"), std::string::npos);
 }
 
+// Every numeric key has a domain, checked where the value is given (so the
+// message names the file or --set), instead of being silently reinterpreted
+// (a negative global batch size meant "the default") or failing mid-run in an
+// optimizer kernel that cannot name the key.
+TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"train.global_batch_size=-8", "key 'train.global_batch_size' must be 0 or more"},
+      {"train.micro_batch_size=0", "key 'train.micro_batch_size' must be positive, got 0"},
+      {"train.seq_len=-1", "key 'train.seq_len' must be positive"},
+      {"train.steps=0", "key 'train.steps' must be positive"},
+      {"train.log_interval=0", "key 'train.log_interval' must be positive"},
+      {"train.eval_interval=-1", "key 'train.eval_interval' must be 0 or more"},
+      {"train.eval_steps=-3", "key 'train.eval_steps' must be positive"},
+      {"train.threads=-4", "key 'train.threads' must be 0 or more"},
+      {"train.peak_gflops=-5", "key 'train.peak_gflops' must be a finite number >= 0"},
+      {"data.prefetch=-5", "key 'data.prefetch' must be 0 or more"},
+      {"data.weights=[1, -1]", "key 'data.weights' must be a finite number >= 0, got -1"},
+      {"model.n_layer=-1", "key 'model.n_layer' must be 0 or more"},
+      {"model.dropout=1.5", "key 'model.dropout' must be in [0, 1), got 1.5"},
+      {"model.norm_eps=-1", "key 'model.norm_eps' must be a finite number >= 0"},
+      {"model.rope_theta=0", "key 'model.rope_theta' must be a positive finite number"},
+      {"optim.lr=inf", "key 'optim.lr' must be a positive finite number, got inf"},
+      {"optim.lr=nan", "key 'optim.lr' must be a positive finite number, got nan"},
+      {"optim.betas=[1.5, 0.9]", "key 'optim.betas' must be in [0, 1), got 1.5"},
+      {"optim.eps=-1", "key 'optim.eps' must be a finite number >= 0"},
+      {"optim.weight_decay=-1", "key 'optim.weight_decay' must be a finite number >= 0"},
+      {"optim.momentum=-3", "key 'optim.momentum' must be a finite number >= 0"},
+      {"optim.clip_grad=-1", "key 'optim.clip_grad' must be a finite number >= 0"},
+      {"optim.initial_loss_scale=-1", "key 'optim.initial_loss_scale' must be a positive finite number"},
+      {"schedule.warmup_steps=-5", "key 'schedule.warmup_steps' must be 0 or more"},
+      {"schedule.decay_steps=-5", "key 'schedule.decay_steps' must be 0 or more"},
+      {"schedule.min_lr=-1", "key 'schedule.min_lr' must be a finite number >= 0"},
+      {"dist.data_parallel_size=-1", "key 'dist.data_parallel_size' must be 0 or more"},
+      {"dist.tensor_parallel_size=0", "key 'dist.tensor_parallel_size' must be positive"},
+      {"dist.pipeline_parallel_size=-2", "key 'dist.pipeline_parallel_size' must be positive"},
+      {"dist.pipeline_num_layers=[2, 0]", "key 'dist.pipeline_num_layers' must be positive, got 0"},
+      {"dist.virtual_pipeline_size=0", "key 'dist.virtual_pipeline_size' must be positive"},
+      {"dist.zero_stage=4", "key 'dist.zero_stage' must be 0, 1, 2 or 3, got 4"},
+      {"dist.timeout_s=0", "key 'dist.timeout_s' must be a positive finite number"},
+      {"checkpoint.interval=-1", "key 'checkpoint.interval' must be 0 or more"},
+      {"checkpoint.keep=-1", "key 'checkpoint.keep' must be 0 or more"},
+  };
+  for (const auto& [assignment, want] : bad) {
+    Config c;
+    const std::string msg = test::error_message([&] { apply_override(c, assignment); });
+    EXPECT_NE(msg.find("--set " + assignment + ": " + want), std::string::npos) << assignment << ": " << msg;
+  }
+  Config c;
+  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nglobal_batch_size = -8\n", "run.toml"); }),
+            "run.toml: key 'train.global_batch_size' must be 0 or more (0 = micro_batch_size × data_parallel_size), "
+            "got -8");
+  // The defaults and the documented "off"/"default" values are in range.
+  EXPECT_NO_THROW(apply_toml(c, to_toml(Config{}), "defaults"));
+  EXPECT_NO_THROW(load_config("", {"train.global_batch_size=0", "train.eval_interval=0", "optim.clip_grad=0",
+                                   "checkpoint.keep=0", "dist.data_parallel_size=0", "model.n_layer=0",
+                                   "train.seed=-1", "data.prefetch=0", "dist.zero_stage=3"}));
+}
+
 TEST(Config, ResolvedTomlRoundTrips) {
   Config c = load_config("", {"train.precision=bf16", "data.paths=[\"a b\", \"c\"]", "optim.lr=0.00025"});
   const std::string text = to_toml(c);

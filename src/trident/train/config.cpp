@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -95,6 +96,20 @@ std::string format_value(const T& v) {
   }
 }
 
+// The values a numeric key accepts (each element, for a list): checked when
+// the value is given, so the error names the file or --set it came from.
+struct Domain {
+  bool (*contains)(double);
+  const char* expected;  // "must be ..."
+};
+constexpr Domain kAny{[](double) { return true; }, ""};
+constexpr Domain kPositive{[](double v) { return v > 0; }, "positive"};
+constexpr Domain kNonNegative{[](double v) { return v >= 0; }, "0 or more"};
+constexpr Domain kPositiveFinite{[](double v) { return std::isfinite(v) && v > 0; }, "a positive finite number"};
+constexpr Domain kNonNegativeFinite{[](double v) { return std::isfinite(v) && v >= 0; }, "a finite number >= 0"};
+constexpr Domain kFraction{[](double v) { return v >= 0 && v < 1; }, "in [0, 1)"};
+constexpr Domain kZeroStage{[](double v) { return v == 0 || v == 1 || v == 2 || v == 3; }, "0, 1, 2 or 3"};
+
 struct Field {
   std::string section;
   std::string name;
@@ -104,15 +119,30 @@ struct Field {
   std::string key() const { return section + "." + name; }
 };
 
+template <typename T>
+void check_domain(const T& value, const Domain& d, const char* meaning, const std::string& key,
+                  const std::string& origin) {
+  if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>) {
+    TRIDENT_CHECK(d.contains(static_cast<double>(value)), "{}: key '{}' must be {}{}, got {}", origin, key,
+                  d.expected, meaning, value);
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>> || std::is_same_v<T, std::vector<double>>) {
+    for (const auto& v : value) check_domain(v, d, meaning, key, origin);
+  }
+}
+
+// `meaning` completes the domain's words for the error, e.g. " (0 = off)".
 template <typename S, typename T>
-Field field(const char* section, const char* name, S Config::*sec, T S::*member) {
+Field field(const char* section, const char* name, S Config::*sec, T S::*member, Domain domain = kAny,
+            const char* meaning = "") {
   Field f;
   f.section = section;
   f.name = name;
   f.type = type_name<T>();
   const std::string key = f.key();
-  f.set = [sec, member, key](Config& c, const toml::node& node, const std::string& origin) {
-    (c.*sec).*member = convert<T>(node, key, origin);
+  f.set = [sec, member, key, domain, meaning](Config& c, const toml::node& node, const std::string& origin) {
+    T value = convert<T>(node, key, origin);
+    check_domain(value, domain, meaning, key, origin);
+    (c.*sec).*member = std::move(value);
   };
   f.get = [sec, member](const Config& c) { return format_value((c.*sec).*member); };
   return f;
@@ -122,33 +152,42 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> all = [] {
     std::vector<Field> f;
     using C = Config;
-#define MODEL(n) f.push_back(field("model", #n, &C::model, &ModelConfig::n))
-    MODEL(arch); MODEL(preset); MODEL(n_layer); MODEL(n_head); MODEL(n_kv_head); MODEL(d_model); MODEL(d_ff);
-    MODEL(vocab_size); MODEL(max_seq_len); MODEL(dropout); MODEL(norm_eps); MODEL(rope_theta);
-    MODEL(tie_embeddings); MODEL(from_pretrained);
+#define MODEL(n, ...) f.push_back(field("model", #n, &C::model, &ModelConfig::n __VA_OPT__(,) __VA_ARGS__))
+    const char* kDefault = " (0 = the preset's or the default)";
+    MODEL(arch); MODEL(preset); MODEL(n_layer, kNonNegative, kDefault); MODEL(n_head, kNonNegative, kDefault);
+    MODEL(n_kv_head, kNonNegative, " (0 = n_head)"); MODEL(d_model, kNonNegative, kDefault);
+    MODEL(d_ff, kNonNegative, kDefault); MODEL(vocab_size, kNonNegative, " (0 = the tokenizer's)");
+    MODEL(max_seq_len, kNonNegative, kDefault); MODEL(dropout, kFraction); MODEL(norm_eps, kNonNegativeFinite);
+    MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
 #undef MODEL
-#define DATA(n) f.push_back(field("data", #n, &C::data, &DataConfig::n))
-    DATA(tokenizer); DATA(paths); DATA(weights); DATA(split); DATA(valid_paths); DATA(cache_dir); DATA(prefetch);
+#define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
+    DATA(tokenizer); DATA(paths); DATA(weights, kNonNegativeFinite); DATA(split); DATA(valid_paths); DATA(cache_dir);
+    DATA(prefetch, kNonNegative, " (0 = no background loading)");
 #undef DATA
-#define TRAIN(n) f.push_back(field("train", #n, &C::train, &TrainConfig::n))
-    TRAIN(seq_len); TRAIN(micro_batch_size); TRAIN(global_batch_size); TRAIN(steps); TRAIN(seed);
-    TRAIN(precision); TRAIN(log_interval); TRAIN(eval_interval); TRAIN(eval_steps);
-    TRAIN(activation_checkpointing); TRAIN(peak_gflops); TRAIN(device); TRAIN(threads);
+#define TRAIN(n, ...) f.push_back(field("train", #n, &C::train, &TrainConfig::n __VA_OPT__(,) __VA_ARGS__))
+    TRAIN(seq_len, kPositive); TRAIN(micro_batch_size, kPositive);
+    TRAIN(global_batch_size, kNonNegative, " (0 = micro_batch_size × data_parallel_size)"); TRAIN(steps, kPositive);
+    TRAIN(seed); TRAIN(precision); TRAIN(log_interval, kPositive); TRAIN(eval_interval, kNonNegative, " (0 = never)");
+    TRAIN(eval_steps, kPositive); TRAIN(activation_checkpointing); TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
+    TRAIN(device); TRAIN(threads, kNonNegative, " (0 = cores / ranks on the node)");
 #undef TRAIN
-#define OPTIM(n) f.push_back(field("optim", #n, &C::optim, &OptimConfig::n))
-    OPTIM(name); OPTIM(lr); OPTIM(betas); OPTIM(eps); OPTIM(weight_decay); OPTIM(momentum); OPTIM(clip_grad);
-    OPTIM(initial_loss_scale);
+#define OPTIM(n, ...) f.push_back(field("optim", #n, &C::optim, &OptimConfig::n __VA_OPT__(,) __VA_ARGS__))
+    OPTIM(name); OPTIM(lr, kPositiveFinite); OPTIM(betas, kFraction); OPTIM(eps, kNonNegativeFinite);
+    OPTIM(weight_decay, kNonNegativeFinite); OPTIM(momentum, kNonNegativeFinite);
+    OPTIM(clip_grad, kNonNegativeFinite, " (0 = off)"); OPTIM(initial_loss_scale, kPositiveFinite);
 #undef OPTIM
-#define SCHEDULE(n) f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n))
-    SCHEDULE(warmup_steps); SCHEDULE(decay); SCHEDULE(decay_steps); SCHEDULE(min_lr);
+#define SCHEDULE(n, ...) f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
+    SCHEDULE(warmup_steps, kNonNegative); SCHEDULE(decay); SCHEDULE(decay_steps, kNonNegative, " (0 = train.steps)");
+    SCHEDULE(min_lr, kNonNegativeFinite);
 #undef SCHEDULE
-#define DIST(n) f.push_back(field("dist", #n, &C::dist, &DistConfig::n))
-    DIST(data_parallel_size); DIST(tensor_parallel_size); DIST(pipeline_parallel_size); DIST(pipeline_num_layers);
-    DIST(virtual_pipeline_size); DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage);
-    DIST(timeout_s);
+#define DIST(n, ...) f.push_back(field("dist", #n, &C::dist, &DistConfig::n __VA_OPT__(,) __VA_ARGS__))
+    DIST(data_parallel_size, kNonNegative, " (0 = inferred)"); DIST(tensor_parallel_size, kPositive);
+    DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive); DIST(virtual_pipeline_size, kPositive);
+    DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage, kZeroStage); DIST(timeout_s, kPositiveFinite);
 #undef DIST
-#define CKPT(n) f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n))
-    CKPT(dir); CKPT(interval); CKPT(keep); CKPT(resume);
+#define CKPT(n, ...) f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
+    CKPT(dir); CKPT(interval, kNonNegative, " (0 = only at the end)"); CKPT(keep, kNonNegative, " (0 = all)");
+    CKPT(resume);
 #undef CKPT
 #define LOG(n) f.push_back(field("log", #n, &C::log, &LogConfig::n))
     LOG(progress); LOG(metrics_file);
