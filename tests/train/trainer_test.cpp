@@ -267,5 +267,31 @@ TEST_F(Trainer, PipelineMisconfigurationsAreClearErrors) {
   EXPECT_EQ(error_of(4, {pp2, "model.n_layer=4", "dist.zero_stage=1", "train.global_batch_size=8"}), "");
 }
 
+// Sizes larger than the job are errors, never an overflowed product: tp × pp
+// wrapping to 0 was a division by zero (SIGFPE), tp × pp wrapping to 1 passed
+// as a one-rank layout, and micro_batch_size × dp wrapping to 0 divided by zero.
+TEST(TrainerConfig, HugeSizesAreErrorsNotOverflows) {
+  auto error_of = [](int world, const std::vector<std::string>& overrides) -> std::string {
+    try {
+      validate_config(load_config("", overrides), world);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of(1, {"dist.tensor_parallel_size=4294967296", "dist.pipeline_parallel_size=4294967296"}),
+            "dist: tensor_parallel_size × pipeline_parallel_size = 4294967296 × 4294967296 is more than the job's 1 "
+            "rank(s)");
+  // 7 × 7905747460161236407 = 3 · 2^64 + 1
+  EXPECT_EQ(error_of(1, {"dist.tensor_parallel_size=7", "dist.pipeline_parallel_size=7905747460161236407"}),
+            "dist: tensor_parallel_size × pipeline_parallel_size = 7 × 7905747460161236407 is more than the job's 1 "
+            "rank(s)");
+  // 4 × (2^62 + 1) = 2^64 + 4
+  EXPECT_EQ(error_of(4, {"dist.tensor_parallel_size=4", "dist.data_parallel_size=4611686018427387905"}),
+            "dist.data_parallel_size=4611686018427387905 must be between 1 and the job's 4 rank(s)");
+  EXPECT_EQ(error_of(4, {"train.micro_batch_size=4611686018427387904", "train.global_batch_size=8"}),
+            "train.micro_batch_size=4611686018427387904 × data_parallel_size=4 overflows a 64-bit integer");
+}
+
 }  // namespace
 }  // namespace trident::train

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 
 #include "trident/data/blended_dataset.h"
@@ -227,9 +228,16 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || c.train.seq_len % tp == 0,
                 "dist.sequence_parallel splits the sequence over the tensor-parallel ranks: train.seq_len={} must be a "
                 "multiple of dist.tensor_parallel_size={}", c.train.seq_len, tp);
+  // Bounded before they are multiplied: a product that wraps around (to 0, or to a divisor of the world size)
+  // would divide by zero or pass for a layout of that size.
+  TRIDENT_CHECK(tp <= world_size && pp <= world_size && tp * pp <= world_size,
+                "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} is more than the job's {} rank(s)", tp, pp,
+                world_size);
   TRIDENT_CHECK(world_size % (tp * pp) == 0, "dist: tp × pp = {} does not divide the {} ranks of the job", tp * pp,
                 world_size);
   const std::int64_t dp = c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / (tp * pp);
+  TRIDENT_CHECK(dp >= 1 && dp <= world_size, "dist.data_parallel_size={} must be between 1 and the job's {} rank(s)",
+                dp, world_size);
   TRIDENT_CHECK(dp * tp * pp == world_size,
                 "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size = {} × {} × {} = {}, but "
                 "the job has {} rank(s)",
@@ -240,6 +248,9 @@ void validate_config(const Config& c, int world_size) {
                 "dist.zero_stage={} shards AdamW state; optim.name='{}' is not supported with ZeRO", c.dist.zero_stage,
                 c.optim.name);
   TRIDENT_CHECK(c.dist.timeout_s > 0, "dist.timeout_s must be positive, got {}", c.dist.timeout_s);
+  TRIDENT_CHECK(c.train.micro_batch_size <= std::numeric_limits<std::int64_t>::max() / dp,
+                "train.micro_batch_size={} × data_parallel_size={} overflows a 64-bit integer",
+                c.train.micro_batch_size, dp);
   const std::int64_t per_step = c.train.micro_batch_size * dp;
   if (c.train.global_batch_size > 0) {
     TRIDENT_CHECK(c.train.global_batch_size % per_step == 0,
