@@ -35,6 +35,12 @@ std::int64_t sample_next(const std::vector<float>& logits, const std::vector<std
   TRIDENT_CHECK(o.top_k >= 0, "sampling: top_k must be >= 0, got {}", o.top_k);
   std::vector<double> z(logits.begin(), logits.end());
   const double kNegInf = -std::numeric_limits<double>::infinity();
+  // -inf masks a token; NaN or +inf (an overflowed model) would make every
+  // probability NaN, and the draw would fall through to the last candidate.
+  for (std::size_t t = 0; t < z.size(); ++t) {
+    TRIDENT_CHECK(!std::isnan(z[t]) && z[t] != -kNegInf,
+                  "sampling: the logit of token {} is not finite ({}); the model's output overflowed", t, z[t]);
+  }
   for (std::int64_t t : banned_tokens(history, o.no_repeat_ngram)) {
     if (t >= 0 && t < static_cast<std::int64_t>(z.size())) z[static_cast<std::size_t>(t)] = kNegInf;
   }
