@@ -122,6 +122,9 @@ TEST(Sampling, BadOptionsAreErrors) {
   o.temperature = 0;
   o.no_repeat_ngram = 1;
   EXPECT_THROW(sample_next({1.0f}, {0}, o, 0), Error);
+  // A negative n-gram size is not "off" (0 is): --no-repeat-ngram -1 was accepted silently.
+  o.no_repeat_ngram = -1;
+  EXPECT_THROW(sample_next({1.0f, 2.0f}, {0}, o, 0), Error);
 }
 
 }  // namespace

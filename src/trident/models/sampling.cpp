@@ -33,6 +33,7 @@ std::int64_t sample_next(const std::vector<float>& logits, const std::vector<std
   TRIDENT_CHECK(o.temperature >= 0, "sampling: temperature must be >= 0, got {}", o.temperature);
   TRIDENT_CHECK(o.top_p > 0 && o.top_p <= 1, "sampling: top_p must be in (0, 1], got {}", o.top_p);
   TRIDENT_CHECK(o.top_k >= 0, "sampling: top_k must be >= 0, got {}", o.top_k);
+  TRIDENT_CHECK(o.no_repeat_ngram >= 0, "sampling: no_repeat_ngram must be >= 0 (0 = off), got {}", o.no_repeat_ngram);
   std::vector<double> z(logits.begin(), logits.end());
   const double kNegInf = -std::numeric_limits<double>::infinity();
   // -inf masks a token; NaN or +inf (an overflowed model) would make every
