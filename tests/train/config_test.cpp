@@ -61,6 +61,10 @@ TEST(Config, WrongTypeNamesKeyAndExpectation) {
   EXPECT_NE(test::error_message([&] { apply_toml(c, "[train\nsteps = 1\n", "bad.toml"); }).find("bad.toml:1:"),
             std::string::npos);
   EXPECT_NE(test::error_message([&] { apply_file(c, "/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
+  // A directory is not an empty config (it read as one: the run went on with the defaults).
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(test::error_message([&] { apply_file(c, dir); }),
+            "cannot read config file '" + dir + "': it is a directory, not a TOML file");
 }
 
 TEST(Config, AWrongValueIsNamedOnOneLine) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -277,10 +278,15 @@ void apply_toml(Config& config, const std::string& toml_text, const std::string&
 }
 
 void apply_file(Config& config, const std::string& path) {
+  std::error_code ec;
+  // An ifstream opens a directory and reads it as empty: the defaults would run.
+  TRIDENT_CHECK(!std::filesystem::is_directory(path, ec), "cannot read config file '{}': it is a directory, not a TOML file",
+                path);
   std::ifstream in(path);
   TRIDENT_CHECK(in.good(), "cannot read config file '{}'", path);
   std::stringstream buf;
   buf << in.rdbuf();
+  TRIDENT_CHECK(!in.bad(), "cannot read config file '{}': a read error", path);
   apply_toml(config, buf.str(), path);
 }
 
