@@ -94,6 +94,12 @@ TEST(Config, OverridesParseTomlValuesAndBareWords) {
   EXPECT_EQ(c.model.preset, "gpt2");
   EXPECT_NE(test::error_message([&] { apply_override(c, "train.steps=many"); }).find("must be an integer"), std::string::npos);
   EXPECT_NE(test::error_message([&] { apply_override(c, "nonsense"); }).find("expected section.key=value"), std::string::npos);
+  // Spaces around '=' as a TOML file has them: the key was 'train.steps ' ("did you mean 'train.steps'?").
+  apply_override(c, "train.steps = 30");
+  EXPECT_EQ(c.train.steps, 30);
+  apply_override(c, "train.precision = fp16");
+  EXPECT_EQ(c.train.precision, "fp16");
+  EXPECT_NE(test::error_message([&] { apply_override(c, " = 3"); }).find("expected section.key=value"), std::string::npos);
 }
 
 // Every numeric key has a domain, checked where the value is given (so the

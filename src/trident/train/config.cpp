@@ -291,10 +291,16 @@ void apply_file(Config& config, const std::string& path) {
 }
 
 void apply_override(Config& config, const std::string& assignment) {
+  // Spaces around '=' are allowed, as in a TOML file ("train.steps = 10").
+  auto trim = [](std::string text) {
+    const auto first = text.find_first_not_of(" \t");
+    if (first == std::string::npos) return std::string();
+    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  };
   const auto eq = assignment.find('=');
-  TRIDENT_CHECK(eq != std::string::npos && eq > 0, "--set '{}': expected section.key=value", assignment);
-  const std::string key = assignment.substr(0, eq);
-  const std::string value = assignment.substr(eq + 1);
+  const std::string key = eq == std::string::npos ? std::string() : trim(assignment.substr(0, eq));
+  TRIDENT_CHECK(!key.empty(), "--set '{}': expected section.key=value", assignment);
+  const std::string value = trim(assignment.substr(eq + 1));
   const std::string origin = fmt::format("--set {}", assignment);
   const Field* f = find_field(key);
   if (!f) unknown_key(key, origin);
