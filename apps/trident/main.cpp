@@ -41,7 +41,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    // A usage error is one line too (CLI11's own print adds a second), naming the help to read.
+    std::string command = "trident";
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      command += " " + sub->get_name();
+    }
+    std::fprintf(stderr, "trident: error: %s (see %s --help)\n", e.what(), command.c_str());
+    return e.get_exit_code();
   } catch (const trident::Error& e) {
     // In a multi-rank job the rank is part of the line.
     const std::string where = e.rank() >= 0 ? fmt::format("rank {}: ", e.rank()) : std::string();
