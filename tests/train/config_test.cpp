@@ -50,6 +50,32 @@ TEST(Config, UnknownKeySuggestsNearest) {
   EXPECT_NE(msg.find("unknown key 'model.completely_unrelated_thing'"), std::string::npos) << msg;
 }
 
+// The suggestion is the key the user most likely meant: a key whose name
+// contains what was typed (a shortened name), one a typo away, the same name in
+// another section, or the section itself; never an unrelated short key that
+// happens to be a few edits away ('schedule.warmup' suggested 'model.arch').
+TEST(Config, NearestKeyIsAPlausibleOne) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train.micro_bach_size", "train.micro_batch_size"},
+      {"train.lr", "optim.lr"},
+      {"lr", "optim.lr"},
+      {"optimizer.lr", "optim.lr"},
+      {"trian.steps", "train.steps"},
+      {"model.n_layers", "model.n_layer"},
+      {"model.layers", "model.n_layer"},
+      {"model.heads", "model.n_head"},
+      {"data.path", "data.paths"},
+      {"schedule.warmup", "schedule.warmup_steps"},
+      {"dist.zero", "dist.zero_stage"},
+      {"train.batch_size", "train.micro_batch_size"},
+      {"trian", "train"},
+      {"optimizer", "optim"},
+      {"dist.tp", ""},
+      {"model.completely_unrelated_thing", ""},
+  };
+  for (const auto& [typed, want] : cases) EXPECT_EQ(nearest_key(typed), want) << typed;
+}
+
 TEST(Config, WrongTypeNamesKeyAndExpectation) {
   Config c;
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"ten\"\n", "run.toml"); }),

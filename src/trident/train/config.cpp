@@ -250,20 +250,43 @@ std::vector<ConfigKey> config_keys() {
 }
 
 std::string nearest_key(const std::string& key) {
+  const auto dot = key.rfind('.');
+  const bool has_section = dot != std::string::npos;
+  const std::string section = has_section ? key.substr(0, dot) : std::string();
+  const std::string bare = has_section ? key.substr(dot + 1) : key;
   std::string best;
-  std::size_t best_d = std::string::npos;
+  std::pair<std::size_t, std::size_t> best_score{std::string::npos, 0};
+  // Lower distance first; on a tie, a key in the section that was typed.
+  auto consider = [&](const std::string& candidate, std::size_t d, std::size_t other_section) {
+    if (std::pair{d, other_section} < best_score) {
+      best_score = {d, other_section};
+      best = candidate;
+    }
+  };
+  // Plain edit distance over short names suggests unrelated keys ("warmup" is
+  // 4 edits from "arch"), so each kind of closeness has its own bar.
   for (const Field& f : fields()) {
-    // Compare against the full key and, for a missing or wrong section, the bare name.
-    std::size_t d = edit_distance(key, f.key());
-    const auto dot = key.rfind('.');
-    const std::string bare = dot == std::string::npos ? key : key.substr(dot + 1);
-    d = std::min(d, edit_distance(bare, f.name) + 1);
-    if (d < best_d) {
-      best_d = d;
-      best = f.key();
+    const std::size_t other_section = has_section && section != f.section ? 1 : 0;
+    // A typo anywhere in the key: "trian.steps", "model.layers".
+    const std::size_t whole = edit_distance(key, f.key());
+    if (whole <= std::max<std::size_t>(3, key.size() / 4)) consider(f.key(), whole, other_section);
+    // The name, mostly the same word, perhaps in another section: "train.lr".
+    const std::size_t name = edit_distance(bare, f.name);
+    if (2 * name < bare.size()) consider(f.key(), name + other_section, other_section);
+    // A shortened name: "schedule.warmup", "dist.zero", "train.batch_size"; a
+    // shortened name in another section is two mistakes.
+    if (bare.size() >= 3 && f.name.find(bare) != std::string::npos) {
+      consider(f.key(), 1 + 2 * other_section, other_section);
     }
   }
-  return best_d <= std::max<std::size_t>(3, key.size() / 3) ? best : std::string();
+  if (!has_section) {  // a section header: "[trian]", "[optimizer]"
+    for (const Field& f : fields()) {
+      const std::size_t d = edit_distance(key, f.section);
+      const bool contains = key.find(f.section) != std::string::npos || f.section.find(key) != std::string::npos;
+      if (d > 0 && (2 * d < key.size() || contains)) consider(f.section, contains ? 1 : d, 0);
+    }
+  }
+  return best;
 }
 
 void apply_toml(Config& config, const std::string& toml_text, const std::string& origin) {
