@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "commands.h"
@@ -125,11 +126,31 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint directory, or a run directory")->required();
   cmd->add_option("--prompt", o->prompt, "Text to continue")->required();
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--temperature", o->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  // Checked as the command line is parsed: a bad value is a usage error before the model loads.
+  const auto number_in = [](const char* range, bool (*ok)(double)) {
+    return CLI::Validator(
+        [range, ok](const std::string& text) {
+          char* end = nullptr;
+          const double v = std::strtod(text.c_str(), &end);
+          const bool number = !text.empty() && end == text.c_str() + text.size();
+          return number && ok(v) ? std::string() : fmt::format("'{}' is not {}", text, range);
+        },
+        range);
+  };
+  const CLI::Validator non_negative = number_in("a number >= 0", [](double v) { return v >= 0; });
+  const CLI::Validator top_p_range = number_in("in (0, 1]", [](double v) { return v > 0 && v <= 1; });
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")
+      ->check(non_negative)
+      ->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature (0 = greedy)")
+      ->check(non_negative)
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")
+      ->check(non_negative)
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass (1 = off)")->check(top_p_range)->capture_default_str();
   cmd->add_option("--no-repeat-ngram", o->no_repeat_ngram, "Never repeat an n-gram of this size (0 = off)")
+      ->check(non_negative)
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the sampler")->capture_default_str();
   cmd->add_flag("--greedy", o->greedy, "Always take the most likely token");
