@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "trident/checkpoint/safetensors.h"
@@ -52,10 +52,10 @@ bool is_weight_file(const std::string& name) {
 }
 
 // Moves the finished export in `staging` to `dir`. A new `dir` is the staging directory renamed, whole
-// at once. An existing one is updated file by file: first the weight files the new export does not
-// replace are removed (a stale model.safetensors would win over a new index, stale shards could be
-// mixed in), then the new files are renamed over the old, config.json last. An interruption part-way
-// leaves a directory that fails to load rather than one that loads the wrong weights.
+// at once. An existing one (it may hold files of the user's) is updated file by file: first the weight
+// files the new export does not replace are removed, so none can shadow the new weights or be mixed in
+// (a stale model.safetensors wins over a new index), then the new files are renamed over the old,
+// config.json last. Only a crash during those renames can leave old and new files side by side.
 void publish_export(const fs::path& staging, const fs::path& dir, const std::vector<std::string>& files) {
   if (!fs::exists(dir)) {
     if (dir.has_parent_path()) fs::create_directories(dir.parent_path());
