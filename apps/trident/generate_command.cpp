@@ -1,8 +1,8 @@
 // trident generate --checkpoint DIR --prompt TEXT [sampling options]
 //
 // Loads a checkpoint (a step directory, or the newest checkpoint that verifies
-// under a run or checkpoint root), encodes the prompt, and streams generated text to stdout as the
-// tokens come, using a KV cache.
+// under a run or checkpoint root), encodes the prompt, and streams generated
+// text to stdout as the tokens come, using a KV cache.
 //
 // Under `trident launch -n T` (mpirun) the model is tensor-parallel over the T
 // ranks: each loads only its shard from the checkpoint, every rank runs the
