@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/data/added_vocabulary.h"
-#include "trident/core/atomic_file.h"
 #include "trident/data/byte_level.h"
 #include "trident/data/pre_tokenizer.h"
 

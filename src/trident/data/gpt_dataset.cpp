@@ -5,9 +5,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 #include "trident/core/rng.h"
-#include "trident/core/atomic_file.h"
 #include "trident/data/mapped_file.h"
 #include "trident/data/shuffle.h"
 

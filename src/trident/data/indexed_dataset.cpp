@@ -1,16 +1,15 @@
 #include "trident/data/indexed_dataset.h"
 
-#include <algorithm>
-
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
-#include "trident/core/error.h"
 #include "trident/core/atomic_file.h"
+#include "trident/core/error.h"
 
 namespace trident::data {
 namespace {

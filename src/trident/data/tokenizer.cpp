@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 
-#include "trident/core/error.h"
 #include "trident/core/atomic_file.h"
+#include "trident/core/error.h"
 #include "trident/data/byte_level.h"
 
 namespace trident::data {
