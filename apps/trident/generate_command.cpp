@@ -58,12 +58,15 @@ struct GenerateOptions {
 };
 
 void generate(const GenerateOptions& o) {
-  const std::string dir = resolve_checkpoint(o.checkpoint);
-  const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
-  const data::Tokenizer tokenizer = data::Tokenizer::load(fs::path(dir) / "tokenizer.json");
   nn::TensorParallel tp;
   if (dist::launched_by_mpi()) tp.group = dist::mpi_world(300.0);
   const bool printer = tp.rank() == 0;
+  // Rank 0 chooses the checkpoint and every rank loads that one: a rank that
+  // judged on its own after a transient read error could load an older step.
+  const std::string dir = tp.active() ? tp.group->broadcast_text(printer ? resolve_checkpoint(o.checkpoint) : "")
+                                      : resolve_checkpoint(o.checkpoint);
+  const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
+  const data::Tokenizer tokenizer = data::Tokenizer::load(fs::path(dir) / "tokenizer.json");
   models::CausalLM model(spec, tp.active() ? tp : nn::TensorParallel{});
   model.initialize(0);
   train::load_checkpoint_weights(dir, model);

@@ -70,6 +70,17 @@ INSTANTIATE_TEST_SUITE_P(DTypes, Collectives,
                          ::testing::Values(DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
+TEST(Collectives, BroadcastTextGivesTheRootsText) {
+  auto w = world();
+  const int n = w->size(), r = w->rank();
+  // Each rank offers a text of a different length; only the root's arrives, whole, everywhere.
+  const std::string tail("\n\0x", 3);  // any bytes, a NUL included
+  const std::string mine = std::string(static_cast<std::size_t>(3 * r + 1), static_cast<char>('a' + r)) + tail;
+  EXPECT_EQ(w->broadcast_text(mine, n - 1),
+            std::string(static_cast<std::size_t>(3 * (n - 1) + 1), static_cast<char>('a' + n - 1)) + tail);
+  EXPECT_EQ(w->broadcast_text(r == 0 ? "" : "ignored"), "");
+}
+
 TEST(Collectives, Bf16ReducesWithF32Accumulation) {
   auto w = world();
   const int n = w->size();

@@ -90,6 +90,9 @@ class Communicator {
     all_reduce(tensor, options)->wait();
   }
   double all_reduce_scalar(double value, ReduceOp op = ReduceOp::sum);
+  // Rank `root`'s `text` on every rank (the others' `text` is ignored): for a
+  // choice one rank makes and all must follow, such as which checkpoint to load.
+  std::string broadcast_text(const std::string& text, int root = 0);
 
  protected:
   TrafficCounters traffic_;

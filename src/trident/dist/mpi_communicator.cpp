@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -381,6 +382,18 @@ double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   Tensor t = Tensor::full(Shape{1}, value, DType::f64);
   all_reduce(t, CollectiveOptions{op, 0, true})->wait();
   return t.item();
+}
+
+std::string Communicator::broadcast_text(const std::string& text, int root) {
+  const bool is_root = rank() == root;
+  const auto bytes = static_cast<std::int64_t>(
+      all_reduce_scalar(is_root ? static_cast<double>(text.size()) : 0.0, ReduceOp::max));
+  if (bytes == 0) return "";
+  Tensor buffer = Tensor::zeros(Shape{bytes}, DType::u8);
+  auto* chars = buffer.data<std::uint8_t>();
+  if (is_root) std::copy(text.begin(), text.end(), chars);
+  broadcast(buffer, root, CollectiveOptions{ReduceOp::sum, 0, true})->wait();
+  return std::string(chars, chars + bytes);
 }
 
 bool launched_by_mpi() {

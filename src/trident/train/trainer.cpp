@@ -66,19 +66,6 @@ void check_same_config(dist::Communicator& world, const Config& config) {
                 h, lo, hi);
 }
 
-// Rank 0's `text` on every rank.
-std::string broadcast_text(dist::Communicator& world, const std::string& text) {
-  const bool root = world.rank() == 0;
-  const auto bytes = static_cast<std::int64_t>(world.all_reduce_scalar(root ? static_cast<double>(text.size()) : 0.0,
-                                                                      dist::ReduceOp::max));
-  if (bytes == 0) return "";
-  Tensor buffer = Tensor::zeros(Shape{bytes}, DType::u8);
-  auto* chars = buffer.data<std::uint8_t>();
-  if (root) std::copy(text.begin(), text.end(), chars);
-  world.broadcast(buffer, 0)->wait();
-  return std::string(chars, chars + bytes);
-}
-
 ParallelState make_parallel(const Config& config, std::shared_ptr<dist::Communicator> world, Device device) {
   ParallelState par;
   if (world) {
@@ -215,7 +202,7 @@ TrainSummary train(const TrainOptions& options) {
   // Rank 0 chooses and the others follow: a rank that judged on its own after
   // a transient read error could resume from an older step than the rest.
   const std::string resume_from =
-      broadcast_text(*par.world, par.is_root() ? resume_directory(config, options, ckpt_root, log) : std::string());
+      par.world->broadcast_text(par.is_root() ? resume_directory(config, options, ckpt_root, log) : std::string());
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!resume_from.empty()) {
     reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
