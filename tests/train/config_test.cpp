@@ -187,14 +187,20 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
 }
 
 TEST(Config, ResolvedTomlRoundTrips) {
-  Config c = load_config("", {"train.precision=bf16", "data.paths=[\"a b\", \"c\"]", "optim.lr=0.00025"});
+  Config c = load_config("", {"train.precision=bf16", "data.paths=[\"a b\", \"c\"]", "optim.lr=0.0003",
+                              "optim.clip_grad=2", "optim.eps=1e-8"});
   const std::string text = to_toml(c);
   EXPECT_NE(text.find("[train]\n"), std::string::npos);
+  // Floats as a person wrote them (shortest round-trip text), still TOML floats.
+  EXPECT_NE(text.find("\nlr = 0.0003\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nclip_grad = 2.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\neps = 1e-08\n"), std::string::npos) << text;
   Config back;
   apply_toml(back, text, "resolved");
   EXPECT_EQ(to_toml(back), text);
   EXPECT_EQ(back.data.paths, c.data.paths);
-  EXPECT_DOUBLE_EQ(back.optim.lr, 0.00025);
+  EXPECT_EQ(back.optim.lr, 0.0003);
+  EXPECT_EQ(back.optim.eps, 1e-8);
   EXPECT_GT(config_keys().size(), 40u);
 }
 

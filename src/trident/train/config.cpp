@@ -85,9 +85,13 @@ std::string format_value(const T& v) {
   } else if constexpr (std::is_same_v<T, bool>) {
     return v ? "true" : "false";
   } else if constexpr (std::is_same_v<T, double>) {
-    std::ostringstream out;
-    out << toml::value<double>(v);
-    return out.str();
+    // The shortest text that reads back as the same double (0.0003, not 0.00029999999999999997),
+    // kept a TOML float: 1 is written 1.0.
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    std::string text = fmt::format("{}", v);
+    if (text.find_first_of(".e") == std::string::npos) text += ".0";
+    return text;
   } else if constexpr (std::is_same_v<T, std::int64_t>) {
     return fmt::format("{}", v);
   } else {
