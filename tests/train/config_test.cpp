@@ -41,7 +41,7 @@ pipeline_num_layers = [1, 1]
 TEST(Config, UnknownKeySuggestsNearest) {
   Config c;
   std::string msg = test::error_message([&] { apply_toml(c, "[train]\nmicro_bach_size = 4\n", "run.toml"); });
-  EXPECT_EQ(msg, "run.toml: unknown key 'train.micro_bach_size' (did you mean 'train.micro_batch_size'?)");
+  EXPECT_EQ(msg, "run.toml:2: unknown key 'train.micro_bach_size' (did you mean 'train.micro_batch_size'?)");
   msg = test::error_message([&] { apply_override(c, "train.lr=0.1"); });
   EXPECT_EQ(msg, "--set train.lr=0.1: unknown key 'train.lr' (did you mean 'optim.lr'?)");
   msg = test::error_message([&] { apply_toml(c, "[trian]\nsteps = 4\n", "run.toml"); });
@@ -79,9 +79,9 @@ TEST(Config, NearestKeyIsAPlausibleOne) {
 TEST(Config, WrongTypeNamesKeyAndExpectation) {
   Config c;
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"ten\"\n", "run.toml"); }),
-            "run.toml: key 'train.steps' must be an integer, got \"ten\"");
+            "run.toml:2: key 'train.steps' must be an integer, got \"ten\"");
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = 1.5\n", "run.toml"); }),
-            "run.toml: key 'train.steps' must be an integer, got 1.5");
+            "run.toml:2: key 'train.steps' must be an integer, got 1.5");
   EXPECT_NE(test::error_message([&] { apply_toml(c, "[data]\nweights = [\"x\"]\n", "run.toml"); }).find("data.weights[]"),
             std::string::npos);
   EXPECT_NE(test::error_message([&] { apply_toml(c, "[train\nsteps = 1\n", "bad.toml"); }).find("bad.toml:1:"),
@@ -98,15 +98,15 @@ TEST(Config, AWrongValueIsNamedOnOneLine) {
   // message stays on one line however the table was written.
   Config c;
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim]\nbetas = {beta1 = 0.9, beta2 = 0.95}\n", "run.toml"); }),
-            "run.toml: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, beta2 = 0.95 }");
+            "run.toml:2: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, beta2 = 0.95 }");
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim.betas]\nbeta1 = 0.9\n[optim.betas.x]\ny = 1\n", "run.toml"); }),
-            "run.toml: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, x = { y = 1 } }");
+            "run.toml:1: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, x = { y = 1 } }");
   // A string with a line break is shown escaped.
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"\"\"ten\nsteps\"\"\"\n", "run.toml"); }),
-            "run.toml: key 'train.steps' must be an integer, got \"ten\\nsteps\"");
+            "run.toml:2: key 'train.steps' must be an integer, got \"ten\\nsteps\"");
   // Deeper tables under a section that are not keys stay unknown keys.
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim.bets]\nbeta1 = 0.9\n", "run.toml"); }),
-            "run.toml: unknown key 'optim.bets' (did you mean 'optim.betas'?)");
+            "run.toml:1: unknown key 'optim.bets' (did you mean 'optim.betas'?)");
 }
 
 TEST(Config, OverridesParseTomlValuesAndBareWords) {
@@ -177,7 +177,7 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
   }
   Config c;
   EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nglobal_batch_size = -8\n", "run.toml"); }),
-            "run.toml: key 'train.global_batch_size' must be 0 or more (0 = micro_batch_size × data_parallel_size), "
+            "run.toml:2: key 'train.global_batch_size' must be 0 or more (0 = micro_batch_size × data_parallel_size), "
             "got -8");
   // The defaults and the documented "off"/"default" values are in range.
   EXPECT_NO_THROW(apply_toml(c, to_toml(Config{}), "defaults"));

@@ -230,18 +230,21 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 void apply_table(Config& config, const toml::table& table, const std::string& prefix, const std::string& origin) {
   for (const auto& [k, node] : table) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    // Errors point at the line of the file: "run.toml:12: key 'train.steps' must be ...".
+    const auto line = node.source().begin.line;
+    const std::string where = line > 0 ? fmt::format("{}:{}", origin, line) : origin;
     const Field* f = find_field(key);
     if (const toml::table* sub = node.as_table(); sub && !f) {
       // A table is a section only at the top level; deeper tables are unknown
       // keys, unless they name a key (then convert() reports the wrong type).
       bool is_section = prefix.empty() && std::any_of(fields().begin(), fields().end(),
                                                        [&](const Field& g) { return g.section == key; });
-      if (!is_section) unknown_key(key, origin);
+      if (!is_section) unknown_key(key, where);
       apply_table(config, *sub, key, origin);
       continue;
     }
-    if (!f) unknown_key(key, origin);
-    f->set(config, node, origin);
+    if (!f) unknown_key(key, where);
+    f->set(config, node, where);
   }
 }
 
