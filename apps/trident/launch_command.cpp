@@ -42,8 +42,9 @@ void launch(const LaunchOptions& o) {
     args.push_back(o.hostfile);
   }
   if (::geteuid() == 0) args.push_back("--allow-run-as-root");
-  // Ranks write to mpirun's pipes: tell them when the user watches a terminal (live progress line).
-  if (::isatty(STDOUT_FILENO)) args.insert(args.end(), {"-x", "TRIDENT_STDOUT_IS_TTY=1"});
+  // The ranks' stdout is a pseudo-terminal of mpirun's whatever the user's is: tell them whether
+  // the user watches a terminal (live progress line) or output goes to a file or pipe (plain lines).
+  args.insert(args.end(), {"-x", ::isatty(STDOUT_FILENO) ? "TRIDENT_STDOUT_IS_TTY=1" : "TRIDENT_STDOUT_IS_TTY=0"});
   // The trident binary itself when the command starts with "trident".
   std::vector<std::string> command = o.command;
   if (command.front() == "trident") {

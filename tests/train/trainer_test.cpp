@@ -3,6 +3,8 @@
 #include "trident/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <pty.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "trident/data/blended_dataset.h"
 #include "trident/data/indexed_dataset.h"
 #include "trident/models/hf.h"
+#include "trident/train/metrics.h"
 #include "trident/train/setup.h"
 #include "corpus.h"
 
@@ -291,6 +294,44 @@ TEST(TrainerConfig, HugeSizesAreErrorsNotOverflows) {
             "dist.data_parallel_size=4611686018427387905 must be between 1 and the job's 4 rank(s)");
   EXPECT_EQ(error_of(4, {"train.micro_batch_size=4611686018427387904", "train.global_batch_size=8"}),
             "train.micro_batch_size=4611686018427387904 × data_parallel_size=4 overflows a 64-bit integer");
+}
+
+// Whether "auto" shows the live progress line when stdout is a pseudo-terminal, as
+// Open MPI gives every rank whatever mpirun's own stdout is.
+bool live_on_a_pty() {
+  int master = -1, slave = -1;
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+    ADD_FAILURE() << "openpty failed";
+    return false;
+  }
+  std::fflush(stdout);
+  const int saved = ::dup(STDOUT_FILENO);
+  ::dup2(slave, STDOUT_FILENO);
+  const bool live = MetricsLogger("", "auto", true).live();
+  std::fflush(stdout);
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  ::close(slave);
+  ::close(master);
+  return live;
+}
+
+TEST(Metrics, LiveProgressUnderMpiFollowsTheLaunchersTerminal) {
+  ::unsetenv("TRIDENT_STDOUT_IS_TTY");
+  EXPECT_TRUE(live_on_a_pty());  // a terminal, no MPI
+  // `trident launch ... > log`: the rank's stdout is mpirun's pty, the user's is a file.
+  ::setenv("TRIDENT_STDOUT_IS_TTY", "0", 1);
+  EXPECT_FALSE(live_on_a_pty());
+  ::setenv("TRIDENT_STDOUT_IS_TTY", "1", 1);
+  EXPECT_TRUE(live_on_a_pty());
+  ::unsetenv("TRIDENT_STDOUT_IS_TTY");
+  // Started by mpirun directly: nobody says, so plain lines (safe in a log file).
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  EXPECT_FALSE(live_on_a_pty());
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_TRUE(MetricsLogger("", "on", true).live());
+  EXPECT_FALSE(MetricsLogger("", "off", true).live());
+  EXPECT_FALSE(MetricsLogger("", "on", false).live());  // not rank 0
 }
 
 }  // namespace

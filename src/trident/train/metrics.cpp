@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "trident/core/error.h"
+#include "trident/dist/mpi_communicator.h"
 
 namespace trident::train {
 
@@ -25,9 +26,13 @@ MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string&
     : enabled_(enabled) {
   TRIDENT_CHECK(progress == "auto" || progress == "on" || progress == "off",
                 "log.progress must be auto, on or off, got '{}'", progress);
-  // Under `trident launch` stdout is mpirun's pipe; the launcher says whether its own is a terminal.
+  // Open MPI gives its ranks a pseudo-terminal even when mpirun's own output goes to a file, so
+  // under MPI isatty() says nothing: `trident launch` passes on whether its stdout is a terminal,
+  // and a rank started some other way prints plain lines (safe in a log, fine on a screen).
   const char* launched_tty = std::getenv("TRIDENT_STDOUT_IS_TTY");
-  const bool tty = isatty(STDOUT_FILENO) || (launched_tty && std::string_view(launched_tty) == "1");
+  const bool tty = launched_tty            ? std::string_view(launched_tty) == "1"
+                   : dist::launched_by_mpi() ? false
+                                             : isatty(STDOUT_FILENO) != 0;
   live_ = enabled && (progress == "on" || (progress == "auto" && tty));
   if (enabled_ && !metrics_path.empty()) {
     jsonl_.open(metrics_path, std::ios::app);

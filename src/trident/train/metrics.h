@@ -31,13 +31,15 @@ struct StepMetrics {
 
 class MetricsLogger {
  public:
-  // progress: "auto" (live line when stdout is a terminal), "on", "off".
+  // progress: "auto" (live line when stdout is a terminal — under MPI, when
+  // `trident launch`'s is: TRIDENT_STDOUT_IS_TTY=1), "on", "off".
   MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled);
 
   void log_step(const StepMetrics& m, bool permanent);
   void log_eval(std::int64_t step, double val_loss);
   void message(const std::string& text);  // a permanent line (clears the live line first)
   void finish();
+  bool live() const noexcept { return live_; }  // the live progress line is shown
 
  private:
   void write_json(const nlohmann::json& j);
