@@ -102,6 +102,19 @@ TEST(Tokenizer, AddedTokenIdsFollowHuggingFace) {
   EXPECT_EQ(tok.encode("a<x>"), (std::vector<std::int32_t>{'a', 1001}));
 }
 
+TEST(Tokenizer, RejectedSingleWordMatchIsNotRescanned) {
+  // Hugging Face's matcher is non-overlapping: a single_word match rejected
+  // for touching a word character still consumes its bytes, so "b c" (which
+  // starts inside the rejected "ab") is not cut out of "xab c" (checked with
+  // tokenizers 0.23: [x, a, b, Ġ, c]).
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["added_tokens"].push_back({{"id", 1001}, {"content", "ab"}, {"single_word", true}, {"special", true}});
+  j["added_tokens"].push_back({{"id", 1002}, {"content", "b c"}, {"special", true}});
+  auto tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("xab c"), (std::vector<std::int32_t>{'x', 'a', 'b', 0x20, 'c'}));
+  EXPECT_EQ(tok.encode("ab c"), (std::vector<std::int32_t>{1001, 0x20, 'c'}));
+}
+
 TEST(Tokenizer, ContractionsAndSpaces) {
   auto tok = Tokenizer::from_json(byte_level_json({}));
   PreTokenizer pre = PreTokenizer::gpt2();

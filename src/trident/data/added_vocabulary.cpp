@@ -91,7 +91,9 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
       const bool word_before = is_word_char(char_before(text, m_begin));
       const bool word_after = m_end < end && decode_utf8(text, m_end, after) > 0 && is_word_char(after);
       if ((m_begin > begin && word_before) || word_after) {
-        ++pos;
+        // Hugging Face discards the match but its (non-overlapping) matcher
+        // has consumed it: the search resumes after it, not inside it.
+        pos = m_end;
         continue;
       }
     }

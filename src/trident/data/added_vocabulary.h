@@ -7,7 +7,8 @@
 // over what remains (trident supports no normalizer, so both passes see the
 // same bytes; the order still decides which token wins an overlap). lstrip /
 // rstrip absorb adjacent Unicode whitespace into the match; single_word
-// rejects matches next to a word character.
+// rejects matches next to a word character (the search resumes after a
+// rejected match, as Hugging Face's non-overlapping matcher does).
 #pragma once
 
 #include <cstdint>
