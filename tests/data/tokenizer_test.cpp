@@ -143,6 +143,16 @@ TEST(Tokenizer, PrefixSpace) {
   EXPECT_EQ(tok.encode(" a"), tok.encode("a"));
 }
 
+TEST(Tokenizer, SplitContiguousInvertedMergesAdjacentPieces) {
+  // Hugging Face's Contiguous joins neighbouring parts that are both matches or
+  // both not; with invert, adjacent regex matches become adjacent non-matches:
+  // "aab" with String "a" inverted is "aa", "b" (tokenizers 0.23).
+  auto j = nlohmann::json::parse(byte_level_json({{"a", "a"}}));
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "a"}}}, {"behavior", "Contiguous"}, {"invert", true}};
+  auto tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("aab"), (std::vector<std::int32_t>{*tok.token_to_id("aa"), 'b'}));
+}
+
 TEST(Tokenizer, MalformedJsonNamesThePath) {
   EXPECT_NE(error_of([] { Tokenizer::from_json("{\"model\": ", "t.json"); }).find("t.json: invalid JSON at byte"),
             std::string::npos);

@@ -67,10 +67,11 @@ void apply_split(const Step& step, std::string_view text, Piece piece, std::vect
       }
       break;
     case SplitBehavior::contiguous: {
+      // Neighbours that are both matches, or (after invert) both non-matches, join.
       bool prev_match = false;
       const std::size_t first = out.size();
       for (const auto& p : parts) {
-        if (p.match && prev_match && out.size() > first) {
+        if (p.match == prev_match && out.size() > first) {
           out.back().end = p.end;
         } else {
           out.push_back({p.begin, p.end});
