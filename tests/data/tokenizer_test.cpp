@@ -153,6 +153,24 @@ TEST(Tokenizer, SplitContiguousInvertedMergesAdjacentPieces) {
   EXPECT_EQ(tok.encode("aab"), (std::vector<std::int32_t>{*tok.token_to_id("aa"), 'b'}));
 }
 
+TEST(Tokenizer, PreTokenizerAfterByteLevelIsAnError) {
+  // Hugging Face runs a step that follows ByteLevel on the byte-level
+  // characters (" " is "Ġ" by then): Split " " after ByteLevel splits nothing
+  // in "a b". Splitting the raw text instead would silently change the ids.
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}},
+                          {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}}}}};
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); })
+                .find("t.json: $.pre_tokenizer.pretokenizers[1].type: a pre-tokenizer after ByteLevel"),
+            std::string::npos);
+  // Split before ByteLevel (Llama 3's layout) stays supported.
+  std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]);
+  auto tok = Tokenizer::from_json(j.dump(), "t.json");
+  EXPECT_EQ(tok.encode("a b"), (std::vector<std::int32_t>{'a', 'b'}));
+}
+
 TEST(Tokenizer, MalformedJsonNamesThePath) {
   EXPECT_NE(error_of([] { Tokenizer::from_json("{\"model\": ", "t.json"); }).find("t.json: invalid JSON at byte"),
             std::string::npos);

@@ -8,6 +8,8 @@
 //    MergedWithPrevious|MergedWithNext, invert}.
 // add_prefix_space is honoured only on a ByteLevel step that comes first (as in
 // every published byte-level tokenizer); the Tokenizer applies it to the text.
+// ByteLevel must be the last step: Hugging Face runs later steps on the
+// byte-level characters, trident's steps all see the raw text.
 //
 // Input need not be valid UTF-8: each maximal run of invalid bytes becomes a
 // piece of its own, untouched by the patterns, so valid text around it splits

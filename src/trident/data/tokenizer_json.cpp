@@ -197,6 +197,11 @@ SplitBehavior parse_behavior(const Node& n) {
 void parse_pre_tokenizer(const Node& n, PreTokenizer& pre) {
   if (n.is_null()) return;
   const std::string type = n.type();
+  if (type != "Sequence" && pre.byte_level()) {
+    // Hugging Face would run this step on the byte-level characters (a space
+    // is "\u0120" by then); trident's steps all see the raw text.
+    n.at("type").unsupported("a pre-tokenizer after ByteLevel");
+  }
   if (type == "Sequence") {
     const Node list = n.at("pretokenizers");
     for (std::size_t i = 0; i < list.array().size(); ++i) parse_pre_tokenizer(list[i], pre);
