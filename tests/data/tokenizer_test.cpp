@@ -115,6 +115,30 @@ TEST(Tokenizer, RejectedSingleWordMatchIsNotRescanned) {
   EXPECT_EQ(tok.encode("ab c"), (std::vector<std::int32_t>{1001, 0x20, 'c'}));
 }
 
+TEST(Tokenizer, SearchResumesAtMatchEndNotAfterRstrip) {
+  // Hugging Face's matcher resumes right after a match, not after the white
+  // space rstrip absorbed, so a token may start inside that white space (and
+  // the white space is then covered twice). tokenizers 0.23: "<a>  <b>" is
+  // [<a>, " <b>"]; with " " an added token, "<a>   z" is [<a>, " ", " ", " ", z].
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["added_tokens"].push_back({{"id", 1001}, {"content", "<a>"}, {"rstrip", true}, {"special", true}});
+  j["added_tokens"].push_back({{"id", 1002}, {"content", " <b>"}, {"special", true}});
+  auto tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("<a> <b>"), (std::vector<std::int32_t>{1001, 1002}));
+  EXPECT_EQ(tok.encode("<a>  <b>"), (std::vector<std::int32_t>{1001, 1002}));
+  j["added_tokens"][2]["content"] = " ";
+  tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("<a>   z"), (std::vector<std::int32_t>{1001, 1002, 1002, 1002, 'z'}));
+  EXPECT_EQ(tok.encode("x <a>"), (std::vector<std::int32_t>{'x', 1002, 1001}));
+  // An lstrip token inside the absorbed white space becomes empty and is dropped.
+  j["added_tokens"][2]["lstrip"] = true;
+  tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("<a> z"), (std::vector<std::int32_t>{1001, 'z'}));
+  j["added_tokens"][2]["rstrip"] = true;
+  tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("1   a"), (std::vector<std::int32_t>{'1', 1002, 'a'}));
+}
+
 TEST(Tokenizer, ContractionsAndSpaces) {
   auto tok = Tokenizer::from_json(byte_level_json({}));
   PreTokenizer pre = PreTokenizer::gpt2();

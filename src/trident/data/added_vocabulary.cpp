@@ -86,6 +86,10 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
       continue;
     }
     std::size_t m_begin = pos, m_end = pos + found->content.size();
+    // Hugging Face's matcher resumes right after the match itself, even when
+    // rstrip absorbs white space beyond it: a later match may start inside
+    // that white space (overlapping the previous segment), as it does there.
+    const std::size_t resume = m_end;
     if (found->single_word) {
       char32_t after = 0;
       const bool word_before = is_word_char(char_before(text, m_begin));
@@ -93,7 +97,7 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
       if ((m_begin > begin && word_before) || word_after) {
         // Hugging Face discards the match but its (non-overlapping) matcher
         // has consumed it: the search resumes after it, not inside it.
-        pos = m_end;
+        pos = resume;
         continue;
       }
     }
@@ -108,8 +112,12 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
       while (m_end < end && (n = decode_utf8(text, m_end, c)) > 0 && is_unicode_whitespace(c)) m_end += n;
     }
     if (m_begin > start_offset) out.push_back({start_offset, m_begin, -1});
-    out.push_back({m_begin, m_end, found->id});
-    start_offset = pos = m_end;
+    // A match whose lstrip start lies at or past its (rstrip) end, in white
+    // space the previous token absorbed, is empty; Hugging Face drops empty
+    // splits, token and all.
+    if (m_end > m_begin) out.push_back({m_begin, m_end, found->id});
+    start_offset = m_end;
+    pos = resume;
   }
   if (start_offset < end) out.push_back({start_offset, end, -1});
 }

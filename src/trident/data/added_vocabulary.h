@@ -45,7 +45,9 @@ class AddedVocabulary {
   bool empty() const noexcept { return tokens_.empty(); }
 
   // Replaces `out` with the segments of `text`, in order, covering all of it
-  // except whitespace absorbed by lstrip/rstrip.
+  // except whitespace absorbed by lstrip/rstrip. As in Hugging Face, a token
+  // may start inside white space the previous token's rstrip absorbed; its
+  // segment then overlaps the previous one.
   void split(std::string_view text, std::vector<Segment>& out) const;
 
  private:
