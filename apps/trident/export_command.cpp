@@ -86,7 +86,8 @@ void export_checkpoint(const ExportOptions& o) {
 void add_export_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("export", "Write a checkpoint (any parallel layout) as a Hugging Face model");
   auto o = std::make_shared<ExportOptions>();
-  cmd->add_option("--checkpoint", o->checkpoint, "A checkpoint, or a run directory (its newest checkpoint that verifies)")
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "A checkpoint, or a run directory (its newest checkpoint that verifies)")
       ->required();
   cmd->add_option("--output", o->output, "The Hugging Face directory to write")->required();
   cmd->add_option("--dtype", o->dtype, "Weights dtype: fp32, bf16 or fp16")->capture_default_str();

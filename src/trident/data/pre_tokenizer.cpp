@@ -154,7 +154,8 @@ void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
 }
 
 void PreTokenizer::add_split(std::string_view regex_pattern, SplitBehavior behavior, bool invert) {
-  TRIDENT_CHECK(!byte_level_, "a Split pre-tokenizer after ByteLevel is not supported (it would see byte-level characters)");
+  TRIDENT_CHECK(!byte_level_,
+                "a Split pre-tokenizer after ByteLevel is not supported (it would see byte-level characters)");
   steps_.push_back({compile(regex_pattern), behavior, invert});
 }
 

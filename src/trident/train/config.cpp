@@ -173,7 +173,8 @@ const std::vector<Field>& fields() {
     TRAIN(seq_len, kPositive); TRAIN(micro_batch_size, kPositive);
     TRAIN(global_batch_size, kNonNegative, " (0 = micro_batch_size × data_parallel_size)"); TRAIN(steps, kPositive);
     TRAIN(seed); TRAIN(precision); TRAIN(log_interval, kPositive); TRAIN(eval_interval, kNonNegative, " (0 = never)");
-    TRAIN(eval_steps, kPositive); TRAIN(activation_checkpointing); TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
+    TRAIN(eval_steps, kPositive); TRAIN(activation_checkpointing);
+    TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
     TRAIN(device); TRAIN(threads, kNonNegative, " (0 = cores / ranks on the node)");
 #undef TRAIN
 #define OPTIM(n, ...) f.push_back(field("optim", #n, &C::optim, &OptimConfig::n __VA_OPT__(,) __VA_ARGS__))
@@ -181,16 +182,19 @@ const std::vector<Field>& fields() {
     OPTIM(weight_decay, kNonNegativeFinite); OPTIM(momentum, kNonNegativeFinite);
     OPTIM(clip_grad, kNonNegativeFinite, " (0 = off)"); OPTIM(initial_loss_scale, kPositiveFinite);
 #undef OPTIM
-#define SCHEDULE(n, ...) f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
+#define SCHEDULE(n, ...) \
+  f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
     SCHEDULE(warmup_steps, kNonNegative); SCHEDULE(decay); SCHEDULE(decay_steps, kNonNegative, " (0 = train.steps)");
     SCHEDULE(min_lr, kNonNegativeFinite);
 #undef SCHEDULE
 #define DIST(n, ...) f.push_back(field("dist", #n, &C::dist, &DistConfig::n __VA_OPT__(,) __VA_ARGS__))
     DIST(data_parallel_size, kNonNegative, " (0 = inferred)"); DIST(tensor_parallel_size, kPositive);
-    DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive); DIST(virtual_pipeline_size, kPositive);
+    DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive);
+    DIST(virtual_pipeline_size, kPositive);
     DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage, kZeroStage); DIST(timeout_s, kPositiveFinite);
 #undef DIST
-#define CKPT(n, ...) f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
+#define CKPT(n, ...) \
+  f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
     CKPT(dir); CKPT(interval, kNonNegative, " (0 = only at the end)"); CKPT(keep, kNonNegative, " (0 = all)");
     CKPT(resume);
 #undef CKPT
@@ -310,8 +314,8 @@ void apply_toml(Config& config, const std::string& toml_text, const std::string&
 void apply_file(Config& config, const std::string& path) {
   std::error_code ec;
   // An ifstream opens a directory and reads it as empty: the defaults would run.
-  TRIDENT_CHECK(!std::filesystem::is_directory(path, ec), "cannot read config file '{}': it is a directory, not a TOML file",
-                path);
+  TRIDENT_CHECK(!std::filesystem::is_directory(path, ec),
+                "cannot read config file '{}': it is a directory, not a TOML file", path);
   std::ifstream in(path);
   TRIDENT_CHECK(in.good(), "cannot read config file '{}'", path);
   std::stringstream buf;
