@@ -431,6 +431,39 @@ TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
   fs::remove_all(tokenizer.parent_path());
 }
 
+// A config.json with the given keys set over a minimal one of `model_type`; returns its path.
+std::string write_config(const std::string& model_type, const nlohmann::json& extra) {
+  nlohmann::json j = model_type == "gpt2"
+                         ? nlohmann::json{{"model_type", "gpt2"}, {"n_layer", 2}, {"n_head", 4}, {"n_embd", 16},
+                                          {"vocab_size", 23}, {"n_positions", 16}}
+                         : nlohmann::json{{"model_type", "llama"}, {"num_hidden_layers", 2},
+                                          {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                                          {"hidden_size", 16}, {"intermediate_size", 40}, {"vocab_size", 23},
+                                          {"max_position_embeddings", 16}};
+  j.update(extra);
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("trident-config-{}.json", ::getpid());
+  std::ofstream(path) << j.dump();
+  return path.string();
+}
+
+// transformers 5 writes RoPE's base inside "rope_parameters" (no top-level rope_theta); Llama 3's is 500000.
+TEST(CausalLM, HuggingFaceConfigReadsRopeParameters) {
+  const std::string path = write_config(
+      "llama", {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}, {"head_dim", 4}});
+  EXPECT_EQ(read_hf_config(path).rope_theta, 500000.0);
+  // The round trip through hf_config_json keeps it.
+  TransformerSpec s = read_hf_config(path);
+  std::ofstream(path) << hf_config_json(s);
+  EXPECT_EQ(read_hf_config(path).rope_theta, 500000.0);
+  // A scaled RoPE (Llama 3.1's "llama3", YaRN, ...) is not implemented: an error naming the key, in either spelling.
+  const std::string scaled = write_config(
+      "llama", {{"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}}}});
+  EXPECT_NE(test_error([&] { read_hf_config(scaled); }).find("rope_parameters"), std::string::npos);
+  const std::string legacy = write_config("llama", {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}});
+  EXPECT_NE(test_error([&] { read_hf_config(legacy); }).find("rope_scaling"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST(CausalLM, BadSpecsAreClearErrors) {
   TransformerSpec s = tiny(nn::Arch::llama);
   s.n_kv_head = 3;

@@ -115,6 +115,23 @@ TransformerSpec read_hf_config(const std::string& path) {
                   "'{}': LLaMA with attention or MLP biases is not supported", path);
     TRIDENT_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
                   "'{}': rope_scaling is not supported", path);
+    // transformers 5 writes RoPE's settings as rope_parameters {rope_type, rope_theta, ...} instead of the
+    // top-level rope_theta and rope_scaling: its base must be read there, and only the unscaled RoPE is built.
+    if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+      const json& rope = j["rope_parameters"];
+      TRIDENT_CHECK(rope.is_object(), "'{}': key 'rope_parameters' must be an object, got {}", path, rope.dump());
+      const std::string rope_type =
+          get_or<std::string>(rope, "rope_type", get_or<std::string>(rope, "type", "default"));
+      TRIDENT_CHECK(rope_type == "default",
+                    "'{}': rope_parameters.rope_type '{}' is not supported (only the unscaled 'default' RoPE)", path,
+                    rope_type);
+      if (rope.contains("rope_theta") && !rope["rope_theta"].is_null()) {
+        const double theta = get<double>(rope, "rope_theta", path);
+        TRIDENT_CHECK(!j.contains("rope_theta") || j["rope_theta"].is_null() || theta == s.rope_theta,
+                      "'{}': rope_theta {} and rope_parameters.rope_theta {} disagree", path, s.rope_theta, theta);
+        s.rope_theta = theta;
+      }
+    }
     if (j.contains("head_dim") && !j["head_dim"].is_null()) {
       TRIDENT_CHECK(j["head_dim"].get<std::int64_t>() == s.d_model / s.n_head,
                     "'{}': head_dim {} differs from hidden_size / num_attention_heads = {}", path,
