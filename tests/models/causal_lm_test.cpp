@@ -464,6 +464,32 @@ TEST(CausalLM, HuggingFaceConfigReadsRopeParameters) {
   std::filesystem::remove(path);
 }
 
+// Every config.json key that changes the model's function is either implemented or an error naming the
+// file and the key: ignoring one would load the weights into a different function (wrong logits).
+TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
+  const std::vector<std::pair<std::string, nlohmann::json>> unsupported = {
+      {"llama", {{"hidden_act", "gelu"}}},
+      {"llama", {{"head_dim", 8}}},
+      {"gpt2", {{"activation_function", "relu"}}},
+  };
+  for (const auto& [type, extra] : unsupported) {
+    const std::string path = write_config(type, extra);
+    const std::string message = test_error([&] { read_hf_config(path); });
+    EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;
+    EXPECT_NE(message.find(extra.begin().key()), std::string::npos) << extra.dump() << ": " << message;
+    std::filesystem::remove(path);
+  }
+  // The defaults (as transformers writes them) and same-function spellings load.
+  for (const auto& [type, extra] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"llama", {{"hidden_act", "silu"}, {"attention_bias", false}, {"mlp_bias", false}, {"head_dim", 4}}},
+           {"llama", {{"hidden_act", "swish"}}},
+           {"gpt2", {{"activation_function", "gelu_pytorch_tanh"}}}}) {
+    const std::string path = write_config(type, extra);
+    EXPECT_EQ(test_error([&] { read_hf_config(path); }), "no error") << extra.dump();
+    std::filesystem::remove(path);
+  }
+}
+
 TEST(CausalLM, BadSpecsAreClearErrors) {
   TransformerSpec s = tiny(nn::Arch::llama);
   s.n_kv_head = 3;

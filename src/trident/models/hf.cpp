@@ -111,6 +111,9 @@ TransformerSpec read_hf_config(const std::string& path) {
     s.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
     s.init_std = get_or<double>(j, "initializer_range", 0.02);
     s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+    const std::string act = get_or<std::string>(j, "hidden_act", "silu");
+    TRIDENT_CHECK(act == "silu" || act == "swish",
+                  "'{}': hidden_act '{}' is not supported (trident's LLaMA MLP is SwiGLU, hidden_act silu)", path, act);
     TRIDENT_CHECK(!get_or<bool>(j, "attention_bias", false) && !get_or<bool>(j, "mlp_bias", false),
                   "'{}': LLaMA with attention or MLP biases is not supported", path);
     TRIDENT_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
