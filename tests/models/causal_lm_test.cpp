@@ -471,6 +471,8 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
       {"llama", {{"hidden_act", "gelu"}}},
       {"llama", {{"head_dim", 8}}},
       {"gpt2", {{"activation_function", "relu"}}},
+      {"gpt2", {{"scale_attn_by_inverse_layer_idx", true}}},
+      {"gpt2", {{"scale_attn_weights", false}}},
   };
   for (const auto& [type, extra] : unsupported) {
     const std::string path = write_config(type, extra);
@@ -483,7 +485,9 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
   for (const auto& [type, extra] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"llama", {{"hidden_act", "silu"}, {"attention_bias", false}, {"mlp_bias", false}, {"head_dim", 4}}},
            {"llama", {{"hidden_act", "swish"}}},
-           {"gpt2", {{"activation_function", "gelu_pytorch_tanh"}}}}) {
+           {"gpt2", {{"scale_attn_by_inverse_layer_idx", false}, {"scale_attn_weights", true},
+                     {"reorder_and_upcast_attn", false}}},
+           {"gpt2", {{"activation_function", "gelu_pytorch_tanh"}, {"reorder_and_upcast_attn", true}}}}) {
     const std::string path = write_config(type, extra);
     EXPECT_EQ(test_error([&] { read_hf_config(path); }), "no error") << extra.dump();
     std::filesystem::remove(path);

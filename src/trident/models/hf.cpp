@@ -98,6 +98,13 @@ TransformerSpec read_hf_config(const std::string& path) {
     const std::string act = get_or<std::string>(j, "activation_function", "gelu_new");
     TRIDENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
                   "'{}': activation_function '{}' is not supported (trident's GPT-2 uses gelu_new)", path, act);
+    // GPT2Attention scales q·k by 1/sqrt(head_dim) only with scale_attn_weights, and further by 1/(layer + 1)
+    // with scale_attn_by_inverse_layer_idx; trident's attention always uses 1/sqrt(head_dim).
+    // (reorder_and_upcast_attn only changes the precision of the same product, and is accepted.)
+    TRIDENT_CHECK(get_or<bool>(j, "scale_attn_weights", true),
+                  "'{}': scale_attn_weights false (unscaled attention scores) is not supported", path);
+    TRIDENT_CHECK(!get_or<bool>(j, "scale_attn_by_inverse_layer_idx", false),
+                  "'{}': scale_attn_by_inverse_layer_idx true is not supported", path);
   } else if (type == "llama") {
     s.arch = nn::Arch::llama;
     s.n_layer = get<std::int64_t>(j, "num_hidden_layers", path);
