@@ -469,6 +469,8 @@ TEST(CausalLM, HuggingFaceConfigReadsRopeParameters) {
 TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
   const std::vector<std::pair<std::string, nlohmann::json>> unsupported = {
       {"llama", {{"hidden_act", "gelu"}}},
+      {"llama", {{"attention_bias", true}}},
+      {"llama", {{"mlp_bias", true}}},
       {"llama", {{"head_dim", 8}}},
       {"gpt2", {{"activation_function", "relu"}}},
       {"gpt2", {{"scale_attn_by_inverse_layer_idx", true}}},

@@ -121,8 +121,10 @@ TransformerSpec read_hf_config(const std::string& path) {
     const std::string act = get_or<std::string>(j, "hidden_act", "silu");
     TRIDENT_CHECK(act == "silu" || act == "swish",
                   "'{}': hidden_act '{}' is not supported (trident's LLaMA MLP is SwiGLU, hidden_act silu)", path, act);
-    TRIDENT_CHECK(!get_or<bool>(j, "attention_bias", false) && !get_or<bool>(j, "mlp_bias", false),
-                  "'{}': LLaMA with attention or MLP biases is not supported", path);
+    for (const char* bias : {"attention_bias", "mlp_bias"}) {
+      TRIDENT_CHECK(!get_or<bool>(j, bias, false), "'{}': {} true is not supported (trident's LLaMA has no biases)",
+                    path, bias);
+    }
     TRIDENT_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
                   "'{}': rope_scaling is not supported", path);
     // transformers 5 writes RoPE's settings as rope_parameters {rope_type, rope_theta, ...} instead of the
