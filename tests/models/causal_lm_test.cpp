@@ -496,6 +496,24 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
   }
 }
 
+// An optional key of the wrong type is an error naming the file and the key, as a required one is.
+TEST(CausalLM, HuggingFaceConfigKeysOfTheWrongTypeNameTheFileAndKey) {
+  for (const auto& [type, extra] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"gpt2", {{"n_inner", "256"}}},
+           {"gpt2", {{"layer_norm_epsilon", "1e-5"}}},
+           {"gpt2", {{"tie_word_embeddings", "false"}}},
+           {"llama", {{"rms_norm_eps", "1e-6"}}},
+           {"llama", {{"rope_theta", "500000"}}},
+           {"llama", {{"head_dim", "4"}}},
+           {"llama", {{"hidden_act", 1}}}}) {
+    const std::string path = write_config(type, extra);
+    const std::string message = test_error([&] { read_hf_config(path); });
+    EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;
+    EXPECT_NE(message.find(extra.begin().key()), std::string::npos) << extra.dump() << ": " << message;
+    std::filesystem::remove(path);
+  }
+}
+
 TEST(CausalLM, BadSpecsAreClearErrors) {
   TransformerSpec s = tiny(nn::Arch::llama);
   s.n_kv_head = 3;

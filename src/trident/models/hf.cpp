@@ -39,10 +39,11 @@ T get(const json& j, const std::string& key, const std::string& path) {
   }
 }
 
+// An optional key: `fallback` when absent or null; of the wrong type, an error naming the file and key.
 template <typename T>
-T get_or(const json& j, const std::string& key, T fallback) {
+T get_or(const json& j, const std::string& key, T fallback, const std::string& path) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  return j[key].get<T>();
+  return get<T>(j, key, path);
 }
 
 // A weight file of transformers' layouts: model.safetensors, its index, or a shard model-N-of-M.safetensors.
@@ -88,42 +89,42 @@ TransformerSpec read_hf_config(const std::string& path) {
     s.n_layer = get<std::int64_t>(j, "n_layer", path);
     s.n_head = s.n_kv_head = get<std::int64_t>(j, "n_head", path);
     s.d_model = get<std::int64_t>(j, "n_embd", path);
-    s.d_ff = get_or<std::int64_t>(j, "n_inner", 4 * s.d_model);
+    s.d_ff = get_or<std::int64_t>(j, "n_inner", 4 * s.d_model, path);
     s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
     s.max_seq_len = get<std::int64_t>(j, "n_positions", path);
-    s.norm_eps = get_or<double>(j, "layer_norm_epsilon", 1e-5);
-    s.dropout = get_or<double>(j, "resid_pdrop", 0.0);
-    s.init_std = get_or<double>(j, "initializer_range", 0.02);
-    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", true);
-    const std::string act = get_or<std::string>(j, "activation_function", "gelu_new");
+    s.norm_eps = get_or<double>(j, "layer_norm_epsilon", 1e-5, path);
+    s.dropout = get_or<double>(j, "resid_pdrop", 0.0, path);
+    s.init_std = get_or<double>(j, "initializer_range", 0.02, path);
+    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", true, path);
+    const std::string act = get_or<std::string>(j, "activation_function", "gelu_new", path);
     TRIDENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
                   "'{}': activation_function '{}' is not supported (trident's GPT-2 uses gelu_new)", path, act);
     // GPT2Attention scales q·k by 1/sqrt(head_dim) only with scale_attn_weights, and further by 1/(layer + 1)
     // with scale_attn_by_inverse_layer_idx; trident's attention always uses 1/sqrt(head_dim).
     // (reorder_and_upcast_attn only changes the precision of the same product, and is accepted.)
-    TRIDENT_CHECK(get_or<bool>(j, "scale_attn_weights", true),
+    TRIDENT_CHECK(get_or<bool>(j, "scale_attn_weights", true, path),
                   "'{}': scale_attn_weights false (unscaled attention scores) is not supported", path);
-    TRIDENT_CHECK(!get_or<bool>(j, "scale_attn_by_inverse_layer_idx", false),
+    TRIDENT_CHECK(!get_or<bool>(j, "scale_attn_by_inverse_layer_idx", false, path),
                   "'{}': scale_attn_by_inverse_layer_idx true is not supported", path);
   } else if (type == "llama") {
     s.arch = nn::Arch::llama;
     s.n_layer = get<std::int64_t>(j, "num_hidden_layers", path);
     s.n_head = get<std::int64_t>(j, "num_attention_heads", path);
-    s.n_kv_head = get_or<std::int64_t>(j, "num_key_value_heads", s.n_head);
+    s.n_kv_head = get_or<std::int64_t>(j, "num_key_value_heads", s.n_head, path);
     s.d_model = get<std::int64_t>(j, "hidden_size", path);
     s.d_ff = get<std::int64_t>(j, "intermediate_size", path);
     s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
     s.max_seq_len = get<std::int64_t>(j, "max_position_embeddings", path);
-    s.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
-    s.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
-    s.init_std = get_or<double>(j, "initializer_range", 0.02);
-    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
-    const std::string act = get_or<std::string>(j, "hidden_act", "silu");
+    s.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, path);
+    s.rope_theta = get_or<double>(j, "rope_theta", 10000.0, path);
+    s.init_std = get_or<double>(j, "initializer_range", 0.02, path);
+    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false, path);
+    const std::string act = get_or<std::string>(j, "hidden_act", "silu", path);
     TRIDENT_CHECK(act == "silu" || act == "swish",
                   "'{}': hidden_act '{}' is not supported (trident's LLaMA MLP is SwiGLU, hidden_act silu)", path, act);
     for (const char* bias : {"attention_bias", "mlp_bias"}) {
-      TRIDENT_CHECK(!get_or<bool>(j, bias, false), "'{}': {} true is not supported (trident's LLaMA has no biases)",
-                    path, bias);
+      TRIDENT_CHECK(!get_or<bool>(j, bias, false, path),
+                    "'{}': {} true is not supported (trident's LLaMA has no biases)", path, bias);
     }
     TRIDENT_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
                   "'{}': rope_scaling is not supported", path);
@@ -133,7 +134,7 @@ TransformerSpec read_hf_config(const std::string& path) {
       const json& rope = j["rope_parameters"];
       TRIDENT_CHECK(rope.is_object(), "'{}': key 'rope_parameters' must be an object, got {}", path, rope.dump());
       const std::string rope_type =
-          get_or<std::string>(rope, "rope_type", get_or<std::string>(rope, "type", "default"));
+          get_or<std::string>(rope, "rope_type", get_or<std::string>(rope, "type", "default", path), path);
       TRIDENT_CHECK(rope_type == "default",
                     "'{}': rope_parameters.rope_type '{}' is not supported (only the unscaled 'default' RoPE)", path,
                     rope_type);
@@ -144,10 +145,11 @@ TransformerSpec read_hf_config(const std::string& path) {
         s.rope_theta = theta;
       }
     }
-    if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-      TRIDENT_CHECK(j["head_dim"].get<std::int64_t>() == s.d_model / s.n_head,
-                    "'{}': head_dim {} differs from hidden_size / num_attention_heads = {}", path,
-                    j["head_dim"].get<std::int64_t>(), s.d_model / s.n_head);
+    if (s.n_head > 0) {  // else validate() names the bad head count
+      const std::int64_t head_dim = get_or<std::int64_t>(j, "head_dim", s.d_model / s.n_head, path);
+      TRIDENT_CHECK(head_dim == s.d_model / s.n_head,
+                    "'{}': head_dim {} differs from hidden_size / num_attention_heads = {}", path, head_dim,
+                    s.d_model / s.n_head);
     }
   } else {
     TRIDENT_FAIL("'{}': model_type '{}' is not supported (expected gpt2 or llama)", path, type);
