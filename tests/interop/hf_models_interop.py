@@ -63,7 +63,8 @@ configs = {
                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.2),
     "llama": transformers.LlamaConfig(vocab_size=97, hidden_size=48, intermediate_size=112, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-                                      initializer_range=0.2, tie_word_embeddings=False),
+                                      initializer_range=0.2, tie_word_embeddings=False,
+                                      rope_theta=500000.0),  # Llama 3's base: transformers 5 writes rope_parameters
 }
 hf_models = {}
 for arch, config in configs.items():
