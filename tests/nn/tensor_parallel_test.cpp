@@ -265,6 +265,25 @@ TEST_F(TensorParallelLayers, VocabParallelEmbeddingPadsAndMasks) {
   }
 }
 
+// An id outside the vocabulary is the same clear error on every layout: under tensor parallelism it must not
+// read as the zero vector of a padding row, or of no rank's rows at all.
+TEST_F(TensorParallelLayers, VocabParallelEmbeddingRejectsIdsOutsideTheVocabulary) {
+  const std::int64_t V = 100, D = 8;
+  Embedding full("wte", V, D, 0.5);
+  Embedding vp("wte", V, D, 0.5, tp_, true);
+  full.initialize(9);
+  vp.initialize(9);
+  for (std::int64_t bad : {V, padded_vocab_size(V, t_) - 1, padded_vocab_size(V, t_), std::int64_t{-1}}) {
+    SCOPED_TRACE(bad);
+    const Tensor id = Tensor::from_vector(std::vector<std::int64_t>{3, bad, 7, 1}, {2, 2});
+    const std::string expected = test::error_message([&] { full.forward(id, ForwardContext{}); });
+    EXPECT_NE(expected.find(fmt::format("id {} ", bad)), std::string::npos) << expected;
+    const std::string msg = test::error_message([&] { vp.forward(id, ForwardContext{}); });
+    EXPECT_NE(msg.find(fmt::format("id {} ", bad)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fmt::format("[0, {})", V)), std::string::npos) << msg;
+  }
+}
+
 TransformerSpec tiny(Arch arch, int t) {
   TransformerSpec s = arch == Arch::gpt2 ? models::preset("gpt2-tiny") : models::preset("llama-tiny");
   s.n_layer = 2;

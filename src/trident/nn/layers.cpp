@@ -116,9 +116,12 @@ Variable Linear::forward_in_region(const Variable& x, const ForwardContext& ctx,
 
 namespace {
 
-// Lookup of the rows [begin, begin + rows) of a vocabulary: ids outside give
-// zero vectors and contribute no gradient.
-Variable shard_lookup(const Variable& weight, const Tensor& ids, std::int64_t begin) {
+// Lookup of the rows [begin, begin + rows) of a vocabulary of `vocab` ids: ids
+// of other ranks give zero vectors and contribute no gradient. An id outside
+// [0, vocab) is an error, as in the unsharded lookup: it would otherwise read
+// as a padding row's or no rank's zeros.
+Variable shard_lookup(const std::string& name, const Variable& weight, const Tensor& ids, std::int64_t begin,
+                      std::int64_t vocab) {
   const std::int64_t rows = weight.shape()[0];
   const Device device = weight.data().device();
   // The ids are few (one per token): the shard mask is computed on the host.
@@ -128,6 +131,8 @@ Variable shard_lookup(const Variable& weight, const Tensor& ids, std::int64_t be
   auto l = local.span<std::int64_t>();
   std::vector<std::uint8_t> mine(g.size());
   for (std::size_t i = 0; i < g.size(); ++i) {
+    TRIDENT_CHECK(g[i] >= 0 && g[i] < vocab, "embedding '{}': id {} at flat position {} of ids {} is outside the "
+                  "vocabulary [0, {})", name, g[i], i, ids.shape(), vocab);
     mine[i] = g[i] >= begin && g[i] < begin + rows;
     l[i] = mine[i] ? g[i] - begin : 0;
   }
@@ -174,7 +179,7 @@ Variable Embedding::forward(const Tensor& ids, const ForwardContext& ctx) const 
     if (tp_.sequence_split()) return ag::embedding(replicated_view(*weight_, tp_, ctx), ids);
     return ag::embedding(compute_view(*weight_, ctx), ids);
   }
-  return exit_tp_region(shard_lookup(compute_view(*weight_, ctx), ids, row_begin_), tp_);
+  return exit_tp_region(shard_lookup(prefix(), compute_view(*weight_, ctx), ids, row_begin_, num_embeddings_), tp_);
 }
 
 LayerNorm::LayerNorm(std::string prefix, std::int64_t dim, double eps, bool bias, const TensorParallel& tp)
