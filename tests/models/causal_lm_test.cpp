@@ -284,7 +284,15 @@ TEST(CausalLM, KVCacheMatchesFullForward) {
       Tensor chunk = ops::slice(ids, 1, lo, hi);
       auto out = model.forward(chunk, step).data().to_vector<double>();
       got.insert(got.end(), out.begin(), out.end());
+      EXPECT_EQ(cache.length, hi);  // the next chunk's position_offset
     }
+    // New tokens must continue the cached ones: any other position is an error, not silently wrong positions.
+    ForwardContext wrong = full;
+    wrong.cache = &cache;
+    wrong.position_offset = 3;
+    const std::string message = test_error([&] { model.forward(ops::slice(ids, 1, 0, 1), wrong); });
+    EXPECT_NE(message.find("position_offset 3"), std::string::npos) << message;
+    EXPECT_NE(message.find("7 tokens"), std::string::npos) << message;
     ASSERT_EQ(got.size(), expected.size());
     for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-12) << i;
   }

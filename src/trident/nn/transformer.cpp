@@ -94,12 +94,21 @@ Variable CausalSelfAttention::forward(const Variable& x_in, const ForwardContext
   }
   if (ctx.cache) {
     // Generation: prepend the cached keys/values (no gradients flow here).
+    TRIDENT_CHECK(static_cast<std::size_t>(layer_) < ctx.cache->keys.size(),
+                  "KV cache has {} layers, but layer {} uses it", ctx.cache->keys.size(), layer_);
     auto& ck = ctx.cache->keys[static_cast<std::size_t>(layer_)];
     auto& cv = ctx.cache->values[static_cast<std::size_t>(layer_)];
+    // The new tokens continue the cached ones (the causal mask is aligned to the end): their positions
+    // (RoPE, learned positions) must start where the cache ends.
+    const std::int64_t cached = ck.defined() ? ck.shape()[1] : 0;
+    TRIDENT_CHECK(ctx.position_offset == cached,
+                  "KV cache of layer {} holds {} tokens, but the new tokens start at position_offset {}", layer_,
+                  cached, ctx.position_offset);
     Tensor keys = ck.defined() ? ops::concat({ck, k.data()}, 1) : k.data();
     Tensor values = cv.defined() ? ops::concat({cv, v.data()}, 1) : v.data();
     ck = keys;
     cv = values;
+    ctx.cache->length = keys.shape()[1];
     k = Variable(keys, false);
     v = Variable(values, false);
   }
