@@ -3,7 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+
+#include "trident/checkpoint/sharded.h"
 
 namespace trident::cli {
 
@@ -26,9 +29,10 @@ void add_export_command(CLI::App& app);
 // trident launch (launch_command.cpp)
 void add_launch_command(CLI::App& app);
 
-// --checkpoint PATH: a step directory, or a run directory (or checkpoint root):
-// its newest checkpoint that verifies, `latest` first, warning on stderr about
-// each one skipped. Errors name the option and path.
-std::string resolve_checkpoint(const std::string& path);
+// --checkpoint PATH, opened (every file verified, once): a step directory, or
+// a run directory (or checkpoint root): its newest checkpoint that verifies,
+// `latest` first, warning on stderr about each one skipped. Errors name the
+// option and path.
+std::unique_ptr<checkpoint::CheckpointReader> open_checkpoint(const std::string& path);
 
 }  // namespace trident::cli

@@ -62,8 +62,9 @@ DType parse_dtype(const std::string& name) {
 void export_checkpoint(const ExportOptions& o) {
   const DType dtype = parse_dtype(o.dtype);
   const std::uint64_t limit = parse_size(o.max_shard_size);
-  const std::string dir = resolve_checkpoint(o.checkpoint);
-  const checkpoint::CheckpointReader reader(dir);  // verifies every file's checksum
+  const auto opened = open_checkpoint(o.checkpoint);  // every file's checksum verified
+  const checkpoint::CheckpointReader& reader = *opened;
+  const std::string& dir = reader.dir();
   const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
   const fs::path tokenizer = fs::path(dir) / "tokenizer.json";
   std::vector<std::string> extra;

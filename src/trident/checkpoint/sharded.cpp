@@ -321,28 +321,28 @@ std::vector<fs::path> committed_checkpoints(const std::string& root) {
   return dirs;
 }
 
-bool opens(const fs::path& dir, std::string* why) {
+// The checkpoint at `dir`, opened and verified; null (and the reason in `why`) when it does not open.
+std::unique_ptr<CheckpointReader> try_open(const fs::path& dir, std::string* why) {
   try {
-    CheckpointReader reader(dir.string());
-    return true;
+    return std::make_unique<CheckpointReader>(dir.string());
   } catch (const Error& e) {
     if (why) *why = e.message();
-    return false;
   } catch (const std::exception& e) {
     // Whatever else goes wrong reading it (a filesystem error, say), this one cannot be resumed from:
     // the caller tries the next.
     if (why) *why = fmt::format("checkpoint '{}': {}", dir.string(), e.what());
-    return false;
   }
+  return nullptr;
 }
 
 }  // namespace
 
-std::string latest_valid_checkpoint(const std::string& root, std::vector<std::string>* skipped) {
+std::unique_ptr<CheckpointReader> open_latest_valid_checkpoint(const std::string& root,
+                                                               std::vector<std::string>* skipped) {
   const std::string named = read_latest((fs::path(root) / "latest").string());
   std::string why;
   if (!named.empty()) {
-    if (opens(named, &why)) return named;
+    if (auto reader = try_open(named, &why)) return reader;
     if (skipped) skipped->push_back(why);
   }
   // Newest step first; for one step the committed directory, then a complete save a kill left
@@ -359,10 +359,15 @@ std::string latest_valid_checkpoint(const std::string& root, std::vector<std::st
   std::sort(candidates.begin(), candidates.end());
   for (const auto& [minus_step, state, dir] : candidates) {
     if (!named.empty() && fs::exists(named) && fs::equivalent(dir, named)) continue;
-    if (opens(dir, &why)) return dir.string();
+    if (auto reader = try_open(dir, &why)) return reader;
     if (skipped) skipped->push_back(why);
   }
-  return "";
+  return nullptr;
+}
+
+std::string latest_valid_checkpoint(const std::string& root, std::vector<std::string>* skipped) {
+  const auto reader = open_latest_valid_checkpoint(root, skipped);
+  return reader ? reader->dir() : std::string();
 }
 
 void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir) {

@@ -94,6 +94,9 @@ std::string read_latest(const std::string& latest_file);
 // one `latest` names, else the newest step_N directory that does ("" when
 // none). `skipped` receives why each rejected candidate failed.
 std::string latest_valid_checkpoint(const std::string& root, std::vector<std::string>* skipped = nullptr);
+// The same checkpoint, opened (its files already verified once), or null.
+std::unique_ptr<CheckpointReader> open_latest_valid_checkpoint(const std::string& root,
+                                                               std::vector<std::string>* skipped = nullptr);
 // Keeps the newest `keep` checkpoints named step_* in `root` (never the one `latest` names).
 void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir);
 

@@ -148,7 +148,11 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
 void request_stop() noexcept { g_stop.store(true); }
 
 void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
-  load_model(checkpoint::CheckpointReader(dir), model.parameters());
+  load_checkpoint_weights(checkpoint::CheckpointReader(dir), model);
+}
+
+void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::CausalLM& model) {
+  load_model(reader, model.parameters());
 }
 
 TrainSummary train(const TrainOptions& options) {

@@ -18,6 +18,10 @@
 #include "trident/models/causal_lm.h"
 #include "trident/train/config.h"
 
+namespace trident::checkpoint {
+class CheckpointReader;
+}  // namespace trident::checkpoint
+
 namespace trident::train {
 
 struct TrainOptions {
@@ -59,5 +63,7 @@ void request_stop() noexcept;
 // Fills every parameter of `model` (whole, or this rank's tensor-parallel
 // shard) from checkpoint directory `dir`, whatever layout wrote it.
 void load_checkpoint_weights(const std::string& dir, models::CausalLM& model);
+// The same from a checkpoint already open.
+void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::CausalLM& model);
 
 }  // namespace trident::train
