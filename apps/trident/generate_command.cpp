@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "commands.h"
 #include "trident/autograd/autograd.h"
@@ -55,6 +56,7 @@ struct GenerateOptions {
   std::int64_t no_repeat_ngram = 0;
   std::uint64_t seed = 0;
   bool greedy = false;
+  bool ignore_eos = false;
 };
 
 void generate(const GenerateOptions& o) {
@@ -96,7 +98,7 @@ void generate(const GenerateOptions& o) {
     std::fflush(stdout);
   };
   emit(o.prompt);
-  const auto eod = tokenizer.eod_id();
+  const auto eod = o.ignore_eos ? std::nullopt : tokenizer.eod_id();
   Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
   std::int64_t position = 0;
   bool out_of_context = false;
@@ -161,6 +163,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the sampler")->capture_default_str();
   cmd->add_flag("--greedy", o->greedy, "Always take the most likely token");
+  cmd->add_flag("--ignore-eos", o->ignore_eos,
+                "Go on past the end-of-document token (it is printed) until --max-new-tokens or the context ends");
   cmd->callback([o] { generate(*o); });
 }
 
