@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
       models::TransformerSpec spec = models::preset(arch == "gpt2" ? "gpt2-tiny" : "llama-tiny");
       spec.vocab_size = 97;
       spec.max_seq_len = 32;
+      if (arch == "llama3") {  // Llama 3.1's RoPE scaling, with an original context where all its cases occur
+        spec.max_seq_len = 128;
+        spec.rope = {500000.0, RopeScaling::llama3, 8.0, 1.0, 4.0, 64.0};
+      }
       spec.init_std = 0.2;  // larger than the default so every term of the logits matters
       models::CausalLM model(spec);
       model.initialize(11);

@@ -3,6 +3,7 @@
 1. trident saves random GPT-2 and LLaMA models (config.json + model.safetensors);
    transformers loads them (GPT2LMHeadModel, LlamaForCausalLM) and gives the
    logits trident gave (max abs diff <= 1e-4, fp32).
+   The LLaMA is saved once with the plain RoPE and once with Llama 3.1's scaling.
 2. transformers creates random models and save_pretrained()s them; trident loads
    them and gives transformers' logits — on one process, and split tp=2 × pp=2
    over 4 ranks, each rank reading only its slices of the safetensors file.
@@ -49,7 +50,8 @@ def check(name, ours, theirs):
 
 
 # 1. trident -> transformers
-for arch, cls in (("gpt2", transformers.GPT2LMHeadModel), ("llama", transformers.LlamaForCausalLM)):
+for arch, cls in (("gpt2", transformers.GPT2LMHeadModel), ("llama", transformers.LlamaForCausalLM),
+                  ("llama3", transformers.LlamaForCausalLM)):
     d = os.path.join(tmp, f"trident-{arch}")
     out = os.path.join(tmp, f"trident-{arch}.bin")
     run([hf_logits, "save", arch, d, csv, out])
@@ -65,6 +67,13 @@ configs = {
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
                                       initializer_range=0.2, tie_word_embeddings=False,
                                       rope_theta=500000.0),  # Llama 3's base: transformers 5 writes rope_parameters
+    # Llama 3.1's RoPE scaling; head_dim 12 and an original context of 64 give kept, interpolated and divided pairs.
+    "llama3": transformers.LlamaConfig(vocab_size=97, hidden_size=48, intermediate_size=112, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                       initializer_range=0.2, tie_word_embeddings=False,
+                                       rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                        "original_max_position_embeddings": 64}),
 }
 hf_models = {}
 for arch, config in configs.items():
@@ -78,13 +87,13 @@ for arch, config in configs.items():
     model.save_pretrained(d, safe_serialization=True)
     out = os.path.join(tmp, f"hf-{arch}.bin")
     run([hf_logits, "load", d, csv, out])
-    check(f"transformers {type(model).__name__} saved, loaded by trident", read_logits(out, config.vocab_size),
+    check(f"transformers {type(model).__name__} ({arch}) saved, loaded by trident", read_logits(out, config.vocab_size),
           hf_logits_of(model))
 
     # The same directory split tp=2 × pp=2 over 4 ranks.
     out = os.path.join(tmp, f"hf-{arch}-tp2pp2.bin")
     run([trident, "launch", "-n", "4", "--", hf_logits, "load", d, csv, out, "2", "2"])
-    check(f"transformers {type(model).__name__} saved, loaded by trident under tp=2 x pp=2",
+    check(f"transformers {type(model).__name__} ({arch}) saved, loaded by trident under tp=2 x pp=2",
           read_logits(out, config.vocab_size), hf_logits_of(model))
 
 # 3. trident trained under tp=2 × pp=2 -> trident export -> transformers

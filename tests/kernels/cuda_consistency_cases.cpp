@@ -487,22 +487,24 @@ void rope_cases(CaseTable& t) {
       return Tensors{uniform(gen, s[0], d), random_ids(gen, {s[0][1]}, 4096, pos_dtype)};
     };
   };
-  const auto offset = [](std::int64_t position_offset, double theta, bool backward) -> RunOp {
+  const auto offset = [](std::int64_t position_offset, RopeFrequencies freq, bool backward) -> RunOp {
     return [=](const Tensors& in, Device) {
-      return Tensors{backward ? ops::rope_backward(in[0], position_offset, theta)
-                              : ops::rope(in[0], position_offset, theta)};
+      return Tensors{backward ? ops::rope_backward(in[0], position_offset, freq)
+                              : ops::rope(in[0], position_offset, freq)};
     };
   };
   const auto positions = [](bool backward) -> RunOp {
     return [=](const Tensors& in, Device) {
-      return Tensors{backward ? ops::rope_backward(in[0], in[1], 10000.0) : ops::rope(in[0], in[1], 10000.0)};
+      return Tensors{backward ? ops::rope_backward(in[0], in[1]) : ops::rope(in[0], in[1])};
     };
   };
   for (const bool bwd : {false, true}) {
     const std::string name = bwd ? "rope_backward" : "rope";
-    t.add(name, Op::rope, kFloat, {{2, 37, 5, 24}}, offset(7, 10000.0, bwd));
-    t.add(name + "_gpt2_shape", Op::rope, kRealistic, {{8, 64, 12, 64}}, offset(0, 10000.0, bwd));
-    t.add(name + "_llama", Op::rope, kRealistic, {{2, 128, 8, 128}}, offset(3000, 500000.0, bwd));
+    t.add(name, Op::rope, kFloat, {{2, 37, 5, 24}}, offset(7, {10000.0}, bwd));
+    t.add(name + "_gpt2_shape", Op::rope, kRealistic, {{8, 64, 12, 64}}, offset(0, {10000.0}, bwd));
+    t.add(name + "_llama", Op::rope, kRealistic, {{2, 128, 8, 128}}, offset(3000, {500000.0}, bwd));
+    t.add(name + "_llama31", Op::rope, kRealistic, {{2, 128, 8, 128}},
+          offset(9000, {500000.0, RopeScaling::llama3, 8.0, 1.0, 4.0, 8192.0}, bwd));
     t.add(name + "_positions", Op::rope, kFloat, {{2, 37, 5, 24}}, positions(bwd), with_positions(DType::i64));
     t.add(name + "_i32_positions", Op::rope, kF32, {{2, 37, 5, 24}}, positions(bwd), with_positions(DType::i32));
   }
@@ -595,28 +597,29 @@ void optimizer_cases(CaseTable& t) {
   t.add("adamw_step_gpt2_mlp", Op::adamw, kF32, {{768 * 3072}}, adamw(100, DType::bf16, false),
         adamw_inputs(DType::bf16, false));
   // Three tensors of unequal sizes (one smaller than a chunk, one spanning several) in one launch.
-  t.add("adamw_step_multi", Op::adamw, kMaster, {{37, 1001}, {5}, {70000}},
-        [config](const Tensors& in, Device) {
-          Tensors p, g, m, v;
-          for (std::size_t i = 0; i < 12; i += 4) {
-            p.push_back(in[i]);
-            g.push_back(in[i + 1]);
-            m.push_back(in[i + 2]);
-            v.push_back(in[i + 3]);
-          }
-          std::vector<ops::AdamWTensors> group;
-          for (std::size_t i = 0; i < 3; ++i) group.push_back({&p[i], &g[i], &m[i], &v[i]});
-          ops::adamw_step_multi(group, config, 10, 0.5);
-          return Tensors{p[0], m[0], v[0], p[1], m[1], v[1], p[2], m[2], v[2]};
-        },
-        [adamw_inputs](Rng& gen, DType d, const Shapes& s) {
-          Tensors all;
-          for (const Shape& shape : s) {
-            const Tensors one = adamw_inputs(std::nullopt, false)(gen, d, Shapes{shape});
-            all.insert(all.end(), one.begin(), one.end());
-          }
-          return all;
-        });
+  t.add(
+      "adamw_step_multi", Op::adamw, kMaster, {{37, 1001}, {5}, {70000}},
+      [config](const Tensors& in, Device) {
+        Tensors p, g, m, v;
+        for (std::size_t i = 0; i < 12; i += 4) {
+          p.push_back(in[i]);
+          g.push_back(in[i + 1]);
+          m.push_back(in[i + 2]);
+          v.push_back(in[i + 3]);
+        }
+        std::vector<ops::AdamWTensors> group;
+        for (std::size_t i = 0; i < 3; ++i) group.push_back({&p[i], &g[i], &m[i], &v[i]});
+        ops::adamw_step_multi(group, config, 10, 0.5);
+        return Tensors{p[0], m[0], v[0], p[1], m[1], v[1], p[2], m[2], v[2]};
+      },
+      [adamw_inputs](Rng& gen, DType d, const Shapes& s) {
+        Tensors all;
+        for (const Shape& shape : s) {
+          const Tensors one = adamw_inputs(std::nullopt, false)(gen, d, Shapes{shape});
+          all.insert(all.end(), one.begin(), one.end());
+        }
+        return all;
+      });
 
   const auto sgd = [](double momentum, bool nesterov, bool first_step) -> RunOp {
     return [=](const Tensors& in, Device) {

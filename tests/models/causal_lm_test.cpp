@@ -1,13 +1,13 @@
 #include "trident/models/causal_lm.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
@@ -174,7 +174,8 @@ TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
     EXPECT_EQ(l1, l2.data().item());
     l2.backward();
     for (std::size_t i = 0; i < plain.parameters().size(); ++i) {
-      EXPECT_EQ(plain.parameters()[i]->var.grad().to_vector<float>(), ckpt.parameters()[i]->var.grad().to_vector<float>())
+      EXPECT_EQ(plain.parameters()[i]->var.grad().to_vector<float>(),
+                ckpt.parameters()[i]->var.grad().to_vector<float>())
           << plain.parameters()[i]->name;
     }
   }
@@ -256,11 +257,13 @@ TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
                 tied);
     }
   }
-  EXPECT_NE(test_error([] { partition_layers(5, 2); }).find(
-                "5 layers do not divide evenly over 2 pipeline stages; give the layers of each stage in "
-                "dist.pipeline_num_layers (e.g. [3, 2])"),
+  EXPECT_NE(test_error([] { partition_layers(5, 2); })
+                .find("5 layers do not divide evenly over 2 pipeline stages; give the layers of each stage in "
+                      "dist.pipeline_num_layers (e.g. [3, 2])"),
             std::string::npos);
-  EXPECT_NE(test_error([] { partition_layers(5, 2, {4, 2}); }).find("sums to 6 but the model has n_layer=5"),
+  EXPECT_NE(test_error([] {
+              partition_layers(5, 2, {4, 2});
+            }).find("sums to 6 but the model has n_layer=5"),
             std::string::npos);
 }
 
@@ -301,8 +304,9 @@ TEST(CausalLM, KVCacheMatchesFullForward) {
 TEST(CausalLM, HuggingFaceRoundTrip) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("trident-hf-{}", ::getpid());
   // One file, then transformers' sharded layout (2 KB limit: several files and an index).
-  for (auto [arch, limit] : {std::pair{nn::Arch::gpt2, kDefaultMaxShardBytes}, std::pair{nn::Arch::llama, kDefaultMaxShardBytes},
-                             std::pair{nn::Arch::gpt2, std::uint64_t{2000}}, std::pair{nn::Arch::llama, std::uint64_t{2000}}}) {
+  for (auto [arch, limit] :
+       {std::pair{nn::Arch::gpt2, kDefaultMaxShardBytes}, std::pair{nn::Arch::llama, kDefaultMaxShardBytes},
+        std::pair{nn::Arch::gpt2, std::uint64_t{2000}}, std::pair{nn::Arch::llama, std::uint64_t{2000}}}) {
     CausalLM model(tiny(arch));
     model.initialize(4);
     save_hf(model, dir.string(), DType::f32, limit);
@@ -420,10 +424,10 @@ TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
   const fs::path tokenizer = dir.string() + "-run/tokenizer.json";
   fs::create_directories(tokenizer.parent_path());
   std::ofstream(tokenizer) << "{}";
-  const auto files = write_hf(
-      other.spec(), dir.string() + "/", DType::f32,
-      [&](const std::string& name, DType dt) { return other.find_parameter(name)->var.data().to(dt); },
-      kDefaultMaxShardBytes, {tokenizer.string()});
+  const auto files =
+      write_hf(other.spec(), dir.string() + "/", DType::f32,
+               [&](const std::string& name, DType dt) { return other.find_parameter(name)->var.data().to(dt); },
+               kDefaultMaxShardBytes, {tokenizer.string()});
   EXPECT_EQ(files, (std::vector<std::string>{"model.safetensors", "tokenizer.json", "config.json"}));
   EXPECT_EQ(directory_contents(dir).size(), 4u);  // the three files and README.md
   EXPECT_TRUE(fs::exists(dir / "README.md"));
@@ -442,12 +446,12 @@ TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
 // A config.json with the given keys set over a minimal one of `model_type`; returns its path.
 std::string write_config(const std::string& model_type, const nlohmann::json& extra) {
   nlohmann::json j = model_type == "gpt2"
-                         ? nlohmann::json{{"model_type", "gpt2"}, {"n_layer", 2}, {"n_head", 4}, {"n_embd", 16},
-                                          {"vocab_size", 23}, {"n_positions", 16}}
-                         : nlohmann::json{{"model_type", "llama"}, {"num_hidden_layers", 2},
+                         ? nlohmann::json{{"model_type", "gpt2"}, {"n_layer", 2},     {"n_head", 4},
+                                          {"n_embd", 16},         {"vocab_size", 23}, {"n_positions", 16}}
+                         : nlohmann::json{{"model_type", "llama"},    {"num_hidden_layers", 2},
                                           {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                                          {"hidden_size", 16}, {"intermediate_size", 40}, {"vocab_size", 23},
-                                          {"max_position_embeddings", 16}};
+                                          {"hidden_size", 16},        {"intermediate_size", 40},
+                                          {"vocab_size", 23},         {"max_position_embeddings", 16}};
   j.update(extra);
   const auto path = std::filesystem::temp_directory_path() / fmt::format("trident-config-{}.json", ::getpid());
   std::ofstream(path) << j.dump();
@@ -458,18 +462,84 @@ std::string write_config(const std::string& model_type, const nlohmann::json& ex
 TEST(CausalLM, HuggingFaceConfigReadsRopeParameters) {
   const std::string path = write_config(
       "llama", {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}, {"head_dim", 4}});
-  EXPECT_EQ(read_hf_config(path).rope_theta, 500000.0);
+  EXPECT_EQ(read_hf_config(path).rope.theta, 500000.0);
+  EXPECT_EQ(read_hf_config(path).rope.scaling, RopeScaling::none);
   // The round trip through hf_config_json keeps it.
   TransformerSpec s = read_hf_config(path);
   std::ofstream(path) << hf_config_json(s);
-  EXPECT_EQ(read_hf_config(path).rope_theta, 500000.0);
-  // A scaled RoPE (Llama 3.1's "llama3", YaRN, ...) is not implemented: an error naming the key, in either spelling.
-  const std::string scaled = write_config(
-      "llama", {{"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}}}});
-  EXPECT_NE(test_error([&] { read_hf_config(scaled); }).find("rope_parameters"), std::string::npos);
-  const std::string legacy = write_config("llama", {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}});
-  EXPECT_NE(test_error([&] { read_hf_config(legacy); }).find("rope_scaling"), std::string::npos);
+  EXPECT_EQ(read_hf_config(path).rope.theta, 500000.0);
   std::filesystem::remove(path);
+}
+
+// Llama 3.1's config.json (transformers 4: rope_theta + rope_scaling) and the same in transformers 5's
+// rope_parameters give the same llama3 scaling, and hf_config_json writes it back; linear scaling too.
+TEST(CausalLM, HuggingFaceConfigReadsRopeScaling) {
+  const nlohmann::json llama31 = {{"rope_type", "llama3"},
+                                  {"factor", 8.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 4.0},
+                                  {"original_max_position_embeddings", 8192}};
+  nlohmann::json v5 = llama31;
+  v5["rope_theta"] = 500000.0;
+  for (const nlohmann::json& extra :
+       {nlohmann::json{{"rope_theta", 500000.0}, {"rope_scaling", llama31}}, nlohmann::json{{"rope_parameters", v5}},
+        nlohmann::json{{"rope_theta", 500000.0}, {"rope_scaling", llama31}, {"rope_parameters", v5}}}) {
+    const std::string path = write_config("llama", extra);
+    for (int round_trip = 0; round_trip < 2; ++round_trip) {
+      const TransformerSpec s = read_hf_config(path);
+      EXPECT_EQ(s.rope.theta, 500000.0) << extra.dump();
+      EXPECT_EQ(s.rope.scaling, RopeScaling::llama3) << extra.dump();
+      EXPECT_EQ(s.rope.factor, 8.0);
+      EXPECT_EQ(s.rope.low_freq_factor, 1.0);
+      EXPECT_EQ(s.rope.high_freq_factor, 4.0);
+      EXPECT_EQ(s.rope.original_max_position, 8192.0);
+      std::ofstream(path) << hf_config_json(s);
+    }
+    std::filesystem::remove(path);
+  }
+  const std::string linear = write_config("llama", {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}});
+  for (int round_trip = 0; round_trip < 2; ++round_trip) {
+    const TransformerSpec s = read_hf_config(linear);
+    EXPECT_EQ(s.rope.scaling, RopeScaling::linear);
+    EXPECT_EQ(s.rope.factor, 2.0);
+    std::ofstream(linear) << hf_config_json(s);
+  }
+  std::filesystem::remove(linear);
+}
+
+// A RoPE scaling trident does not build, or one with bad or contradicting values, is an error naming
+// the file and the table.key: loading it unscaled would give other logits.
+TEST(CausalLM, HuggingFaceConfigRopeScalingErrors) {
+  const nlohmann::json llama31 = {{"rope_type", "llama3"},
+                                  {"factor", 8.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 4.0},
+                                  {"original_max_position_embeddings", 8192}};
+  nlohmann::json swapped = llama31;
+  swapped["low_freq_factor"] = 4.0;
+  swapped["high_freq_factor"] = 1.0;
+  nlohmann::json other_factor = llama31;
+  other_factor["factor"] = 16.0;
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {{{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}, "rope_scaling.rope_type 'yarn'"},
+      {{{"rope_parameters", {{"rope_type", "dynamic"}, {"factor", 4.0}}}}, "rope_parameters.rope_type 'dynamic'"},
+      {{{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}}, "rope_scaling.low_freq_factor"},
+      {{{"rope_scaling", {{"rope_type", "linear"}}}}, "rope_scaling.factor"},
+      {{{"rope_scaling", {{"rope_type", "linear"}, {"factor", -2.0}}}}, "rope_scaling.factor -2"},
+      {{{"rope_scaling", swapped}}, "low_freq_factor < high_freq_factor"},
+      {{{"rope_scaling", llama31}, {"rope_parameters", other_factor}}, "different RoPE scalings"},
+      {{{"rope_theta", 10000.0}, {"rope_parameters", {{"rope_theta", 500000.0}}}}, "disagree"},
+      {{{"rope_parameters", {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}}}},
+       "rope_parameters.partial_rotary_factor"},
+      {{{"rope_scaling", "llama3"}}, "key 'rope_scaling' must be an object"},
+  };
+  for (const auto& [extra, expected] : bad) {
+    const std::string path = write_config("llama", extra);
+    const std::string message = test_error([&] { read_hf_config(path); });
+    EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << extra.dump() << ": " << message;
+    std::filesystem::remove(path);
+  }
 }
 
 // Every config.json key that changes the model's function is either implemented or an error naming the
@@ -495,8 +565,10 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
   for (const auto& [type, extra] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"llama", {{"hidden_act", "silu"}, {"attention_bias", false}, {"mlp_bias", false}, {"head_dim", 4}}},
            {"llama", {{"hidden_act", "swish"}}},
-           {"gpt2", {{"scale_attn_by_inverse_layer_idx", false}, {"scale_attn_weights", true},
-                     {"reorder_and_upcast_attn", false}}},
+           {"gpt2",
+            {{"scale_attn_by_inverse_layer_idx", false},
+             {"scale_attn_weights", true},
+             {"reorder_and_upcast_attn", false}}},
            {"gpt2", {{"activation_function", "gelu_pytorch_tanh"}, {"reorder_and_upcast_attn", true}}}}) {
     const std::string path = write_config(type, extra);
     EXPECT_EQ(test_error([&] { read_hf_config(path); }), "no error") << extra.dump();
@@ -506,14 +578,14 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
 
 // An optional key of the wrong type is an error naming the file and the key, as a required one is.
 TEST(CausalLM, HuggingFaceConfigKeysOfTheWrongTypeNameTheFileAndKey) {
-  for (const auto& [type, extra] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"gpt2", {{"n_inner", "256"}}},
-           {"gpt2", {{"layer_norm_epsilon", "1e-5"}}},
-           {"gpt2", {{"tie_word_embeddings", "false"}}},
-           {"llama", {{"rms_norm_eps", "1e-6"}}},
-           {"llama", {{"rope_theta", "500000"}}},
-           {"llama", {{"head_dim", "4"}}},
-           {"llama", {{"hidden_act", 1}}}}) {
+  for (const auto& [type, extra] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"gpt2", {{"n_inner", "256"}}},
+                                                           {"gpt2", {{"layer_norm_epsilon", "1e-5"}}},
+                                                           {"gpt2", {{"tie_word_embeddings", "false"}}},
+                                                           {"llama", {{"rms_norm_eps", "1e-6"}}},
+                                                           {"llama", {{"rope_theta", "500000"}}},
+                                                           {"llama", {{"head_dim", "4"}}},
+                                                           {"llama", {{"hidden_act", 1}}}}) {
     const std::string path = write_config(type, extra);
     const std::string message = test_error([&] { read_hf_config(path); });
     EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;

@@ -1,11 +1,11 @@
 // RoPE checks beyond the op table: known values, the inverse rotation,
 // offset vs explicit positions, and argument errors.
+#include "trident/ops/rope.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
-
-#include "trident/ops/rope.h"
 
 namespace trident {
 namespace {
@@ -30,7 +30,7 @@ TEST(RopeKernel, RotatesPairsIAndIPlusHalf) {
 
 TEST(RopeKernel, BackwardIsTheInverseRotation) {
   Tensor x = random_x({2, 5, 3, 8});
-  auto back = ops::rope_backward(ops::rope(x, 17, 500.0), 17, 500.0).to_vector<double>();
+  auto back = ops::rope_backward(ops::rope(x, 17, {500.0}), 17, {500.0}).to_vector<double>();
   auto xv = x.to_vector<double>();
   for (std::size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(back[i], xv[i], 1e-14);
 }
@@ -55,11 +55,53 @@ TEST(RopeKernel, BadArgumentsNameTheOpAndShapes) {
   };
   expect_error([] { ops::rope(Tensor::zeros({1, 2, 3, 5}), 0); }, {"rope", "even", "[1, 2, 3, 5]"});
   expect_error([] { ops::rope(Tensor::zeros({2, 3, 4}), 0); }, {"rope", "[2, 3, 4]"});
-  expect_error([] { ops::rope(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({3}, DType::i64)); },
-               {"rope", "positions", "[3]", "[2]"});
-  expect_error([] { ops::rope(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({2}, DType::f32)); },
-               {"rope", "positions", "f32"});
+  expect_error(
+      [] {
+        ops::rope(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({3}, DType::i64));
+      },
+      {"rope", "positions", "[3]", "[2]"});
+  expect_error(
+      [] {
+        ops::rope(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({2}, DType::f32));
+      },
+      {"rope", "positions", "f32"});
   expect_error([] { ops::rope_backward(Tensor::zeros({1, 2, 3, 7}), 0); }, {"rope_backward", "[1, 2, 3, 7]"});
+  expect_error([] { ops::rope(Tensor::zeros({1, 2, 3, 4}), 0, {0.0}); }, {"rope", "theta 0"});
+  expect_error(
+      [] {
+        ops::rope(Tensor::zeros({1, 2, 3, 4}), 0, {1e4, RopeScaling::linear, 0.0});
+      },
+      {"rope", "factor 0"});
+  expect_error(
+      [] {
+        ops::rope(Tensor::zeros({1, 2, 3, 4}), 0, {1e4, RopeScaling::llama3, 8.0, 4.0, 1.0, 8192.0});
+      },
+      {"rope", "low_freq_factor < high_freq_factor", "4, 1 and 8192"});
+}
+
+// Llama 3.1's scaling, pair by pair, on numbers worked out by hand: theta 10^4 and D = 16 give
+// wavelengths 2π·10^(i/2). With an original context of 256 and factors 1 (low) and 4 (high), pairs
+// with wavelengths under 64 keep their frequency, those over 256 are divided by 8, and pair 3
+// (wavelength 198.7) is interpolated with s = (256/198.7 − 1) / 3.
+TEST(RopeKernel, Llama3ScalingKeepsHighFrequenciesAndDividesLowOnes) {
+  const RopeFrequencies freq{1e4, RopeScaling::llama3, 8.0, 1.0, 4.0, 256.0};
+  for (std::int64_t i = 0; i < 8; ++i) {
+    const double unscaled = std::pow(10.0, -0.5 * static_cast<double>(i));
+    const double s = (256.0 / (2 * M_PI / unscaled) - 1.0) / 3.0;
+    const double expected = i < 3 ? unscaled : i == 3 ? (1 - s) * unscaled / 8 + s * unscaled : unscaled / 8;
+    EXPECT_NEAR(freq.inv_freq(i, 16), expected, 1e-15 * unscaled) << "pair " << i;
+  }
+  // Pair 3 lies strictly between its kept and its divided frequency.
+  EXPECT_LT(freq.inv_freq(3, 16), std::pow(10.0, -1.5) * 0.99);
+  EXPECT_GT(freq.inv_freq(3, 16), std::pow(10.0, -1.5) / 8 * 1.01);
+  // The rotation uses these frequencies: one pair at a time, position 5.
+  Tensor x = Tensor::zeros({1, 1, 1, 16}, DType::f64);
+  for (std::int64_t i = 0; i < 8; ++i) x.span<double>()[static_cast<std::size_t>(i)] = 1.0;
+  const auto y = ops::rope(x, 5, freq).to_vector<double>();
+  for (std::int64_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(y[static_cast<std::size_t>(i)], std::cos(5 * freq.inv_freq(i, 16)), 1e-15);
+    EXPECT_NEAR(y[static_cast<std::size_t>(i + 8)], std::sin(5 * freq.inv_freq(i, 16)), 1e-15);
+  }
 }
 
 }  // namespace

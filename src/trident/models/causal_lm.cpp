@@ -41,7 +41,7 @@ TransformerSpec preset(const std::string& name) {
     s.vocab_size = 32000;
     s.max_seq_len = 2048;
     s.norm_eps = 1e-6;
-    s.rope_theta = 10000.0;
+    s.rope.theta = 10000.0;
     s.tie_embeddings = false;
     return s;
   };
@@ -75,7 +75,7 @@ TransformerSpec preset(const std::string& name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt2-tiny", "gpt2-small-corpus",
+  return {"gpt2",       "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt2-tiny", "gpt2-small-corpus",
           "llama-tiny", "llama-small", "llama2-7b"};
 }
 
@@ -145,12 +145,12 @@ CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp, St
   if (!spec.tie_embeddings) {
     const Shape w{spec.vocab_size, spec.d_model};
     const nn::Init init{nn::InitKind::normal, spec.init_std};
-    lm_head_ = tp.active() ? &add_parameter("lm_head.weight", w,
-                                            nn::ShardSpec::padded_rows(w, nn::padded_vocab_size(spec.vocab_size,
-                                                                                                tp.size()),
-                                                                       tp.rank(), tp.size()),
-                                            init, true)
-                           : &add_parameter("lm_head.weight", w, init, true);
+    lm_head_ = tp.active()
+                   ? &add_parameter("lm_head.weight", w,
+                                    nn::ShardSpec::padded_rows(w, nn::padded_vocab_size(spec.vocab_size, tp.size()),
+                                                               tp.rank(), tp.size()),
+                                    init, true)
+                   : &add_parameter("lm_head.weight", w, init, true);
   }
 }
 
@@ -168,8 +168,8 @@ Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vecto
       hooks.enter = [gatherer, params] { gatherer->gather(params); };
       hooks.exit = [gatherer, params] { gatherer->release(params); };
     }
-    return autograd::checkpoint([fn](const std::vector<Variable>& in) { return std::vector<Variable>{fn(in)}; },
-                                inputs, hooks)[0];
+    return autograd::checkpoint([fn](const std::vector<Variable>& in) { return std::vector<Variable>{fn(in)}; }, inputs,
+                                hooks)[0];
   }
   nn::GatheredScope scope(gatherer, std::move(params));
   return fn(inputs);
@@ -185,8 +185,8 @@ std::vector<nn::Parameter*> CausalLM::embed_parameters() const {
 }
 
 std::vector<nn::Parameter*> CausalLM::block_parameters(std::int64_t i) const {
-  TRIDENT_CHECK(i >= stage_.first_layer && i < stage_.last_layer, "CausalLM: layer {} is not in this stage [{}, {})",
-                i, stage_.first_layer, stage_.last_layer);
+  TRIDENT_CHECK(i >= stage_.first_layer && i < stage_.last_layer, "CausalLM: layer {} is not in this stage [{}, {})", i,
+                stage_.first_layer, stage_.last_layer);
   return blocks_[static_cast<std::size_t>(i - stage_.first_layer)]->parameters();
 }
 
@@ -198,16 +198,15 @@ std::vector<nn::Parameter*> CausalLM::head_parameters() const {
 
 Variable CausalLM::embed(const Tensor& ids, const ForwardContext& ctx) const {
   TRIDENT_CHECK(stage_.embed, "CausalLM: this pipeline stage has no embeddings");
-  return run_unit(embed_parameters(), {}, false, ctx, [this, ids, ctx](const std::vector<Variable>&) {
-    return embed_impl(ids, ctx);
-  });
+  return run_unit(embed_parameters(), {}, false, ctx,
+                  [this, ids, ctx](const std::vector<Variable>&) { return embed_impl(ids, ctx); });
 }
 
 Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) const {
   TRIDENT_CHECK(ids.rank() == 2, "CausalLM: token ids must be [batch, seq], got {}", ids.shape());
   const std::int64_t T_full = ids.shape()[1];
-  TRIDENT_CHECK(ctx.position_offset + T_full <= spec_.max_seq_len,
-                "CausalLM: positions up to {} exceed max_seq_len {}", ctx.position_offset + T_full, spec_.max_seq_len);
+  TRIDENT_CHECK(ctx.position_offset + T_full <= spec_.max_seq_len, "CausalLM: positions up to {} exceed max_seq_len {}",
+                ctx.position_offset + T_full, spec_.max_seq_len);
   TRIDENT_CHECK(!tp_.sequence_split() || T_full % tp_.size() == 0,
                 "sequence parallelism: the sequence length {} does not divide by tensor_parallel_size={}", T_full,
                 tp_.size());
@@ -228,8 +227,8 @@ Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) cons
 }
 
 Variable CausalLM::block(std::int64_t i, const Variable& h, const ForwardContext& ctx) const {
-  TRIDENT_CHECK(i >= stage_.first_layer && i < stage_.last_layer, "CausalLM: layer {} is not in this stage [{}, {})",
-                i, stage_.first_layer, stage_.last_layer);
+  TRIDENT_CHECK(i >= stage_.first_layer && i < stage_.last_layer, "CausalLM: layer {} is not in this stage [{}, {})", i,
+                stage_.first_layer, stage_.last_layer);
   const nn::TransformerBlock* b = blocks_[static_cast<std::size_t>(i - stage_.first_layer)];
   const ForwardContext sctx = nn::sequence_context(ctx, tp_, h.shape()[1]);
   return run_unit(block_parameters(i), {h}, checkpointing_, sctx,
@@ -269,15 +268,17 @@ Variable CausalLM::hidden(const Tensor& ids, const ForwardContext& ctx) const {
   return stage_forward(ids, Variable(), ctx);
 }
 
-Variable CausalLM::forward(const Tensor& ids, const ForwardContext& ctx) const { return head(hidden(ids, ctx), ctx); }
+Variable CausalLM::forward(const Tensor& ids, const ForwardContext& ctx) const {
+  return head(hidden(ids, ctx), ctx);
+}
 
 Variable CausalLM::logits_loss(const Variable& local_logits, const Tensor& labels, double normalizer) const {
   const std::int64_t rows = labels.numel();
   const std::int64_t width = local_logits.shape().last();
   Variable flat = ag::reshape(local_logits, {rows, width});
   if (tp_.active()) {
-    return parallel::vocab_parallel_cross_entropy(flat, labels.view({rows}), vocab_begin(), spec_.vocab_size,
-                                                  tp_.group, -100, normalizer);
+    return parallel::vocab_parallel_cross_entropy(flat, labels.view({rows}), vocab_begin(), spec_.vocab_size, tp_.group,
+                                                  -100, normalizer);
   }
   ag::CrossEntropyOptions opts;
   if (normalizer > 0) {

@@ -1,5 +1,6 @@
 #include "trident/models/hf.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,6 +45,68 @@ template <typename T>
 T get_or(const json& j, const std::string& key, T fallback, const std::string& path) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   return get<T>(j, key, path);
+}
+
+// A number of config.json's RoPE table `table`, named table.key in errors.
+double rope_number(const json& r, const std::string& table, const char* key, const std::string& path) {
+  TRIDENT_CHECK(r.contains(key) && r[key].is_number(), "'{}': {}.{} must be a number, got {}", path, table, key,
+                r.contains(key) ? r[key].dump() : std::string("nothing"));
+  return r[key].get<double>();
+}
+
+// RoPE's base and scaling. transformers before 5 writes them as rope_theta and rope_scaling {rope_type (or
+// type), factor, ...}; transformers 5 as rope_parameters {rope_type, rope_theta, factor, ...}. Either is
+// read; where both give a value they must agree. The rope_types built are default, linear and llama3.
+RopeFrequencies read_rope(const json& j, const std::string& path) {
+  RopeFrequencies rope;
+  rope.theta = get_or<double>(j, "rope_theta", 10000.0, path);
+  std::string scaled_by;  // the table that set a scaling
+  for (const std::string table : {"rope_scaling", "rope_parameters"}) {
+    if (!j.contains(table) || j[table].is_null()) continue;
+    const json& r = j[table];
+    TRIDENT_CHECK(r.is_object(), "'{}': key '{}' must be an object, got {}", path, table, r.dump());
+    if (r.contains("rope_theta") && !r["rope_theta"].is_null()) {
+      const double theta = rope_number(r, table, "rope_theta", path);
+      TRIDENT_CHECK(!j.contains("rope_theta") || j["rope_theta"].is_null() || theta == rope.theta,
+                    "'{}': rope_theta {} and {}.rope_theta {} disagree", path, rope.theta, table, theta);
+      rope.theta = theta;
+    }
+    const std::string type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "default", path), path);
+    TRIDENT_CHECK(!r.contains("partial_rotary_factor") || r["partial_rotary_factor"] == 1.0,
+                  "'{}': {}.partial_rotary_factor {} is not supported (trident rotates the whole head)", path, table,
+                  r.contains("partial_rotary_factor") ? r["partial_rotary_factor"].dump() : "");
+    RopeFrequencies scaled = rope;
+    if (type == "default") {
+      continue;
+    } else if (type == "linear") {
+      scaled.scaling = RopeScaling::linear;
+      scaled.factor = rope_number(r, table, "factor", path);
+    } else if (type == "llama3") {
+      scaled.scaling = RopeScaling::llama3;
+      scaled.factor = rope_number(r, table, "factor", path);
+      scaled.low_freq_factor = rope_number(r, table, "low_freq_factor", path);
+      scaled.high_freq_factor = rope_number(r, table, "high_freq_factor", path);
+      scaled.original_max_position = rope_number(r, table, "original_max_position_embeddings", path);
+      TRIDENT_CHECK(scaled.low_freq_factor > 0 && scaled.high_freq_factor > scaled.low_freq_factor &&
+                        scaled.original_max_position >= 1 && scaled.original_max_position < 1e15 &&
+                        std::floor(scaled.original_max_position) == scaled.original_max_position,
+                    "'{}': {} needs 0 < low_freq_factor < high_freq_factor and a whole positive "
+                    "original_max_position_embeddings, got {}, {} and {}",
+                    path, table, scaled.low_freq_factor, scaled.high_freq_factor, scaled.original_max_position);
+    } else {
+      TRIDENT_FAIL("'{}': {}.rope_type '{}' is not supported (default, linear or llama3)", path, table, type);
+    }
+    TRIDENT_CHECK(std::isfinite(scaled.factor) && scaled.factor > 0, "'{}': {}.factor {} must be positive", path, table,
+                  scaled.factor);
+    TRIDENT_CHECK(scaled_by.empty() || (scaled.scaling == rope.scaling && scaled.factor == rope.factor &&
+                                        scaled.low_freq_factor == rope.low_freq_factor &&
+                                        scaled.high_freq_factor == rope.high_freq_factor &&
+                                        scaled.original_max_position == rope.original_max_position),
+                  "'{}': {} and {} give different RoPE scalings", path, scaled_by, table);
+    rope = scaled;
+    scaled_by = table;
+  }
+  return rope;
 }
 
 // A weight file of transformers' layouts: model.safetensors, its index, or a shard model-N-of-M.safetensors.
@@ -116,7 +179,6 @@ TransformerSpec read_hf_config(const std::string& path) {
     s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
     s.max_seq_len = get<std::int64_t>(j, "max_position_embeddings", path);
     s.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, path);
-    s.rope_theta = get_or<double>(j, "rope_theta", 10000.0, path);
     s.init_std = get_or<double>(j, "initializer_range", 0.02, path);
     s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false, path);
     const std::string act = get_or<std::string>(j, "hidden_act", "silu", path);
@@ -126,25 +188,7 @@ TransformerSpec read_hf_config(const std::string& path) {
       TRIDENT_CHECK(!get_or<bool>(j, bias, false, path),
                     "'{}': {} true is not supported (trident's LLaMA has no biases)", path, bias);
     }
-    TRIDENT_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(),
-                  "'{}': rope_scaling is not supported", path);
-    // transformers 5 writes RoPE's settings as rope_parameters {rope_type, rope_theta, ...} instead of the
-    // top-level rope_theta and rope_scaling: its base must be read there, and only the unscaled RoPE is built.
-    if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
-      const json& rope = j["rope_parameters"];
-      TRIDENT_CHECK(rope.is_object(), "'{}': key 'rope_parameters' must be an object, got {}", path, rope.dump());
-      const std::string rope_type =
-          get_or<std::string>(rope, "rope_type", get_or<std::string>(rope, "type", "default", path), path);
-      TRIDENT_CHECK(rope_type == "default",
-                    "'{}': rope_parameters.rope_type '{}' is not supported (only the unscaled 'default' RoPE)", path,
-                    rope_type);
-      if (rope.contains("rope_theta") && !rope["rope_theta"].is_null()) {
-        const double theta = get<double>(rope, "rope_theta", path);
-        TRIDENT_CHECK(!j.contains("rope_theta") || j["rope_theta"].is_null() || theta == s.rope_theta,
-                      "'{}': rope_theta {} and rope_parameters.rope_theta {} disagree", path, s.rope_theta, theta);
-        s.rope_theta = theta;
-      }
-    }
+    s.rope = read_rope(j, path);
     if (s.n_head > 0) {  // else validate() names the bad head count
       const std::int64_t head_dim = get_or<std::int64_t>(j, "head_dim", s.d_model / s.n_head, path);
       TRIDENT_CHECK(head_dim == s.d_model / s.n_head,
@@ -191,12 +235,23 @@ std::string hf_config_json(const TransformerSpec& s, DType dtype) {
          {"max_position_embeddings", s.max_seq_len},
          {"vocab_size", s.vocab_size},
          {"rms_norm_eps", s.norm_eps},
-         {"rope_theta", s.rope_theta},
+         {"rope_theta", s.rope.theta},
          {"attention_bias", false},
          {"mlp_bias", false},
          {"initializer_range", s.init_std},
          {"tie_word_embeddings", s.tie_embeddings},
          {"torch_dtype", torch_dtype}};
+    // The scaling in transformers 4's layout (as Llama 3.1's own config.json), which transformers 5 also reads.
+    if (s.rope.scaling == RopeScaling::linear) {
+      j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.rope.factor}};
+    } else if (s.rope.scaling == RopeScaling::llama3) {
+      j["rope_scaling"] = {
+          {"rope_type", "llama3"},
+          {"factor", s.rope.factor},
+          {"low_freq_factor", s.rope.low_freq_factor},
+          {"high_freq_factor", s.rope.high_freq_factor},
+          {"original_max_position_embeddings", static_cast<std::int64_t>(s.rope.original_max_position)}};
+    }
   }
   return j.dump(2) + "\n";
 }
@@ -278,8 +333,9 @@ void save_hf(const CausalLM& model, const std::string& dir, DType dtype, std::ui
     by_name[p->name] = p;
   }
   TRIDENT_CHECK(model.is_whole(), "save_hf: the model is one pipeline stage; export through a checkpoint instead");
-  write_hf(model.spec(), dir, dtype,
-           [&](const std::string& name, DType dt) { return by_name.at(name)->var.data().to(dt); }, max_shard_bytes);
+  write_hf(
+      model.spec(), dir, dtype, [&](const std::string& name, DType dt) { return by_name.at(name)->var.data().to(dt); },
+      max_shard_bytes);
 }
 
 void load_hf_weights(CausalLM& model, const std::string& dir) {
@@ -289,8 +345,7 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
   std::vector<std::string> files;
   if (fs::exists(index)) {
     const json j = read_json(index.string());
-    TRIDENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "'{}': missing weight_map",
-                  index.string());
+    TRIDENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "'{}': missing weight_map", index.string());
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       file_of[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
     }
@@ -322,8 +377,8 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
                   p->global_shape);
     const auto& f = file(it->second);
     const auto& info = f.info(name);
-    TRIDENT_CHECK(info.shape == p->global_shape, "'{}': tensor '{}' has shape {} but the model expects {}",
-                  it->second, name, info.shape, p->global_shape);
+    TRIDENT_CHECK(info.shape == p->global_shape, "'{}': tensor '{}' has shape {} but the model expects {}", it->second,
+                  name, info.shape, p->global_shape);
     TRIDENT_CHECK(p->var.defined(), "load_hf_weights: parameter '{}' is not initialised", p->name);
     const DType dtype = p->var.dtype();
     Tensor local;
@@ -332,8 +387,7 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
     } else {
       local = Tensor::zeros(p->local_shape(), dtype);  // vocabulary padding rows stay zero
       for (const nn::ShardPiece& piece : p->shard.pieces) {
-        nn::copy_box_into(local, f.read_box(name, piece.global_offsets, piece.extent).to(dtype),
-                          piece.local_offsets);
+        nn::copy_box_into(local, f.read_box(name, piece.global_offsets, piece.extent).to(dtype), piece.local_offsets);
       }
     }
     p->var.set_data(local);

@@ -25,10 +25,12 @@ void TransformerSpec::validate() const {
                 "model: n_layer, n_head, d_model, vocab_size and max_seq_len must be positive (got {}, {}, {}, {}, {})",
                 n_layer, n_head, d_model, vocab_size, max_seq_len);
   TRIDENT_CHECK(d_model % n_head == 0, "model: d_model={} is not divisible by n_head={}", d_model, n_head);
-  TRIDENT_CHECK(n_kv_head > 0 && n_head % n_kv_head == 0, "model: n_head={} is not a multiple of n_kv_head={}",
-                n_head, n_kv_head);
-  TRIDENT_CHECK(arch == Arch::llama || n_kv_head == n_head, "model: GPT-2 has no grouped-query attention (n_kv_head={} "
-                "but n_head={})", n_kv_head, n_head);
+  TRIDENT_CHECK(n_kv_head > 0 && n_head % n_kv_head == 0, "model: n_head={} is not a multiple of n_kv_head={}", n_head,
+                n_kv_head);
+  TRIDENT_CHECK(arch == Arch::llama || n_kv_head == n_head,
+                "model: GPT-2 has no grouped-query attention (n_kv_head={} "
+                "but n_head={})",
+                n_kv_head, n_head);
   TRIDENT_CHECK(arch == Arch::gpt2 || head_dim() % 2 == 0, "model: RoPE needs an even head dimension, got {}",
                 head_dim());
   TRIDENT_CHECK(d_ff > 0, "model: d_ff must be positive, got {}", d_ff);
@@ -88,8 +90,8 @@ Variable CausalSelfAttention::forward(const Variable& x_in, const ForwardContext
     k = ag::reshape(parts[1], {B, T, H, hd});
     v = ag::reshape(parts[2], {B, T, H, hd});
   } else {
-    q = ag::rope(ag::reshape(q_->forward_in_region(x, ctx), {B, T, H, hd}), ctx.position_offset, spec_.rope_theta);
-    k = ag::rope(ag::reshape(k_->forward_in_region(x, ctx), {B, T, Hkv, hd}), ctx.position_offset, spec_.rope_theta);
+    q = ag::rope(ag::reshape(q_->forward_in_region(x, ctx), {B, T, H, hd}), ctx.position_offset, spec_.rope);
+    k = ag::rope(ag::reshape(k_->forward_in_region(x, ctx), {B, T, Hkv, hd}), ctx.position_offset, spec_.rope);
     v = ag::reshape(v_->forward_in_region(x, ctx), {B, T, Hkv, hd});
   }
   if (ctx.cache) {

@@ -18,6 +18,7 @@
 
 #include <memory>
 
+#include "trident/kernels/rope_frequencies.h"
 #include "trident/nn/layers.h"
 
 namespace trident::nn {
@@ -35,7 +36,7 @@ struct TransformerSpec {
   std::int64_t max_seq_len = 0;
   double dropout = 0.0;
   double norm_eps = 1e-5;
-  double rope_theta = 10000.0;
+  RopeFrequencies rope;  // LLaMA: RoPE's base theta and its optional long-context scaling
   bool tie_embeddings = true;
   double init_std = 0.02;
 

@@ -11,32 +11,44 @@ namespace trident::ops {
 
 namespace {
 
-void check_rope_input(std::string_view op, const Tensor& x, double theta) {
+void check_rope_input(std::string_view op, const Tensor& x, const RopeFrequencies& freq) {
   check_defined(x, op, "x");
   TRIDENT_CHECK(x.rank() == 4, "{}: x must have shape [B, T, H, D], got {}", op, x.shape());
   check_floating(x, op, "x");
   TRIDENT_CHECK(x.size(3) % 2 == 0, "{}: head dim D = {} of x {} must be even (pairs i and i + D/2 rotate together)",
                 op, x.size(3), x.shape());
-  TRIDENT_CHECK(std::isfinite(theta) && theta > 0, "{}: theta {} must be positive and finite (x {})", op, theta,
-                x.shape());
+  const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  TRIDENT_CHECK(positive(freq.theta), "{}: theta {} must be positive and finite (x {})", op, freq.theta, x.shape());
+  if (freq.scaling != RopeScaling::none) {
+    TRIDENT_CHECK(positive(freq.factor), "{}: scaling factor {} must be positive and finite", op, freq.factor);
+  }
+  if (freq.scaling == RopeScaling::llama3) {
+    TRIDENT_CHECK(positive(freq.low_freq_factor) && positive(freq.original_max_position) &&
+                      std::isfinite(freq.high_freq_factor) && freq.high_freq_factor > freq.low_freq_factor,
+                  "{}: llama3 scaling needs 0 < low_freq_factor < high_freq_factor and a positive "
+                  "original_max_position, got {}, {} and {}",
+                  op, freq.low_freq_factor, freq.high_freq_factor, freq.original_max_position);
+  }
 }
 
-Tensor run(const Tensor& x, const std::int64_t* positions, double theta, bool inverse) {
+Tensor run(const Tensor& x, const std::int64_t* positions, const RopeFrequencies& freq, bool inverse) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  TRIDENT_KERNEL(x.device(), rope, x.dtype(), x.raw_data(), out.raw_data(), positions, x.size(0), x.size(1),
-                 x.size(2), x.size(3), theta, inverse);
+  TRIDENT_KERNEL(x.device(), rope, x.dtype(), x.raw_data(), out.raw_data(), positions, x.size(0), x.size(1), x.size(2),
+                 x.size(3), freq, inverse);
   return out;
 }
 
-Tensor with_offset(std::string_view op, const Tensor& x, std::int64_t offset, double theta, bool inverse) {
-  check_rope_input(op, x, theta);
+Tensor with_offset(std::string_view op, const Tensor& x, std::int64_t offset, const RopeFrequencies& freq,
+                   bool inverse) {
+  check_rope_input(op, x, freq);
   std::vector<std::int64_t> positions(static_cast<std::size_t>(x.size(1)));
   std::iota(positions.begin(), positions.end(), offset);
-  return run(x, positions.data(), theta, inverse);
+  return run(x, positions.data(), freq, inverse);
 }
 
-Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positions, double theta, bool inverse) {
-  check_rope_input(op, x, theta);
+Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positions, const RopeFrequencies& freq,
+                      bool inverse) {
+  check_rope_input(op, x, freq);
   check_defined(positions, op, "positions");
   TRIDENT_CHECK(positions.rank() == 1 && positions.size(0) == x.size(1),
                 "{}: positions {} must have shape [T] = [{}] for x {}", op, positions.shape(), x.size(1), x.shape());
@@ -47,22 +59,22 @@ Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positi
   TRIDENT_CHECK(positions.device().is_cpu() || positions.device() == x.device(),
                 "{}: positions on {} but x {} is on {}", op, positions.device(), x.shape(), x.device());
   const Tensor pos = positions.to(Device::cpu()).to(DType::i64);
-  return run(x, pos.data<std::int64_t>(), theta, inverse);
+  return run(x, pos.data<std::int64_t>(), freq, inverse);
 }
 
 }  // namespace
 
-Tensor rope(const Tensor& x, std::int64_t position_offset, double theta) {
-  return with_offset("rope", x, position_offset, theta, false);
+Tensor rope(const Tensor& x, std::int64_t position_offset, const RopeFrequencies& freq) {
+  return with_offset("rope", x, position_offset, freq, false);
 }
-Tensor rope(const Tensor& x, const Tensor& positions, double theta) {
-  return with_positions("rope", x, positions, theta, false);
+Tensor rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freq) {
+  return with_positions("rope", x, positions, freq, false);
 }
-Tensor rope_backward(const Tensor& dy, std::int64_t position_offset, double theta) {
-  return with_offset("rope_backward", dy, position_offset, theta, true);
+Tensor rope_backward(const Tensor& dy, std::int64_t position_offset, const RopeFrequencies& freq) {
+  return with_offset("rope_backward", dy, position_offset, freq, true);
 }
-Tensor rope_backward(const Tensor& dy, const Tensor& positions, double theta) {
-  return with_positions("rope_backward", dy, positions, theta, true);
+Tensor rope_backward(const Tensor& dy, const Tensor& positions, const RopeFrequencies& freq) {
+  return with_positions("rope_backward", dy, positions, freq, true);
 }
 
 }  // namespace trident::ops

@@ -55,8 +55,8 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
     s.norm_eps = m.norm_eps;
   }
   if (!m.preset.empty() && m.arch != "gpt2") {
-    TRIDENT_CHECK((m.arch == "llama") == (s.arch == nn::Arch::llama),
-                  "model.arch '{}' contradicts model.preset '{}'", m.arch, m.preset);
+    TRIDENT_CHECK((m.arch == "llama") == (s.arch == nn::Arch::llama), "model.arch '{}' contradicts model.preset '{}'",
+                  m.arch, m.preset);
   }
   if (m.n_layer) s.n_layer = m.n_layer;
   if (m.n_head) s.n_head = m.n_head;
@@ -75,18 +75,18 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
     s.max_seq_len = seq_len;
   }
   s.dropout = m.dropout;
-  s.rope_theta = m.rope_theta;
+  s.rope.theta = m.rope_theta;
   if (m.preset.empty()) s.norm_eps = m.norm_eps;
   s.validate();
   return s;
 }
 
-
 namespace {
 
 // Tokens in documents (sequences, as Megatron splits them) [r.begin, r.end) of `ds`.
 std::int64_t tokens_in(const data::IndexedDataset& ds, data::DocumentRange r) {
-  const auto lengths = ds.sequence_lengths().subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.size()));
+  const auto lengths =
+      ds.sequence_lengths().subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.size()));
   return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
 }
 
@@ -171,7 +171,8 @@ namespace {
 
 // The model's layer count as configured (0 when the config leaves it to later checks).
 std::int64_t configured_layers(const ModelConfig& m) {
-  if (!m.from_pretrained.empty()) return models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string()).n_layer;
+  if (!m.from_pretrained.empty())
+    return models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string()).n_layer;
   if (m.n_layer > 0) return m.n_layer;
   return m.preset.empty() ? 0 : models::preset(m.preset).n_layer;
 }
@@ -182,8 +183,10 @@ void validate_pipeline(const Config& c, int dp) {
   const auto schedule = parallel::pipeline::parse_schedule(c.dist.pipeline_schedule);
   TRIDENT_CHECK(v >= 1, "dist.virtual_pipeline_size must be at least 1, got {}", v);
   if (pp == 1) {
-    TRIDENT_CHECK(v == 1, "dist.virtual_pipeline_size={} splits each pipeline rank's layers into chunks; it needs "
-                  "dist.pipeline_parallel_size of at least 2", v);
+    TRIDENT_CHECK(v == 1,
+                  "dist.virtual_pipeline_size={} splits each pipeline rank's layers into chunks; it needs "
+                  "dist.pipeline_parallel_size of at least 2",
+                  v);
     TRIDENT_CHECK(c.dist.pipeline_num_layers.empty(),
                   "dist.pipeline_num_layers is set but dist.pipeline_parallel_size=1 (there is one stage)");
     return;
@@ -198,19 +201,20 @@ void validate_pipeline(const Config& c, int dp) {
                 "weights) per micro-batch, which a pipeline schedule would repeat for every one of its micro-batches; "
                 "use dist.zero_stage=1 (optimizer state partitioned, gradients reduced once per step) or 0",
                 c.dist.zero_stage, pp);
-  TRIDENT_CHECK(c.dist.pipeline_num_layers.empty() || static_cast<std::int64_t>(c.dist.pipeline_num_layers.size()) == pp * v,
-                "dist.pipeline_num_layers has {} entries but there are {} {} (one count per {})",
-                c.dist.pipeline_num_layers.size(), pp * v,
-                v > 1 ? "virtual pipeline stages (pipeline_parallel_size × virtual_pipeline_size)" : "pipeline stages",
-                v > 1 ? "model chunk, in virtual-stage order" : "stage");
+  TRIDENT_CHECK(
+      c.dist.pipeline_num_layers.empty() || static_cast<std::int64_t>(c.dist.pipeline_num_layers.size()) == pp * v,
+      "dist.pipeline_num_layers has {} entries but there are {} {} (one count per {})",
+      c.dist.pipeline_num_layers.size(), pp * v,
+      v > 1 ? "virtual pipeline stages (pipeline_parallel_size × virtual_pipeline_size)" : "pipeline stages",
+      v > 1 ? "model chunk, in virtual-stage order" : "stage");
   if (const std::int64_t layers = configured_layers(c.model); layers > 0) {
     (void)models::partition_layers(layers, static_cast<int>(pp * v), c.dist.pipeline_num_layers);
   }
   const std::int64_t global = c.train.global_batch_size > 0 ? c.train.global_batch_size : c.train.micro_batch_size * dp;
-  parallel::pipeline::validate(schedule, parallel::pipeline::ScheduleOptions{
-                                             static_cast<int>(pp),
-                                             static_cast<int>(global / (c.train.micro_batch_size * dp)),
-                                             static_cast<int>(v)});
+  parallel::pipeline::validate(
+      schedule,
+      parallel::pipeline::ScheduleOptions{
+          static_cast<int>(pp), static_cast<int>(global / (c.train.micro_batch_size * dp)), static_cast<int>(v)});
 }
 
 }  // namespace
@@ -223,16 +227,19 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(c.train.steps > 0, "train.steps must be positive, got {}", c.train.steps);
   TRIDENT_CHECK(c.train.log_interval > 0, "train.log_interval must be positive, got {}", c.train.log_interval);
   const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
-  TRIDENT_CHECK(tp >= 1 && pp >= 1, "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
-                "and {})", tp, pp);
+  TRIDENT_CHECK(tp >= 1 && pp >= 1,
+                "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
+                "and {})",
+                tp, pp);
   TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || c.train.seq_len % tp == 0,
                 "dist.sequence_parallel splits the sequence over the tensor-parallel ranks: train.seq_len={} must be a "
-                "multiple of dist.tensor_parallel_size={}", c.train.seq_len, tp);
+                "multiple of dist.tensor_parallel_size={}",
+                c.train.seq_len, tp);
   // Bounded before they are multiplied: a product that wraps around (to 0, or to a divisor of the world size)
   // would divide by zero or pass for a layout of that size.
   TRIDENT_CHECK(tp <= world_size && pp <= world_size && tp * pp <= world_size,
-                "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} is more than the job's {} rank(s)", tp, pp,
-                world_size);
+                "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} is more than the job's {} rank(s)", tp,
+                pp, world_size);
   TRIDENT_CHECK(world_size % (tp * pp) == 0, "dist: tp × pp = {} does not divide the {} ranks of the job", tp * pp,
                 world_size);
   const std::int64_t dp = c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / (tp * pp);
@@ -272,7 +279,8 @@ void validate_config(const Config& c, int world_size) {
     TRIDENT_CHECK(std::isfinite(w) && w >= 0, "data.weights: {} is not a weight (expected a finite number >= 0)", w);
     weight_sum += w;
   }
-  TRIDENT_CHECK(c.data.weights.empty() || weight_sum > 0, "data.weights are all 0: at least one dataset must be drawn from");
+  TRIDENT_CHECK(c.data.weights.empty() || weight_sum > 0,
+                "data.weights are all 0: at least one dataset must be drawn from");
   for (const auto& p : c.data.paths) {
     TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"),
                   "data.paths: '{}' has no {}.bin/.idx (run `trident preprocess` or scripts/prepare_corpus.sh)", p, p);

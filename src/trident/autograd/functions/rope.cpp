@@ -5,16 +5,16 @@
 
 namespace trident::autograd {
 
-Variable rope(const Variable& x, std::int64_t position_offset, double theta) {
-  return make_result(ops::rope(x.data(), position_offset, theta), {x}, "rope",
-                     [position_offset, theta](const GradContext& ctx) {
-                       return std::vector<Tensor>{ops::rope_backward(ctx.grad(), position_offset, theta)};
+Variable rope(const Variable& x, std::int64_t position_offset, const RopeFrequencies& freq) {
+  return make_result(ops::rope(x.data(), position_offset, freq), {x}, "rope",
+                     [position_offset, freq](const GradContext& ctx) {
+                       return std::vector<Tensor>{ops::rope_backward(ctx.grad(), position_offset, freq)};
                      });
 }
 
-Variable rope(const Variable& x, const Tensor& positions, double theta) {
-  return make_result(ops::rope(x.data(), positions, theta), {x}, "rope", [positions, theta](const GradContext& ctx) {
-    return std::vector<Tensor>{ops::rope_backward(ctx.grad(), positions, theta)};
+Variable rope(const Variable& x, const Tensor& positions, const RopeFrequencies& freq) {
+  return make_result(ops::rope(x.data(), positions, freq), {x}, "rope", [positions, freq](const GradContext& ctx) {
+    return std::vector<Tensor>{ops::rope_backward(ctx.grad(), positions, freq)};
   });
 }
 

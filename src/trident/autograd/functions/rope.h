@@ -5,10 +5,11 @@
 #include <cstdint>
 
 #include "trident/autograd/variable.h"
+#include "trident/kernels/rope_frequencies.h"
 
 namespace trident::autograd {
 
-Variable rope(const Variable& x, std::int64_t position_offset, double theta = 10000.0);
-Variable rope(const Variable& x, const Tensor& positions, double theta = 10000.0);
+Variable rope(const Variable& x, std::int64_t position_offset, const RopeFrequencies& freq = {});
+Variable rope(const Variable& x, const Tensor& positions, const RopeFrequencies& freq = {});
 
 }  // namespace trident::autograd

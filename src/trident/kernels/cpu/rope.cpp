@@ -17,12 +17,11 @@ namespace {
 
 template <typename T>
 void rope_impl(const T* x, T* out, const std::int64_t* positions, std::int64_t B, std::int64_t seq, std::int64_t H,
-               std::int64_t D, double theta, bool inverse) {
+               std::int64_t D, const RopeFrequencies& freq, bool inverse) {
   using A = acc_t<T>;
   const std::int64_t half = D / 2;
   std::vector<double> inv_freq(static_cast<std::size_t>(half));
-  for (std::int64_t i = 0; i < half; ++i)
-    inv_freq[static_cast<std::size_t>(i)] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+  for (std::int64_t i = 0; i < half; ++i) inv_freq[static_cast<std::size_t>(i)] = freq.inv_freq(i, D);
   std::vector<A> cos_table(static_cast<std::size_t>(seq * half)), sin_table(static_cast<std::size_t>(seq * half));
   const double sign = inverse ? -1.0 : 1.0;
   parallel_for(0, seq, std::max<std::int64_t>(1, 2048 / std::max<std::int64_t>(half, 1)),
@@ -58,11 +57,11 @@ void rope_impl(const T* x, T* out, const std::int64_t* positions, std::int64_t B
 
 }  // namespace
 
-void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch,
-          std::int64_t seq, std::int64_t heads, std::int64_t head_dim, double theta, bool inverse) {
+void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch, std::int64_t seq,
+          std::int64_t heads, std::int64_t head_dim, const RopeFrequencies& freq, bool inverse) {
   TRIDENT_DISPATCH_FLOAT(dtype, "rope", [&] {
     rope_impl(static_cast<const scalar_t*>(x), static_cast<scalar_t*>(out), positions, batch, seq, heads, head_dim,
-              theta, inverse);
+              freq, inverse);
   });
 }
 

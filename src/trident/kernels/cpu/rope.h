@@ -3,7 +3,7 @@
 // x and out are contiguous [B, T, H, D] of one floating dtype, D even; positions
 // holds T integer positions (row t of every batch uses positions[t]). Element i
 // < D/2 of a head is paired with element i + D/2 and the pair is rotated by
-// angle = positions[t] · theta^(−2i/D):
+// angle = positions[t] · freq.inv_freq(i, D) (kernels/rope_frequencies.h):
 //   out[i]       = x[i] · cos − x[i + D/2] · sin
 //   out[i + D/2] = x[i + D/2] · cos + x[i] · sin
 // `inverse` rotates by −angle instead (the backward pass: the transpose of a
@@ -14,10 +14,11 @@
 #include <cstdint>
 
 #include "trident/core/dtype_enum.h"
+#include "trident/kernels/rope_frequencies.h"
 
 namespace trident::kernels::cpu {
 
-void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch,
-          std::int64_t seq, std::int64_t heads, std::int64_t head_dim, double theta, bool inverse);
+void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch, std::int64_t seq,
+          std::int64_t heads, std::int64_t head_dim, const RopeFrequencies& freq, bool inverse);
 
 }  // namespace trident::kernels::cpu

@@ -12,7 +12,7 @@
 
 namespace trident::kernels::cuda {
 
-void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch,
-          std::int64_t seq, std::int64_t heads, std::int64_t head_dim, double theta, bool inverse);
+void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch, std::int64_t seq,
+          std::int64_t heads, std::int64_t head_dim, const RopeFrequencies& freq, bool inverse);
 
 }  // namespace trident::kernels::cuda
