@@ -12,13 +12,13 @@
 #include <fstream>
 #include <random>
 
+#include "corpus.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/data/blended_dataset.h"
 #include "trident/data/indexed_dataset.h"
 #include "trident/models/hf.h"
 #include "trident/train/metrics.h"
 #include "trident/train/setup.h"
-#include "corpus.h"
 
 namespace trident::train {
 namespace {
@@ -145,8 +145,8 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
   pretrained.initialize(77);
   const std::string hf = (dir_ / "hf-start").string();
   models::save_hf(pretrained, hf);
-  auto o = options("from-hf", {"train.steps=2", "train.micro_batch_size=4", "model.from_pretrained=" + hf,
-                               "model.arch=gpt2"});
+  auto o = options("from-hf",
+                   {"train.steps=2", "train.micro_batch_size=4", "model.from_pretrained=" + hf, "model.arch=gpt2"});
   // tiny_run() sets sizes; from_pretrained fixes them, so they must be unset.
   o.overrides.erase(std::remove_if(o.overrides.begin(), o.overrides.end(),
                                    [](const std::string& s) {
@@ -160,6 +160,34 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
   EXPECT_EQ(r.global_shape("model/transformer.h.1.attn.c_attn.weight"), (Shape{32, 96}));
   auto clash = options("from-hf-clash", {"model.from_pretrained=" + hf});
   EXPECT_THROW(train(clash), Error);  // n_layer etc. set as well
+}
+
+// A Llama 3.1-style model (RoPE scaling llama3) fine-tunes with its scaling, and its checkpoints keep it,
+// so generate and export build the same function.
+TEST_F(Trainer, FineTuningKeepsThePretrainedRopeScaling) {
+  models::TransformerSpec spec = models::preset("llama-tiny");
+  spec.vocab_size = 320;
+  spec.max_seq_len = 64;
+  spec.rope = {500000.0, RopeScaling::llama3, 8.0, 1.0, 4.0, 32.0};
+  models::CausalLM pretrained(spec);
+  pretrained.initialize(78);
+  const std::string hf = (dir_ / "hf-llama31").string();
+  models::save_hf(pretrained, hf);
+  auto o = options("from-hf-llama31", {"train.steps=2", "train.micro_batch_size=4", "model.from_pretrained=" + hf});
+  o.overrides.erase(std::remove_if(o.overrides.begin(), o.overrides.end(),
+                                   [](const std::string& s) {
+                                     return s.starts_with("model.n_layer") || s.starts_with("model.n_head") ||
+                                            s.starts_with("model.d_model") || s.starts_with("model.max_seq_len") ||
+                                            s.starts_with("model.arch");
+                                   }),
+                    o.overrides.end());
+  const TrainSummary s = train(o);
+  ASSERT_EQ(s.losses.size(), 2u);
+  const models::TransformerSpec saved = models::read_hf_config((fs::path(s.last_checkpoint) / "config.json").string());
+  EXPECT_EQ(saved.rope.scaling, RopeScaling::llama3);
+  EXPECT_EQ(saved.rope.theta, 500000.0);
+  EXPECT_EQ(saved.rope.factor, 8.0);
+  EXPECT_EQ(saved.rope.original_max_position, 32.0);
 }
 
 TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {
@@ -187,13 +215,15 @@ TEST_F(Trainer, BlendsFollowTheDatasetsSizesAndValidateOnEveryDataset) {
   const fs::path small = dir_ / "small";
   testing::make_corpus(small, 300);
   auto config = [&](std::vector<std::string> extra) {
-    auto o = options("blend", {"data.paths=[\"" + (dir_ / "corpus").string() + "\", \"" + (small / "corpus").string() + "\"]",
-                               "train.eval_interval=10"});
+    auto o = options("blend",
+                     {"data.paths=[\"" + (dir_ / "corpus").string() + "\", \"" + (small / "corpus").string() + "\"]",
+                      "train.eval_interval=10"});
     o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
     return load_config("", o.overrides);
   };
   const double big_tokens = static_cast<double>(data::IndexedDataset::open((dir_ / "corpus").string())->total_tokens());
-  const double small_tokens = static_cast<double>(data::IndexedDataset::open((small / "corpus").string())->total_tokens());
+  const double small_tokens =
+      static_cast<double>(data::IndexedDataset::open((small / "corpus").string())->total_tokens());
   const detail::DataSources d = detail::open_data(config({}), 4000, 64);
   auto share_of_second = [](const data::SampleSource& source) {
     const auto* blend = dynamic_cast<const data::BlendedDataset*>(&source);
@@ -245,21 +275,24 @@ TEST_F(Trainer, PipelineMisconfigurationsAreClearErrors) {
          "dist.pipeline_num_layers has 3 entries but there are 2 pipeline stages");
   expect(2, {pp2, "model.n_layer=4", "dist.pipeline_num_layers=[1, 2]"},
          "dist.pipeline_num_layers sums to 3 but the model has n_layer=4");
-  expect(2, {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"", "dist.virtual_pipeline_size=2",
-             "train.global_batch_size=6"},
+  expect(2,
+         {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"", "dist.virtual_pipeline_size=2",
+          "train.global_batch_size=6"},
          "the interleaved pipeline schedule needs the number of micro-batches per step (3) to be a multiple of "
          "dist.pipeline_parallel_size (2); use 2 or 4 micro-batches");
   expect(2, {pp2, "model.n_layer=4", "dist.virtual_pipeline_size=2"},
          "dist.virtual_pipeline_size=2 needs dist.pipeline_schedule='interleaved'");
-  expect(2, {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"", "dist.virtual_pipeline_size=2",
-             "dist.pipeline_num_layers=[1, 3]"},
+  expect(2,
+         {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"", "dist.virtual_pipeline_size=2",
+          "dist.pipeline_num_layers=[1, 3]"},
          "dist.pipeline_num_layers has 2 entries but there are 4 virtual pipeline stages");
   expect(1, {"dist.virtual_pipeline_size=2"}, "it needs dist.pipeline_parallel_size of at least 2");
   expect(2, {pp2, "dist.pipeline_schedule=\"zigzag\""},
          "dist.pipeline_schedule='zigzag' is not a pipeline schedule; use gpipe, 1f1b or interleaved");
   for (const char* stage : {"dist.zero_stage=2", "dist.zero_stage=3"}) {
-    expect(4, {pp2, stage}, fmt::format("{} with dist.pipeline_parallel_size=2: ZeRO-2/3 partition gradients",
-                                        std::string(stage).substr(5)));
+    expect(4, {pp2, stage},
+           fmt::format("{} with dist.pipeline_parallel_size=2: ZeRO-2/3 partition gradients",
+                       std::string(stage).substr(5)));
   }
   expect(3, {pp2}, "tp × pp = 2 does not divide the 3 ranks of the job");
   // What is valid: an explicit uneven split; interleaving with m a multiple of p; ZeRO-1 with data parallelism.
