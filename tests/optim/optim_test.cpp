@@ -162,6 +162,40 @@ TEST(Schedule, WarmupCosineLinearConstantOneCycle) {
   EXPECT_THROW(parse_decay("exponential"), Error);
 }
 
+// Warmup-stable-decay (Megatron's WSD): warmup over 10 steps, the peak until step 110 − 40 = 70, then
+// down to min_lr over the last 40 steps; r = (step − 70) / 40.
+TEST(Schedule, WarmupStableDecay) {
+  ScheduleOptions o{1.0, 0.1, 10, 110, Decay::wsd, 40, WsdStyle::linear};
+  EXPECT_DOUBLE_EQ(learning_rate(o, 5), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 10), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 40), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 70), 1.0);
+  EXPECT_NEAR(learning_rate(o, 80), 0.1 + 0.9 * 0.75, 1e-12);  // r = 1/4
+  EXPECT_NEAR(learning_rate(o, 110), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 200), 0.1, 1e-12);
+  o.wsd_style = WsdStyle::cosine;
+  EXPECT_NEAR(learning_rate(o, 90), 0.55, 1e-12);  // r = 1/2: half way down
+  o.wsd_style = WsdStyle::exponential;
+  EXPECT_NEAR(learning_rate(o, 90), 0.1 + 0.9 * (2 * std::sqrt(0.5) - 1), 1e-12);
+  EXPECT_NEAR(learning_rate(o, 110), 0.1, 1e-12);
+  o.wsd_style = WsdStyle::minus_sqrt;
+  EXPECT_NEAR(learning_rate(o, 80), 0.1 + 0.9 * 0.5, 1e-12);  // 1 − √(1/4)
+  EXPECT_EQ(parse_wsd_style("minus_sqrt"), WsdStyle::minus_sqrt);
+  EXPECT_THROW(parse_wsd_style("step"), Error);
+}
+
+// Inverse square root: peak · √warmup / √step after the warmup, floored at min_lr.
+TEST(Schedule, InverseSquareRoot) {
+  ScheduleOptions o{1.0, 0.1, 16, 1000, Decay::inverse_sqrt};
+  EXPECT_DOUBLE_EQ(learning_rate(o, 8), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 16), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 64), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 256), 0.25);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1600), 0.1);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000000), 0.1);
+  EXPECT_EQ(parse_decay("inverse_sqrt"), Decay::inverse_sqrt);
+}
+
 TEST(LossScaler, BacksOffOnOverflowAndGrows) {
   DynamicLossScaler s(1024, 3);
   EXPECT_TRUE(s.update(true));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "corpus.h"
@@ -249,6 +250,39 @@ TEST_F(Trainer, BlendsFollowTheDatasetsSizesAndValidateOnEveryDataset) {
       EXPECT_NE(e.message().find("data.weights"), std::string::npos) << e.message();
     }
   }
+}
+
+// A warmup-stable-decay schedule needs its decay length, inside the steps after warmup; a run with one
+// records it in the checkpoint, and its learning rate ends at min_lr.
+TEST_F(Trainer, WarmupStableDecaySchedule) {
+  const auto error_of = [&](std::vector<std::string> extra) {
+    try {
+      validate_config(load_config("", options("wsd-bad", std::move(extra)).overrides), 1);
+      return std::string("no error");
+    } catch (const Error& e) {
+      return e.message();
+    }
+  };
+  EXPECT_NE(
+      error_of({"schedule.decay=\"wsd\"", "train.steps=10"}).find("schedule.wsd_decay_steps=0 must be in [1, 8]"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of({"schedule.decay=\"wsd\"", "train.steps=10", "schedule.warmup_steps=4", "schedule.wsd_decay_steps=7"})
+          .find("schedule.wsd_decay_steps=7 must be in [1, 6]"),
+      std::string::npos);
+  EXPECT_NE(error_of({"schedule.wsd_decay_style=\"step\""}).find("schedule.wsd_decay_style: unknown style 'step'"),
+            std::string::npos);
+  EXPECT_NE(error_of({"schedule.decay=\"wsd\""}).find("schedule.wsd_decay_steps"), std::string::npos);
+  const TrainSummary s = train(options(
+      "wsd", {"train.steps=4", "train.micro_batch_size=4", "schedule.decay=\"wsd\"", "schedule.wsd_decay_steps=2",
+              "schedule.wsd_decay_style=\"linear\"", "schedule.min_lr=1e-5", "checkpoint.interval=4"}));
+  ASSERT_EQ(s.losses.size(), 4u);
+  std::ifstream meta(fs::path(s.last_checkpoint) / "meta.json");
+  const nlohmann::json j = nlohmann::json::parse(meta);
+  EXPECT_EQ(j["scheduler"]["decay"], "wsd");
+  EXPECT_EQ(j["scheduler"]["wsd_decay_steps"], 2);
+  EXPECT_EQ(j["scheduler"]["wsd_decay_style"], "linear");
+  EXPECT_DOUBLE_EQ(j["scheduler"]["lr"].get<double>(), 1e-5);
 }
 
 // Pipeline misconfigurations are caught by validate_config, before a process

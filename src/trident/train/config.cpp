@@ -185,7 +185,7 @@ const std::vector<Field>& fields() {
 #define SCHEDULE(n, ...) \
   f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
     SCHEDULE(warmup_steps, kNonNegative); SCHEDULE(decay); SCHEDULE(decay_steps, kNonNegative, " (0 = train.steps)");
-    SCHEDULE(min_lr, kNonNegativeFinite);
+    SCHEDULE(min_lr, kNonNegativeFinite); SCHEDULE(wsd_decay_steps, kNonNegative); SCHEDULE(wsd_decay_style);
 #undef SCHEDULE
 #define DIST(n, ...) f.push_back(field("dist", #n, &C::dist, &DistConfig::n __VA_OPT__(,) __VA_ARGS__))
     DIST(data_parallel_size, kNonNegative, " (0 = inferred)"); DIST(tensor_parallel_size, kPositive);

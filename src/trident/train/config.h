@@ -70,8 +70,10 @@ struct OptimConfig {
 
 struct ScheduleConfig {
   std::int64_t warmup_steps = 0;
-  std::string decay = "cosine";        // cosine | linear | constant | one_cycle
+  std::string decay = "cosine";        // cosine | linear | constant | one_cycle | wsd | inverse_sqrt
   std::int64_t decay_steps = 0;        // 0 = train.steps
+  std::int64_t wsd_decay_steps = 0;    // wsd: the last steps of decay_steps, which decay
+  std::string wsd_decay_style = "exponential";  // wsd: linear | cosine | exponential | minus_sqrt
   double min_lr = 0.0;
 };
 

@@ -4,12 +4,29 @@
 
 #include "trident/core/atomic_file.h"
 #include "trident/models/hf.h"
+#include "trident/train/setup.h"
 
 namespace trident::train::detail {
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// The learning-rate schedule, as meta.json records it (as Megatron's checkpoints do, for a reader).
+nlohmann::json scheduler_meta(const Config& config, double lr) {
+  const optim::ScheduleOptions o = schedule_options(config);
+  nlohmann::json j = {{"lr", lr},
+                      {"max_lr", o.peak_lr},
+                      {"min_lr", o.min_lr},
+                      {"warmup_steps", o.warmup_steps},
+                      {"decay", config.schedule.decay},
+                      {"decay_steps", o.decay_steps}};
+  if (o.decay == optim::Decay::wsd) {
+    j["wsd_decay_steps"] = o.wsd_decay_steps;
+    j["wsd_decay_style"] = config.schedule.wsd_decay_style;
+  }
+  return j;
+}
 
 std::string shard_file(int rank) { return fmt::format("shard-{:05d}.safetensors", rank); }
 
@@ -102,13 +119,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                            {"rng", {{"generator", "philox4x32-10, counter-based"},
                                     {"seed", config.train.seed},
                                     {"step", state.step}}},
-                           {"scheduler", {{"lr", state.lr},
-                                          {"max_lr", config.optim.lr},
-                                          {"min_lr", config.schedule.min_lr},
-                                          {"warmup_steps", config.schedule.warmup_steps},
-                                          {"decay", config.schedule.decay},
-                                          {"decay_steps", config.schedule.decay_steps > 0 ? config.schedule.decay_steps
-                                                                                          : config.train.steps}}},
+                           {"scheduler", scheduler_meta(config, state.lr)},
                            {"layout",
                             {{"world_size", par.world->size()},
                              {"dp", par.dp_size},

@@ -80,6 +80,17 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   s.validate();
   return s;
 }
+optim::ScheduleOptions schedule_options(const Config& c) {
+  optim::ScheduleOptions o;
+  o.peak_lr = c.optim.lr;
+  o.min_lr = c.schedule.min_lr;
+  o.warmup_steps = c.schedule.warmup_steps;
+  o.decay_steps = c.schedule.decay_steps > 0 ? c.schedule.decay_steps : c.train.steps;
+  o.decay = optim::parse_decay(c.schedule.decay);
+  o.wsd_decay_steps = c.schedule.wsd_decay_steps;
+  o.wsd_style = optim::parse_wsd_style(c.schedule.wsd_decay_style);
+  return o;
+}
 
 namespace {
 
@@ -270,7 +281,15 @@ void validate_config(const Config& c, int world_size) {
                 c.optim.name);
   TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());
   TRIDENT_CHECK(c.optim.lr > 0, "optim.lr must be positive, got {}", c.optim.lr);
-  (void)optim::parse_decay(c.schedule.decay);
+  const optim::ScheduleOptions schedule = detail::schedule_options(c);
+  if (schedule.decay == optim::Decay::wsd) {
+    TRIDENT_CHECK(c.schedule.wsd_decay_steps > 0 &&
+                      c.schedule.wsd_decay_steps <= schedule.decay_steps - c.schedule.warmup_steps,
+                  "schedule.wsd_decay_steps={} must be in [1, {}] with schedule.decay = \"wsd\" (the decay steps "
+                  "after schedule.warmup_steps={})",
+                  c.schedule.wsd_decay_steps, schedule.decay_steps - c.schedule.warmup_steps,
+                  c.schedule.warmup_steps);
+  }
   TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
   TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),
                 "data.weights has {} entries for {} data.paths", c.data.weights.size(), c.data.paths.size());

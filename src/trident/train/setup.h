@@ -6,6 +6,7 @@
 #include "trident/data/sample_source.h"
 #include "trident/data/tokenizer.h"
 #include "trident/models/causal_lm.h"
+#include "trident/optim/schedule.h"
 #include "trident/train/config.h"
 
 namespace trident::train::detail {
@@ -15,6 +16,8 @@ DType compute_dtype(const std::string& precision);
 std::int64_t accumulation_steps(const Config& c, int dp);
 // The model's sizes: preset, explicit keys, tokenizer vocabulary, sequence length.
 models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len);
+// The learning-rate schedule of optim.lr and schedule.* (decay_steps 0 = train.steps).
+optim::ScheduleOptions schedule_options(const Config& c);
 
 struct DataSources {
   data::Tokenizer tokenizer;

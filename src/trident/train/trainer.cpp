@@ -250,9 +250,7 @@ TrainSummary train(const TrainOptions& options) {
   auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
   BatchMover on_device(device);
 
-  const optim::ScheduleOptions sched{config.optim.lr, config.schedule.min_lr, config.schedule.warmup_steps,
-                                     config.schedule.decay_steps > 0 ? config.schedule.decay_steps : config.train.steps,
-                                     optim::parse_decay(config.schedule.decay)};
+  const optim::ScheduleOptions sched = detail::schedule_options(config);
   nn::ParameterGatherer* gatherer = par.zero_stage == 3 ? par.zero.get() : nullptr;
 
   // eval_steps global batches of the validation stream: the same samples under every layout.
