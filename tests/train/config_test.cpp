@@ -149,6 +149,7 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
       {"model.dropout=1.5", "key 'model.dropout' must be in [0, 1), got 1.5"},
       {"model.norm_eps=-1", "key 'model.norm_eps' must be a finite number >= 0"},
       {"model.rope_theta=0", "key 'model.rope_theta' must be a positive finite number"},
+      {"model.init_std=0", "key 'model.init_std' must be a positive finite number"},
       {"optim.lr=inf", "key 'optim.lr' must be a positive finite number, got inf"},
       {"optim.lr=nan", "key 'optim.lr' must be a positive finite number, got nan"},
       {"optim.betas=[1.5, 0.9]", "key 'optim.betas' must be in [0, 1), got 1.5"},

@@ -191,6 +191,27 @@ TEST_F(Trainer, FineTuningKeepsThePretrainedRopeScaling) {
   EXPECT_EQ(saved.rope.original_max_position, 32.0);
 }
 
+// model.init_std sets the initial weights' scale (GPT-2's output projections scaled by 1/sqrt(2·n_layer)).
+TEST_F(Trainer, InitStdSetsTheInitialWeights) {
+  models::TransformerSpec spec = detail::model_spec(load_config("", {"model.init_std=0.5", "model.n_layer=2",
+                                                                     "model.n_head=2", "model.d_model=64"})
+                                                        .model,
+                                                    320, 32);
+  EXPECT_EQ(spec.init_std, 0.5);
+  models::CausalLM model(spec);
+  model.initialize(3);
+  int checked = 0;
+  for (const nn::Parameter* p : model.parameters()) {
+    if (p->init.kind != nn::InitKind::normal || p->name.find("c_attn.weight") == std::string::npos) continue;
+    ++checked;
+    const std::vector<float> w = p->var.data().to_vector<float>();
+    double sum_sq = 0;
+    for (float x : w) sum_sq += static_cast<double>(x) * x;
+    EXPECT_NEAR(std::sqrt(sum_sq / static_cast<double>(w.size())), 0.5, 0.02) << p->name;
+  }
+  EXPECT_EQ(checked, 2);  // one per layer
+}
+
 TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {
   auto o = options("bad", {"train.micro_batch_size=3", "train.global_batch_size=8"});
   try {

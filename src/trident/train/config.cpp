@@ -164,6 +164,7 @@ const std::vector<Field>& fields() {
     MODEL(d_ff, kNonNegative, kDefault); MODEL(vocab_size, kNonNegative, " (0 = the tokenizer's)");
     MODEL(max_seq_len, kNonNegative, kDefault); MODEL(dropout, kFraction); MODEL(norm_eps, kNonNegativeFinite);
     MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
+    MODEL(init_std, kPositiveFinite);
 #undef MODEL
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
     DATA(tokenizer); DATA(paths); DATA(weights, kNonNegativeFinite); DATA(split); DATA(valid_paths); DATA(cache_dir);

@@ -28,6 +28,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   bool tie_embeddings = true;  // GPT-2 ties; LLaMA presets untie
+  double init_std = 0.02;      // std of the normal initial weights (GPT-2's output projections: / sqrt(2·n_layer))
   std::string from_pretrained; // Hugging Face directory to load weights from
 };
 

@@ -76,6 +76,7 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   }
   s.dropout = m.dropout;
   s.rope.theta = m.rope_theta;
+  s.init_std = m.init_std;
   if (m.preset.empty()) s.norm_eps = m.norm_eps;
   s.validate();
   return s;
