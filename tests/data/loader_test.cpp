@@ -44,7 +44,10 @@ TEST(Blend, DatasetReadsFromSources) {
   std::int64_t from_c = 0;
   for (std::int64_t i = 0; i < 8; ++i) from_c += blend.sample(i)[0] >= 100000;
   EXPECT_EQ(from_c, 2);
-  EXPECT_THAT(error_of([&] { BlendedDataset({a, c}, {1, 1}, 40); }), HasSubstr("draws 20 from dataset 0, which has only 10"));
+  EXPECT_THAT(error_of([&] {
+                BlendedDataset({a, c}, {1, 1}, 40);
+              }),
+              HasSubstr("draws 20 from dataset 0, which has only 10"));
   // Default weights: proportional to sizes.
   auto small = std::make_shared<CountingSource>(5, 3, 100000);
   BlendedDataset by_size({a, small}, {}, 15);
@@ -66,6 +69,23 @@ TEST(Loader, TokensAndLabelsAreShiftedByOne) {
   EXPECT_EQ(b.tokens.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2, 3, 10, 11, 12, 13}));
   EXPECT_EQ(b.labels.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 3, 4, 11, 12, 13, 14}));
   EXPECT_EQ(loader.consumed_samples(), 2);
+}
+
+// Megatron's --eod-mask-loss: a label whose input token is the masked id is ignored, and trained_labels
+// counts what remains in any run of the stream, epochs after the first included.
+TEST(Loader, MasksTheLabelsAfterAnEndOfDocumentToken) {
+  auto src = std::make_shared<CountingSource>(3, 4);  // sample i: i*10 .. i*10 + 4
+  DataLoader loader(src, {.micro_batch_size = 2, .prefetch = 0, .masked_input_token = 12});
+  const Batch b = loader.next();
+  EXPECT_EQ(b.tokens.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2, 3, 10, 11, 12, 13}));
+  EXPECT_EQ(b.labels.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 3, 4, 11, 12, kIgnoreLabel, 14}));
+  EXPECT_EQ(trained_labels(*src, 1234, 0, 2, 12), 7);
+  EXPECT_EQ(trained_labels(*src, 1234, 0, 2, -1), 8);
+  EXPECT_EQ(trained_labels(*src, 1234, 2, 1, 12), 4);  // sample 2 holds no 12
+  // Sample 14 is in the fifth epoch (a shuffled one): sample 1 is met once in every epoch.
+  EXPECT_EQ(trained_labels(*src, 1234, 0, 15, 12), 15 * 4 - 5);
+  // The token 14 is the last of sample 1: a label target, never an input.
+  EXPECT_EQ(trained_labels(*src, 1234, 0, 3, 14), 12);
 }
 
 TEST(Loader, DataParallelSlicesUnionToTheSingleRankBatch) {
@@ -112,8 +132,9 @@ TEST(Loader, ResumeContinuesTheExactStream) {
     std::vector<std::vector<std::int64_t>> stream;
     for (int s = 0; s < 20; ++s) stream.push_back(first_tokens(full.next()));
     for (int n : {0, 4, 12, 24}) {  // consumed global samples (a multiple of 2 x 2)
-      DataLoader resumed(src, {.micro_batch_size = 2, .dp_rank = 1, .dp_size = 2, .consumed_samples = n, .seed = 9,
-                               .prefetch = prefetch});
+      DataLoader resumed(
+          src,
+          {.micro_batch_size = 2, .dp_rank = 1, .dp_size = 2, .consumed_samples = n, .seed = 9, .prefetch = prefetch});
       for (int s = n / 4; s < 20; ++s) EXPECT_EQ(first_tokens(resumed.next()), stream[s]) << "resume at " << n;
     }
   }

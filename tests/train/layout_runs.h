@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -45,14 +46,16 @@ class LayoutRuns {
     if (world->rank() == 0) std::filesystem::remove_all(shared);
   }
 
-  // The tiny GPT with 20 steps, micro-batch 2, global batch 8, dropout and clipping, plus `overrides`.
+  // The tiny GPT with 20 steps, micro-batch 2, global batch 8, dropout and clipping, evaluated on one
+  // global batch at steps 0, 10 and 20, plus `overrides`.
   Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name,
           const std::vector<std::string>& overrides) const {
     const bool single = comm->size() == 1 && world->size() > 1;
     train::TrainOptions o;
     o.overrides = tiny_run(shared / "corpus", "cache");
     for (const char* s : {"train.steps=20", "train.micro_batch_size=2", "train.global_batch_size=8",
-                          "model.dropout=0.1", "optim.clip_grad=1.0"}) {
+                          "model.dropout=0.1", "optim.clip_grad=1.0", "train.eval_interval=10",
+                          "train.eval_steps=1"}) {
       o.overrides.emplace_back(s);
     }
     o.overrides.insert(o.overrides.end(), overrides.begin(), overrides.end());
@@ -78,14 +81,23 @@ class LayoutRuns {
     return (shared / "rank0" / std::filesystem::relative(dir, mine)).string();
   }
 
-  // Per-step losses (from reference step `first`) within 1e-5 relative; with
-  // `params`, the final parameters too (relative norm 1e-5).
+  // Per-step losses (from reference step `first`) and the validation losses of
+  // the steps both evaluated within 1e-5 relative; with `params`, the final
+  // parameters too (relative norm 1e-5).
   static void expect_follows(const Run& got, const Run& ref, std::size_t first = 0, bool params = true) {
     ASSERT_EQ(got.summary.losses.size(), ref.summary.losses.size() - first);
     for (std::size_t i = 0; i < got.summary.losses.size(); ++i) {
       const double want = ref.summary.losses[first + i];
       EXPECT_LE(std::fabs(got.summary.losses[i] - want), 1e-5 * std::fabs(want))
           << "step " << first + i + 1 << ": " << got.summary.losses[i] << " vs " << want;
+    }
+    EXPECT_FALSE(got.summary.val_losses.empty());
+    for (const auto& [step, value] : got.summary.val_losses) {
+      const auto want = std::find_if(ref.summary.val_losses.begin(), ref.summary.val_losses.end(),
+                                     [step = step](const auto& v) { return v.first == step; });
+      ASSERT_NE(want, ref.summary.val_losses.end()) << "the reference did not evaluate at step " << step;
+      EXPECT_LE(std::fabs(value - want->second), 1e-5 * std::fabs(want->second))
+          << "val loss at step " << step << ": " << value << " vs " << want->second;
     }
     if (!params) return;
     ASSERT_EQ(got.params.size(), ref.params.size());

@@ -55,7 +55,9 @@ class PipelineParallelTraining : public ::testing::TestWithParam<Layout> {
                  std::vector<std::string> extra = {}) {
     extra.emplace_back("model.n_layer=8");
     if (l.arch == "llama") {
-      for (const char* s : {"model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_ff=64"})
+      // LLaMA runs also mask the loss after end-of-document tokens (data.eod_mask_loss).
+      for (const char* s : {"model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_ff=64",
+                            "data.eod_mask_loss=true"})
         extra.emplace_back(s);
     }
     if (comm->size() > 1) {

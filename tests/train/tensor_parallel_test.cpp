@@ -41,7 +41,9 @@ class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
   static Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
                  std::vector<std::string> extra = {}) {
     if (l.arch == "llama") {
-      for (const char* s : {"model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_ff=64"})
+      // LLaMA runs also mask the loss after end-of-document tokens (data.eod_mask_loss).
+      for (const char* s : {"model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_ff=64",
+                            "data.eod_mask_loss=true"})
         extra.emplace_back(s);
     }
     const bool job = comm->size() > 1;

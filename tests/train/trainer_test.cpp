@@ -17,6 +17,7 @@
 #include "trident/checkpoint/sharded.h"
 #include "trident/data/blended_dataset.h"
 #include "trident/data/indexed_dataset.h"
+#include "trident/data/loader.h"
 #include "trident/models/hf.h"
 #include "trident/train/metrics.h"
 #include "trident/train/setup.h"
@@ -210,6 +211,53 @@ TEST_F(Trainer, InitStdSetsTheInitialWeights) {
     EXPECT_NEAR(std::sqrt(sum_sq / static_cast<double>(w.size())), 0.5, 0.02) << p->name;
   }
   EXPECT_EQ(checked, 2);  // one per layer
+}
+
+// With data.eod_mask_loss the loss is the mean over the labels the global batch trains (those whose
+// input is not <|endoftext|>), however the batch is cut into micro-batches: step 1's training loss and
+// step 0's validation loss (both of the initial weights) match a direct computation on the whole batch.
+// A tokenizer without an end-of-document token is an error.
+TEST_F(Trainer, EodMaskLoss) {
+  auto o = options("eod-masked", {"train.steps=1", "data.eod_mask_loss=true", "train.eval_interval=1",
+                                  "train.eval_steps=2", "train.micro_batch_size=2", "train.global_batch_size=8"});
+  const TrainSummary s = train(o);
+  ASSERT_EQ(s.losses.size(), 1u);
+  ASSERT_FALSE(s.val_losses.empty());
+  const Config c = load_config("", o.overrides);
+  const detail::DataSources d = detail::open_data(c, 8, 16);
+  models::CausalLM model(detail::model_spec(c.model, d.tokenizer.vocab_size(), c.train.seq_len));
+  model.initialize(static_cast<std::uint64_t>(c.train.seed));
+  const std::int64_t eod = *d.tokenizer.eod_id();
+  autograd::NoGradGuard no_grad;
+  const auto mean_loss = [&](std::shared_ptr<const data::SampleSource> source, std::int64_t samples, bool masked) {
+    data::DataLoader loader(std::move(source), {.micro_batch_size = samples,
+                                                .seed = static_cast<std::uint64_t>(c.train.seed),
+                                                .prefetch = 0,
+                                                .masked_input_token = masked ? eod : -1});
+    const data::Batch b = loader.next();
+    const auto labels = b.labels.to_vector<std::int64_t>();
+    EXPECT_EQ(std::count(labels.begin(), labels.end(), data::kIgnoreLabel) > 0, masked);
+    return model.loss(b.tokens, b.labels, nn::ForwardContext{}).data().item();
+  };
+  const double train_loss = mean_loss(d.train, 8, true), val_loss = mean_loss(d.valid, 16, true);
+  EXPECT_NEAR(s.losses[0], train_loss, 1e-5 * train_loss);
+  EXPECT_NEAR(s.val_losses[0].second, val_loss, 1e-5 * val_loss);
+  EXPECT_GT(std::fabs(mean_loss(d.train, 8, false) - train_loss), 1e-3);  // the masking matters here
+  data::BpeTrainerOptions bo;
+  bo.vocab_size = 320;
+  bo.threads = 1;
+  data::BpeTrainer trainer(bo);
+  trainer.feed("no special tokens in this one");
+  const fs::path tokenizer = dir_ / "no-eod.json";
+  data::write_tokenizer_json(trainer.train(), tokenizer);
+  try {
+    train(options("eod-none", {"train.steps=1", "data.eod_mask_loss=true", "data.tokenizer=" + tokenizer.string()}));
+    ADD_FAILURE() << "a tokenizer without an end-of-document token was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("data.eod_mask_loss = true needs an end-of-document token"), std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find(tokenizer.string()), std::string::npos) << e.message();
+  }
 }
 
 TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {

@@ -1,5 +1,7 @@
 #include "trident/data/loader.h"
 
+#include <algorithm>
+
 #include "trident/core/error.h"
 #include "trident/core/rng.h"
 #include "trident/data/shuffle.h"
@@ -30,6 +32,20 @@ std::vector<std::int64_t> micro_batch_sample_ids(std::int64_t consumed_samples, 
   const std::int64_t first = consumed_samples + dp_rank * micro_batch_size;
   for (std::int64_t i = 0; i < micro_batch_size; ++i) ids[static_cast<std::size_t>(i)] = first + i;
   return ids;
+}
+
+std::int64_t trained_labels(const SampleSource& source, std::uint64_t seed, std::int64_t first, std::int64_t count,
+                            std::int64_t masked_input_token) {
+  const std::int64_t t = source.sample_tokens(), s = t - 1;
+  if (masked_input_token < 0) return count * s;
+  EpochOrder order(source.size(), seed);
+  std::vector<std::int32_t> buf(static_cast<std::size_t>(t));
+  std::int64_t trained = 0;
+  for (std::int64_t k = first; k < first + count; ++k) {
+    source.sample(order(k), buf.data());
+    trained += s - std::count(buf.begin(), buf.begin() + s, masked_input_token);
+  }
+  return trained;
 }
 
 DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options)
@@ -68,8 +84,9 @@ Batch DataLoader::make(std::int64_t consumed, EpochOrder& order) const {
   for (std::int64_t r = 0; r < b; ++r) {
     source_->sample(order(batch.sample_ids[static_cast<std::size_t>(r)]), buf.data());
     for (std::int64_t k = 0; k < s; ++k) {
-      tok[r * s + k] = buf[static_cast<std::size_t>(k)];
-      lab[r * s + k] = buf[static_cast<std::size_t>(k + 1)];
+      const std::int32_t input = buf[static_cast<std::size_t>(k)];
+      tok[r * s + k] = input;
+      lab[r * s + k] = input == options_.masked_input_token ? kIgnoreLabel : buf[static_cast<std::size_t>(k + 1)];
     }
   }
   return batch;

@@ -13,6 +13,13 @@
 // takes its contiguous slice [d * micro_batch_size, (d + 1) * micro_batch_size).
 // The union over ranks is the same samples whatever dp_size is, and resuming
 // at consumed_samples = N continues exactly where the stream was after N.
+//
+// Loss masking (Megatron's --eod-mask-loss): with masked_input_token set to the
+// end-of-document id, a position whose input token is that id gets the ignore
+// label (-100), so no position learns to predict a document's first token from
+// the previous document's end. trained_labels() counts the labels that remain
+// in any run of the stream, so every rank can divide a step's loss sum by the
+// same global count before any backward pass.
 #pragma once
 
 #include <condition_variable>
@@ -55,11 +62,19 @@ struct LoaderOptions {
   std::int64_t consumed_samples = 0;  // resume position (global samples, all ranks)
   std::uint64_t seed = 1234;          // for the permutations of epochs >= 1
   int prefetch = 4;                   // micro-batches prepared ahead (0: none, synchronous)
+  std::int64_t masked_input_token = -1;  // >= 0: labels after this input token are ignored (see above)
 };
+
+inline constexpr std::int64_t kIgnoreLabel = -100;  // the loss's ignore_index
+
+// The labels that are not ignored in global samples [first, first + count) of the stream of `source`
+// (epochs ordered with `seed`), masked as LoaderOptions::masked_input_token says (−1: none).
+std::int64_t trained_labels(const SampleSource& source, std::uint64_t seed, std::int64_t first, std::int64_t count,
+                            std::int64_t masked_input_token);
 
 struct Batch {
   Tensor tokens;  // i64 [micro_batch_size, seq_len]: sample[0, seq_len)
-  Tensor labels;  // i64 [micro_batch_size, seq_len]: sample[1, seq_len]
+  Tensor labels;  // i64 [micro_batch_size, seq_len]: sample[1, seq_len], or kIgnoreLabel where masked
   std::vector<std::int64_t> sample_ids;  // the global sample indices in it
   std::int64_t consumed_samples = 0;     // global samples consumed after this batch
 };

@@ -40,6 +40,7 @@ struct DataConfig {
   std::vector<std::string> valid_paths;  // separate validation datasets, blended by tokens (then split's valid share is unused)
   std::string cache_dir;             // sample-index cache (default: beside the data)
   std::int64_t prefetch = 4;         // batches prepared ahead by the loader thread
+  bool eod_mask_loss = false;        // no loss where the input token is the tokenizer's end-of-document
 };
 
 struct TrainConfig {

@@ -111,20 +111,20 @@ void ModelRunner::all_reduce_tied_embeddings() {
   }
 }
 
-double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const ContextOf& context) {
+double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const ContextOf& context,
+                             double normalizer) {
   autograd::NoGradGuard no_grad;
   if (par_.pipelined()) {
     const auto list =
         pl::build_forward_only(pl::ScheduleOptions{par_.pp_size, static_cast<int>(batches), par_.chunks}, par_.pp_rank);
-    const double total = pipeline_pass(list, batches, next, context, 0, 1.0);
-    return total / static_cast<double>(batches) / par_.dp_size;
+    return pipeline_pass(list, batches, next, context, normalizer, 1.0);
   }
   double total = 0;
   for (std::int64_t i = 0; i < batches; ++i) {
     data::Batch b = next();
-    total += chunks_.front()->loss(b.tokens, b.labels, context(i)).data().item();
+    total += chunks_.front()->loss(b.tokens, b.labels, context(i), normalizer).data().item();
   }
-  return par_.dp->all_reduce_scalar(total / static_cast<double>(batches), dist::ReduceOp::avg);
+  return par_.dp->all_reduce_scalar(total, dist::ReduceOp::sum);
 }
 
 double ModelRunner::grad_sum_of_squares() {

@@ -56,9 +56,10 @@ class ModelRunner {
   // data-parallel ranks, the same on every rank.
   double train_step(std::int64_t micro_batches, const NextBatch& next, const ContextOf& context, double normalizer,
                     double loss_scale);
-  // Mean loss of `batches` micro-batches per data-parallel rank, averaged over
-  // data parallelism (no grad); the same on every rank.
-  double evaluate(std::int64_t batches, const NextBatch& next, const ContextOf& context);
+  // Loss of `batches` micro-batches per data-parallel rank (no grad): the sum of
+  // every label's loss over all of them, divided by `normalizer` (the labels
+  // they train, over all ranks); the same on every rank.
+  double evaluate(std::int64_t batches, const NextBatch& next, const ContextOf& context, double normalizer);
 
   // The squared norm of the whole model's gradient: tensor-parallel shards
   // summed over TP, replicated parameters counted once, stages summed over PP

@@ -246,6 +246,20 @@ TrainSummary train(const TrainOptions& options) {
   lo.consumed_samples = state.consumed_samples;
   lo.seed = static_cast<std::uint64_t>(config.train.seed);
   lo.prefetch = static_cast<int>(config.data.prefetch);
+  if (config.data.eod_mask_loss) {
+    const auto eod = data.tokenizer.eod_id();
+    TRIDENT_CHECK(eod.has_value(),
+                  "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none "
+                  "(<|endoftext|>, <|end_of_text|>, </s> or <eos>)",
+                  config.data.tokenizer);
+    lo.masked_input_token = *eod;
+  }
+  // The labels a run of global samples trains: the divisor of their summed losses (the token mean over
+  // the global batch, whatever the layout), at least 1.
+  const auto labels_in = [&](const data::SampleSource& source, std::int64_t first, std::int64_t count) {
+    return static_cast<double>(std::max<std::int64_t>(
+        data::trained_labels(source, lo.seed, first, count, lo.masked_input_token), 1));
+  };
   // Middle pipeline stages need no data (they receive hidden states).
   auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
   BatchMover on_device(device);
@@ -254,19 +268,23 @@ TrainSummary train(const TrainOptions& options) {
   nn::ParameterGatherer* gatherer = par.zero_stage == 3 ? par.zero.get() : nullptr;
 
   // eval_steps global batches of the validation stream: the same samples under every layout.
+  const std::int64_t eval_steps = std::max<std::int64_t>(config.train.eval_steps, 1);
+  double eval_labels = 0;  // the labels one evaluation trains on (the same samples every time)
   auto evaluate = [&](std::int64_t step) -> double {
     data::LoaderOptions vo = lo;
     vo.consumed_samples = 0;
     vo.prefetch = 0;
     auto vloader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.valid, vo) : nullptr;
+    if (vloader && eval_labels == 0) eval_labels = labels_in(*data.valid, 0, eval_steps * global_batch);
     const double v = runner.evaluate(
-        std::max<std::int64_t>(config.train.eval_steps, 1) * accum, [&] { return on_device(vloader->next()); },
+        eval_steps * accum, [&] { return on_device(vloader->next()); },
         [&](std::int64_t) {
           nn::ForwardContext ctx;
           ctx.compute_dtype = cdt;
           ctx.gatherer = gatherer;
           return ctx;
-        });
+        },
+        eval_labels);
     log.log_eval(step, v);
     return v;
   };
@@ -295,6 +313,9 @@ TrainSummary train(const TrainOptions& options) {
       par.optimizer->zero_grad();
     }
     const double loss_scale = fp16 ? scaler.scale() : 1.0;
+    const double step_labels =
+        loader && lo.masked_input_token >= 0 ? labels_in(*data.train, state.consumed_samples, global_batch)
+                                             : tokens_per_step;
     const double step_loss = runner.train_step(
         accum, [&] { return on_device(loader->next()); },
         [&](std::int64_t m) {
@@ -308,7 +329,7 @@ TrainSummary train(const TrainOptions& options) {
           ctx.gatherer = gatherer;
           return ctx;
         },
-        tokens_per_step, loss_scale);
+        step_labels, loss_scale);
     const double sumsq = runner.grad_sum_of_squares();
     const bool overflow = !std::isfinite(sumsq);
     const double grad_norm = std::sqrt(sumsq) / loss_scale;
