@@ -94,12 +94,39 @@ TEST(Tokenizer, MergesByRankLeftmostFirst) {
 
 TEST(Tokenizer, AddedTokenIdsFollowHuggingFace) {
   // Hugging Face ignores a stored id that disagrees with its assignment rule:
-  // a token outside the model vocabulary gets the next id after the largest so far.
+  // a token outside the model vocabulary gets the next id counting up from the
+  // vocabulary's size (257 here: 256 bytes and <|endoftext|>, which has id 1000),
+  // not from the largest id; an empty token is ignored (tokenizers 0.23.3).
   auto j = nlohmann::json::parse(byte_level_json({}));
+  j["added_tokens"].push_back({{"id", 5000}, {"content", ""}, {"special", false}});
   j["added_tokens"].push_back({{"id", 5000}, {"content", "<x>"}, {"special", false}});
+  j["added_tokens"].push_back({{"id", 5001}, {"content", "<y>"}, {"special", false}});
   auto tok = Tokenizer::from_json(j.dump());
-  EXPECT_EQ(tok.token_to_id("<x>"), 1001);
-  EXPECT_EQ(tok.encode("a<x>"), (std::vector<std::int32_t>{'a', 1001}));
+  EXPECT_EQ(tok.token_to_id("<x>"), 257);
+  EXPECT_EQ(tok.token_to_id("<y>"), 258);
+  EXPECT_EQ(tok.encode("a<x>"), (std::vector<std::int32_t>{'a', 257}));
+  EXPECT_EQ(tok.parts().added.tokens().size(), 3u);
+}
+
+TEST(Tokenizer, RepeatedAddedTokenTakesTheLastEntrysFlags) {
+  // tokenizers 0.23.3 keeps one token per id, replaced by each later entry:
+  // "<x>" listed with lstrip/rstrip and then without strips nothing.
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["added_tokens"].push_back(
+      {{"id", 1001}, {"content", "<x>"}, {"lstrip", true}, {"rstrip", true}, {"special", true}});
+  j["added_tokens"].push_back({{"id", 1001}, {"content", "<x>"}, {"special", false}});
+  auto tok = Tokenizer::from_json(j.dump());
+  const std::int32_t x = *tok.token_to_id("<x>");
+  EXPECT_EQ(x, 257);
+  EXPECT_EQ(tok.encode("a <x> b"), (std::vector<std::int32_t>{'a', 0x20, x, 0x20, 'b'}));
+  EXPECT_EQ(tok.vocab_size(), 1001);  // one id for both entries
+  // ... but its set of special contents only grows: still skipped as special.
+  EXPECT_TRUE(tok.is_special(x));
+  EXPECT_EQ(tok.decode(std::vector<std::int32_t>{'a', x}, true), "a");
+  // The other order: the strips apply.
+  std::swap(j["added_tokens"][1], j["added_tokens"][2]);
+  tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("a <x> b"), (std::vector<std::int32_t>{'a', x, 'b'}));
 }
 
 TEST(Tokenizer, RejectedSingleWordMatchIsNotRescanned) {
@@ -111,8 +138,9 @@ TEST(Tokenizer, RejectedSingleWordMatchIsNotRescanned) {
   j["added_tokens"].push_back({{"id", 1001}, {"content", "ab"}, {"single_word", true}, {"special", true}});
   j["added_tokens"].push_back({{"id", 1002}, {"content", "b c"}, {"special", true}});
   auto tok = Tokenizer::from_json(j.dump());
+  const std::int32_t t1 = 257;  // the id Hugging Face assigns (after the 257 vocabulary tokens)
   EXPECT_EQ(tok.encode("xab c"), (std::vector<std::int32_t>{'x', 'a', 'b', 0x20, 'c'}));
-  EXPECT_EQ(tok.encode("ab c"), (std::vector<std::int32_t>{1001, 0x20, 'c'}));
+  EXPECT_EQ(tok.encode("ab c"), (std::vector<std::int32_t>{t1, 0x20, 'c'}));
 }
 
 TEST(Tokenizer, SearchResumesAtMatchEndNotAfterRstrip) {
@@ -124,19 +152,20 @@ TEST(Tokenizer, SearchResumesAtMatchEndNotAfterRstrip) {
   j["added_tokens"].push_back({{"id", 1001}, {"content", "<a>"}, {"rstrip", true}, {"special", true}});
   j["added_tokens"].push_back({{"id", 1002}, {"content", " <b>"}, {"special", true}});
   auto tok = Tokenizer::from_json(j.dump());
-  EXPECT_EQ(tok.encode("<a> <b>"), (std::vector<std::int32_t>{1001, 1002}));
-  EXPECT_EQ(tok.encode("<a>  <b>"), (std::vector<std::int32_t>{1001, 1002}));
+  const std::int32_t t1 = 257, t2 = 258;
+  EXPECT_EQ(tok.encode("<a> <b>"), (std::vector<std::int32_t>{t1, t2}));
+  EXPECT_EQ(tok.encode("<a>  <b>"), (std::vector<std::int32_t>{t1, t2}));
   j["added_tokens"][2]["content"] = " ";
   tok = Tokenizer::from_json(j.dump());
-  EXPECT_EQ(tok.encode("<a>   z"), (std::vector<std::int32_t>{1001, 1002, 1002, 1002, 'z'}));
-  EXPECT_EQ(tok.encode("x <a>"), (std::vector<std::int32_t>{'x', 1002, 1001}));
+  EXPECT_EQ(tok.encode("<a>   z"), (std::vector<std::int32_t>{t1, t2, t2, t2, 'z'}));
+  EXPECT_EQ(tok.encode("x <a>"), (std::vector<std::int32_t>{'x', t2, t1}));
   // An lstrip token inside the absorbed white space becomes empty and is dropped.
   j["added_tokens"][2]["lstrip"] = true;
   tok = Tokenizer::from_json(j.dump());
-  EXPECT_EQ(tok.encode("<a> z"), (std::vector<std::int32_t>{1001, 'z'}));
+  EXPECT_EQ(tok.encode("<a> z"), (std::vector<std::int32_t>{t1, 'z'}));
   j["added_tokens"][2]["rstrip"] = true;
   tok = Tokenizer::from_json(j.dump());
-  EXPECT_EQ(tok.encode("1   a"), (std::vector<std::int32_t>{'1', 1002, 'a'}));
+  EXPECT_EQ(tok.encode("1   a"), (std::vector<std::int32_t>{'1', t2, 'a'}));
 }
 
 TEST(Tokenizer, ContractionsAndSpaces) {

@@ -2,6 +2,8 @@
 // Every error names the source, the JSON path and what was expected.
 #include <nlohmann/json.hpp>
 
+#include <unordered_map>
+
 #include "trident/core/error.h"
 #include "trident/data/tokenizer.h"
 
@@ -141,14 +143,18 @@ BpeModel parse_model(const Node& m) {
 }
 
 // Hugging Face does not trust the ids stored with added tokens: a token in the
-// model vocabulary gets its id there, any other the next free id after the
-// model vocabulary (AddedVocabulary::add_tokens). Loading does the same, so a
-// hand-edited file encodes exactly as Hugging Face encodes it.
+// model vocabulary gets its id there, any other the next free id counting up
+// from the size of the model vocabulary (AddedVocabulary::add_tokens), and an
+// empty token is ignored. Loading does the same, so a hand-edited file encodes
+// exactly as Hugging Face encodes it. A content listed twice keeps one id and
+// the last entry's flags (Hugging Face keeps one token per id, replaced by each
+// later entry), but stays special once any entry said so (its set of special
+// contents only grows).
 std::vector<AddedToken> parse_added_tokens(const Node& n, const BpeModel& model) {
   std::vector<AddedToken> out;
   if (n.is_null()) return out;
-  const auto model_size = static_cast<std::int32_t>(model.vocab().size());
-  std::int32_t max_added = -1;
+  std::unordered_map<std::string, std::size_t> index;  // content -> position in out
+  auto next_id = static_cast<std::int32_t>(model.vocab().size());
   const auto& arr = n.array();
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const Node t = n[i];
@@ -160,14 +166,20 @@ std::vector<AddedToken> parse_added_tokens(const Node& n, const BpeModel& model)
     a.rstrip = t.opt("rstrip").boolean(false);
     a.special = t.opt("special").boolean(false);
     a.normalized = t.opt("normalized").boolean(!a.special);
-    std::optional<std::int32_t> id;
-    for (const auto& prev : out) {
-      if (prev.content == a.content) id = prev.id;
+    if (a.content.empty()) continue;
+    if (auto it = index.find(a.content); it != index.end()) {
+      AddedToken& prev = out[it->second];
+      a.id = prev.id;
+      a.special = a.special || prev.special;
+      prev = std::move(a);
+      continue;
     }
-    if (!id) id = model.token_to_id(a.content);
-    if (!id) id = max_added < 0 ? model_size : (max_added >= model_size ? max_added + 1 : model_size);
-    a.id = *id;
-    max_added = std::max(max_added, a.id);
+    if (auto id = model.token_to_id(a.content)) {
+      a.id = *id;
+    } else {
+      a.id = next_id++;
+    }
+    index.emplace(a.content, out.size());
     out.push_back(std::move(a));
   }
   return out;
