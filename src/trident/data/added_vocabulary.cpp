@@ -41,7 +41,14 @@ bool is_unicode_whitespace(char32_t c) noexcept {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalizer* normalizer)
+    : tokens_(std::move(tokens)) {
+  patterns_.reserve(tokens_.size());
+  for (const auto& t : tokens_) {
+    patterns_.push_back(t.content);
+    if (t.normalized && normalizer != nullptr) normalizer->normalize(t.content, patterns_.back());
+    has_normalized_ = has_normalized_ || (t.normalized && !patterns_.back().empty());
+  }
   build_pass(raw_, false);
   build_pass(normalized_, true);
 }
@@ -49,17 +56,16 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::
 void AddedVocabulary::build_pass(Pass& pass, bool normalized) const {
   pass.by_first_byte.assign(256, {});
   for (std::size_t i = 0; i < tokens_.size(); ++i) {
-    const auto& t = tokens_[i];
-    if (t.content.empty() || t.normalized != normalized) continue;
-    const auto b = static_cast<unsigned char>(t.content[0]);
+    const auto& p = patterns_[i];
+    if (p.empty() || tokens_[i].normalized != normalized) continue;
+    const auto b = static_cast<unsigned char>(p[0]);
     pass.by_first_byte[b].push_back(static_cast<std::int32_t>(i));
     pass.any[b] = true;
   }
   for (auto& v : pass.by_first_byte) {
     // Longest first; equal lengths keep the declaration order.
-    std::stable_sort(v.begin(), v.end(), [&](std::int32_t a, std::int32_t b) {
-      return tokens_[a].content.size() > tokens_[b].content.size();
-    });
+    std::stable_sort(v.begin(), v.end(),
+                     [&](std::int32_t a, std::int32_t b) { return patterns_[a].size() > patterns_[b].size(); });
   }
 }
 
@@ -74,10 +80,12 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
       continue;
     }
     const AddedToken* found = nullptr;
+    std::size_t length = 0;
     for (std::int32_t i : pass.by_first_byte[b]) {
-      const auto& c = tokens_[i].content;
+      const auto& c = patterns_[i];
       if (c.size() <= end - pos && std::memcmp(text.data() + pos, c.data(), c.size()) == 0) {
         found = &tokens_[i];
+        length = c.size();
         break;
       }
     }
@@ -85,7 +93,7 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
       ++pos;
       continue;
     }
-    std::size_t m_begin = pos, m_end = pos + found->content.size();
+    std::size_t m_begin = pos, m_end = pos + length;
     // Hugging Face's matcher resumes right after the match itself, even when
     // rstrip absorbs white space beyond it: a later match may start inside
     // that white space (overlapping the previous segment), as it does there.
@@ -120,6 +128,16 @@ void AddedVocabulary::split_pass(const Pass& pass, std::string_view text, std::s
     pos = resume;
   }
   if (start_offset < end) out.push_back({start_offset, end, -1});
+}
+
+void AddedVocabulary::split_raw(std::string_view text, std::vector<Segment>& out) const {
+  out.clear();
+  if (!text.empty()) split_pass(raw_, text, 0, text.size(), out);
+}
+
+void AddedVocabulary::split_normalized(std::string_view text, std::vector<Segment>& out) const {
+  out.clear();
+  if (!text.empty()) split_pass(normalized_, text, 0, text.size(), out);
 }
 
 void AddedVocabulary::split(std::string_view text, std::vector<Segment>& out) const {

@@ -4,8 +4,8 @@
 //
 // Matching is leftmost-longest. Tokens with normalized=false are extracted in
 // a first pass over the raw text, tokens with normalized=true in a second pass
-// over what remains (trident supports no normalizer, so both passes see the
-// same bytes; the order still decides which token wins an overlap). lstrip /
+// over each remaining span after the normalizer ran on it (matching the
+// normalized form of their content, as Hugging Face does). lstrip /
 // rstrip absorb adjacent Unicode whitespace into the match; single_word
 // rejects matches next to a word character (the search resumes after a
 // rejected match, as Hugging Face's non-overlapping matcher does).
@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "trident/data/normalizer.h"
 
 namespace trident::data {
 
@@ -39,16 +41,23 @@ struct Segment {
 class AddedVocabulary {
  public:
   AddedVocabulary() = default;
-  explicit AddedVocabulary(std::vector<AddedToken> tokens);
+  // `normalizer` (may be null) gives the patterns of normalized tokens.
+  explicit AddedVocabulary(std::vector<AddedToken> tokens, const Normalizer* normalizer = nullptr);
 
   const std::vector<AddedToken>& tokens() const noexcept { return tokens_; }
   bool empty() const noexcept { return tokens_.empty(); }
+  bool has_normalized() const noexcept { return has_normalized_; }
 
   // Replaces `out` with the segments of `text`, in order, covering all of it
   // except whitespace absorbed by lstrip/rstrip. As in Hugging Face, a token
   // may start inside white space the previous token's rstrip absorbed; its
   // segment then overlaps the previous one.
+  // Both passes with no normalizer in between.
   void split(std::string_view text, std::vector<Segment>& out) const;
+  // The first pass alone (tokens with normalized=false) over the raw text.
+  void split_raw(std::string_view text, std::vector<Segment>& out) const;
+  // The second pass alone (normalized=true) over one normalized span.
+  void split_normalized(std::string_view text, std::vector<Segment>& out) const;
 
  private:
   struct Pass {
@@ -60,6 +69,8 @@ class AddedVocabulary {
                   std::vector<Segment>& out) const;
 
   std::vector<AddedToken> tokens_;
+  std::vector<std::string> patterns_;  // what each token matches
+  bool has_normalized_ = false;
   Pass raw_;
   Pass normalized_;
 };

@@ -141,9 +141,9 @@ PreTokenizer PreTokenizer::gpt2(bool add_prefix_space) {
 }
 
 void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
-  TRIDENT_CHECK(!add_prefix_space || steps_.empty(),
+  TRIDENT_CHECK(!add_prefix_space || empty(),
                 "ByteLevel pre-tokenizer with add_prefix_space=true is supported only as the first step");
-  if (steps_.empty()) add_prefix_space_ = add_prefix_space;
+  if (empty()) add_prefix_space_ = add_prefix_space;
   byte_level_ = true;
   if (use_regex) {
     static const auto gpt2 = compile(kGpt2Pattern);
@@ -157,6 +157,42 @@ void PreTokenizer::add_split(std::string_view regex_pattern, SplitBehavior behav
   TRIDENT_CHECK(!byte_level_,
                 "a Split pre-tokenizer after ByteLevel is not supported (it would see byte-level characters)");
   steps_.push_back({compile(regex_pattern), behavior, invert});
+}
+
+void PreTokenizer::add_metaspace(char32_t replacement, PrependScheme scheme, bool split) {
+  TRIDENT_CHECK(empty(), "a Metaspace pre-tokenizer is supported only as the first step");
+  metaspace_ = true;
+  prepend_scheme_ = scheme;
+  replacement_.clear();
+  append_utf8(replacement_, replacement);
+  if (split) {
+    steps_.push_back({compile(fmt::format("\\x{{{:x}}}", static_cast<std::uint32_t>(replacement))),
+                      SplitBehavior::merged_with_next, false});
+  }
+}
+
+std::string_view PreTokenizer::prepare(std::string_view text, bool at_start, std::string& buf) const {
+  if (metaspace_) {
+    buf.clear();
+    const bool prepend =
+        (prepend_scheme_ == PrependScheme::always || (prepend_scheme_ == PrependScheme::first && at_start)) &&
+        !text.starts_with(replacement_) && !text.starts_with(' ');
+    if (prepend) buf = replacement_;
+    for (char c : text) {
+      if (c == ' ') {
+        buf += replacement_;
+      } else {
+        buf.push_back(c);
+      }
+    }
+    return buf;
+  }
+  if (add_prefix_space_ && !text.empty() && text.front() != ' ') {
+    buf.assign(1, ' ');
+    buf.append(text);
+    return buf;
+  }
+  return text;
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<Piece>& out, Scratch& scratch) const {

@@ -6,6 +6,11 @@
 //    pattern; in any case marks the pieces for byte-level mapping.
 //  - Split {pattern: {Regex|String}, behavior: Isolated|Removed|Contiguous|
 //    MergedWithPrevious|MergedWithNext, invert}.
+//  - Metaspace {replacement, prepend_scheme: always|first|never, split}, as
+//    the first step only: spaces become the replacement character, which is
+//    also put in front of a span that does not start with it (always; first:
+//    only the span at the start of the input), and with split the span is cut
+//    in front of each replacement character (Split MergedWithNext).
 // add_prefix_space is honoured only on a ByteLevel step that comes first (as in
 // every published byte-level tokenizer); the Tokenizer applies it to the text.
 // ByteLevel must be the last step: Hugging Face runs later steps on the
@@ -30,6 +35,8 @@ namespace trident::data {
 inline constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+enum class PrependScheme { always, first, never };
+
 enum class SplitBehavior { isolated, removed, contiguous, merged_with_previous, merged_with_next };
 
 struct Piece {
@@ -45,9 +52,21 @@ class PreTokenizer {
 
   void add_byte_level(bool add_prefix_space, bool use_regex);
   void add_split(std::string_view regex_pattern, SplitBehavior behavior, bool invert);
+  // Only as the first step.
+  void add_metaspace(char32_t replacement, PrependScheme scheme, bool split);
 
+  bool empty() const noexcept { return steps_.empty() && !byte_level_ && !metaspace_; }
   bool byte_level() const noexcept { return byte_level_; }
   bool add_prefix_space() const noexcept { return add_prefix_space_; }
+  bool metaspace() const noexcept { return metaspace_; }
+  PrependScheme prepend_scheme() const noexcept { return prepend_scheme_; }
+
+  // The text split() should cut for one span between added tokens: with
+  // Metaspace, spaces replaced and the replacement prepended as its scheme
+  // says (`at_start`: the span begins the input, for "first"); with ByteLevel's
+  // add_prefix_space, a space prepended unless there is one. Returns `text`
+  // itself or a view of `buf`.
+  std::string_view prepare(std::string_view text, bool at_start, std::string& buf) const;
 
   class Scratch {
    public:
@@ -68,6 +87,9 @@ class PreTokenizer {
   std::vector<Step> steps_;
   bool byte_level_ = false;
   bool add_prefix_space_ = false;
+  bool metaspace_ = false;
+  PrependScheme prepend_scheme_ = PrependScheme::always;
+  std::string replacement_;  // Metaspace's, UTF-8
 };
 
 }  // namespace trident::data

@@ -82,7 +82,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::filesystem::path& vocab_json, co
     parts.added = AddedVocabulary({t});
   }
   parts.pre_tokenizer = PreTokenizer::gpt2(false);
-  parts.decoder = DecoderKind::byte_level;
+  parts.decoder.add_byte_level();
   return Tokenizer(std::move(parts));
 }
 
@@ -111,36 +111,23 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, bool add_spec
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special_tokens) const {
   const TokenizerParts& p = parts();
-  std::string out;
-  std::string joined;  // tokens joined by ' ' when there is no decoder
-  bool first = true;
+  std::vector<std::string_view> tokens;
+  tokens.reserve(ids.size());
   for (std::int32_t id : ids) {
-    TRIDENT_CHECK(id >= 0 && id < vocab_size_, "cannot decode id {}: the vocabulary has ids 0..{}", id, vocab_size_ - 1);
-    const std::string* token = nullptr;
+    TRIDENT_CHECK(id >= 0 && id < vocab_size_, "cannot decode id {}: the vocabulary has ids 0..{}", id,
+                  vocab_size_ - 1);
     const std::int32_t added = (*added_by_id_)[id];
     if (added >= 0) {
       const AddedToken& t = p.added.tokens()[added];
       if (skip_special_tokens && t.special) continue;
-      token = &t.content;
+      tokens.push_back(t.content);
     } else {
-      token = p.model.id_to_token(id);
+      const std::string* token = p.model.id_to_token(id);
       TRIDENT_CHECK(token != nullptr, "cannot decode id {}: no token has this id", id);
+      tokens.push_back(*token);
     }
-    if (p.decoder == DecoderKind::byte_level) {
-      // Hugging Face's ByteLevel decoder: a token made only of byte-level
-      // characters becomes those bytes; any other token stays as its text.
-      if (auto bytes = byte_level_to_bytes(*token)) {
-        out += *bytes;
-      } else {
-        out += *token;
-      }
-    } else {
-      if (!first) out += ' ';
-      out += *token;
-    }
-    first = false;
   }
-  return out;
+  return p.decoder.decode(tokens);
 }
 
 std::int32_t Tokenizer::vocab_size() const {
@@ -194,35 +181,51 @@ std::vector<std::int32_t> Encoder::encode(std::string_view text, bool add_specia
 void Encoder::encode(std::string_view text, std::vector<std::int32_t>& out, bool add_special_tokens) {
   if (add_special_tokens) out.insert(out.end(), parts_->prefix_ids.begin(), parts_->prefix_ids.end());
   if (parts_->added.empty()) {
-    encode_span(text, out);
+    encode_plain(text, true, out);
   } else {
-    parts_->added.split(text, segments_);
+    parts_->added.split_raw(text, segments_);
     for (const Segment& s : segments_) {
       if (s.token_id >= 0) {
         out.push_back(s.token_id);
       } else {
-        encode_span(text.substr(s.begin, s.end - s.begin), out);
+        encode_plain(text.substr(s.begin, s.end - s.begin), s.begin == 0, out);
       }
     }
   }
   if (add_special_tokens) out.insert(out.end(), parts_->suffix_ids.begin(), parts_->suffix_ids.end());
 }
 
-void Encoder::encode_span(std::string_view text, std::vector<std::int32_t>& out) {
+void Encoder::encode_plain(std::string_view text, bool at_start, std::vector<std::int32_t>& out) {
+  if (text.empty()) return;
+  if (!parts_->normalizer.empty()) {
+    // Hugging Face normalizes each span on its own (Prepend applies to each).
+    parts_->normalizer.normalize(text, normalized_);
+    text = normalized_;
+  }
+  if (!parts_->added.has_normalized()) {
+    encode_span(text, at_start, out);
+    return;
+  }
+  parts_->added.split_normalized(text, normalized_segments_);
+  for (const Segment& s : normalized_segments_) {
+    if (s.token_id >= 0) {
+      out.push_back(s.token_id);
+    } else {
+      encode_span(text.substr(s.begin, s.end - s.begin), at_start && s.begin == 0, out);
+    }
+  }
+}
+
+void Encoder::encode_span(std::string_view text, bool at_start, std::vector<std::int32_t>& out) {
   if (text.empty()) return;
   const PreTokenizer& pre = parts_->pre_tokenizer;
-  if (pre.add_prefix_space() && text.front() != ' ') {
-    prefixed_.assign(1, ' ');
-    prefixed_.append(text);
-    text = prefixed_;
-  }
+  text = pre.prepare(text, at_start, prepared_);
   pre.split(text, pieces_, scratch_);
   const bool byte_level = pre.byte_level();
   for (const Piece& p : pieces_) {
     const std::string_view piece = text.substr(p.begin, p.end - p.begin);
     if (auto it = cache_.find(piece); it != cache_.end()) {
-      out.insert(out.end(), arena_.begin() + it->second.offset,
-                 arena_.begin() + it->second.offset + it->second.length);
+      out.insert(out.end(), arena_.begin() + it->second.offset, arena_.begin() + it->second.offset + it->second.length);
       continue;
     }
     const std::size_t start = out.size();

@@ -1,21 +1,29 @@
-// Tokenizer: byte-level BPE that encodes and decodes exactly as Hugging Face
-// `tokenizers` does for the same tokenizer.json.
+// Tokenizer: BPE that encodes and decodes exactly as Hugging Face
+// `tokenizers` does for the same tokenizer.json, in both families:
+//  - byte-level BPE (GPT-2, Llama 3): pre-tokenizer ByteLevel / Split /
+//    Sequence, decoder ByteLevel;
+//  - SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, CodeLlama):
+//    byte_fallback and fuse_unk, the normalizer Sequence[Prepend("▁"),
+//    Replace(" ", "▁")] or a Metaspace pre-tokenizer, decoders Replace /
+//    ByteFallback / Fuse / Strip / Metaspace;
+// with added and special tokens and the post-processors ByteLevel /
+// TemplateProcessing / Roberta / Bert / Sequence; or from GPT-2's vocab.json +
+// merges.txt. Anything else in the file that would change the ids or the
+// decoded text (another normalizer, BPE dropout, ...) is rejected with an
+// error naming its JSON path, never silently ignored. truncation and padding
+// are ignored: trident never truncates or pads.
 //
-// Loaded from a Hugging Face tokenizer.json (model BPE; pre-tokenizer
-// ByteLevel / Split / Sequence; added and special tokens; decoder ByteLevel;
-// post-processor ByteLevel / TemplateProcessing / Roberta / Bert / Sequence)
-// or from GPT-2's vocab.json + merges.txt. Anything else in the file that would
-// change the ids (a normalizer, BPE dropout, a Metaspace pre-tokenizer, ...)
-// is rejected with an error naming its JSON path, never silently ignored.
-// truncation and padding are ignored: trident never truncates or pads.
-//
-// Encoding pipeline (Hugging Face's): cut out added tokens -> per remaining
-// span, prefix a space if add_prefix_space -> pre-tokenize -> BPE per piece
-// -> post-processor template (when add_special_tokens).
+// Encoding pipeline (Hugging Face's): cut out added tokens with
+// normalized=false -> per remaining span, normalize, cut out added tokens with
+// normalized=true -> per remaining span, Metaspace's replacement and prefix or
+// ByteLevel's prefix space -> pre-tokenize -> BPE per piece -> post-processor
+// template (when add_special_tokens).
 //
 // Input text may be any bytes: invalid UTF-8 is encoded byte-level (see
 // pre_tokenizer.h), and decode(encode(x)) == x for every byte string x when
-// the tokenizer is byte-level and adds no special tokens.
+// the tokenizer is byte-level and adds no special tokens. (SentencePiece-style
+// tokenizers cover invalid bytes with byte fallback; their decoder, like
+// Hugging Face's, turns invalid UTF-8 into U+FFFD.)
 //
 // A Tokenizer is an immutable, cheaply copyable handle; share it between
 // threads freely. Encoding goes through an Encoder, a per-thread session that
@@ -33,18 +41,19 @@
 
 #include "trident/data/added_vocabulary.h"
 #include "trident/data/bpe_model.h"
+#include "trident/data/decoder.h"
+#include "trident/data/normalizer.h"
 #include "trident/data/pre_tokenizer.h"
 
 namespace trident::data {
 
-enum class DecoderKind { none, byte_level };
-
 // Everything a tokenizer is made of; what the loaders produce.
 struct TokenizerParts {
   BpeModel model;
-  AddedVocabulary added;
+  AddedVocabulary added;  // normalized tokens' patterns made with `normalizer`
+  Normalizer normalizer;
   PreTokenizer pre_tokenizer;
-  DecoderKind decoder = DecoderKind::none;
+  Decoder decoder;
   // Post-processing of a single sequence: ids before and after it.
   std::vector<std::int32_t> prefix_ids;
   std::vector<std::int32_t> suffix_ids;
@@ -69,8 +78,9 @@ class Tokenizer {
 
   // Convenience: encodes with a fresh Encoder (no cache across calls).
   std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
-  // The bytes the ids stand for (Hugging Face's decode before its lossy
-  // UTF-8 conversion); unknown ids throw. Special tokens decode to their text
+  // The text the ids stand for, through the decoder: for byte-level
+  // tokenizers the bytes (Hugging Face's decode before its lossy UTF-8
+  // conversion); unknown ids throw. Special tokens decode to their text
   // unless skip_special_tokens.
   std::string decode(std::span<const std::int32_t> ids, bool skip_special_tokens = false) const;
 
@@ -106,7 +116,10 @@ class Encoder {
   const Tokenizer& tokenizer() const noexcept { return tokenizer_; }
 
  private:
-  void encode_span(std::string_view text, std::vector<std::int32_t>& out);
+  // A span between added tokens with normalized=false; `at_start`: it begins the input.
+  void encode_plain(std::string_view text, bool at_start, std::vector<std::int32_t>& out);
+  // A span between added tokens, normalized.
+  void encode_span(std::string_view text, bool at_start, std::vector<std::int32_t>& out);
 
   struct CacheEntry {
     std::uint32_t offset;
@@ -118,9 +131,11 @@ class Encoder {
   std::unordered_map<std::string, CacheEntry, StringHash, std::equal_to<>> cache_;
   std::vector<std::int32_t> arena_;
   std::vector<Segment> segments_;
+  std::vector<Segment> normalized_segments_;
   std::vector<Piece> pieces_;
   PreTokenizer::Scratch scratch_;
-  std::string prefixed_;
+  std::string normalized_;
+  std::string prepared_;
 };
 
 }  // namespace trident::data

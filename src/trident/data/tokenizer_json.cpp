@@ -1,10 +1,10 @@
 // Tokenizer::from_json: reads a Hugging Face tokenizer.json into TokenizerParts.
 // Every error names the source, the JSON path and what was expected.
 #include <nlohmann/json.hpp>
-
 #include <unordered_map>
 
 #include "trident/core/error.h"
+#include "trident/data/byte_level.h"
 #include "trident/data/tokenizer.h"
 
 namespace trident::data {
@@ -72,6 +72,24 @@ class Node {
     return v_->get<std::int32_t>();
   }
   std::string type() const { return at("type").string(); }
+  // A string of exactly one character.
+  char32_t character() const {
+    const std::string s = string();
+    char32_t c = 0;
+    if (s.empty() || decode_utf8(s, 0, c) != s.size()) fail("a string of one character");
+    return c;
+  }
+  std::size_t count() const {
+    if (!v_->is_number_unsigned() || v_->get<std::uint64_t>() > (1u << 30)) fail("a non-negative integer");
+    return v_->get<std::size_t>();
+  }
+  // A Replace step's {"String": ...} pattern (non-empty).
+  std::string string_pattern() const {
+    if (!opt("Regex").is_null()) at("Regex").unsupported("a Regex pattern in Replace (only String)");
+    std::string p = at("String").string();
+    if (p.empty()) at("String").unsupported("an empty Replace pattern");
+    return p;
+  }
 
  private:
   const json* v_;
@@ -185,15 +203,42 @@ std::vector<AddedToken> parse_added_tokens(const Node& n, const BpeModel& model)
   return out;
 }
 
-void check_normalizer(const Node& n) {
+void parse_normalizer(const Node& n, Normalizer& norm) {
   if (n.is_null()) return;
   const std::string type = n.type();
   if (type == "Sequence") {
     const Node list = n.at("normalizers");
-    for (std::size_t i = 0; i < list.array().size(); ++i) check_normalizer(list[i]);
-    return;
+    for (std::size_t i = 0; i < list.array().size(); ++i) parse_normalizer(list[i], norm);
+  } else if (type == "Prepend") {
+    norm.add_prepend(n.at("prepend").string());
+  } else if (type == "Replace") {
+    norm.add_replace(n.at("pattern").string_pattern(), n.at("content").string());
+  } else {
+    n.at("type").unsupported(fmt::format("normalizer \"{}\"", type));
   }
-  n.at("type").unsupported(fmt::format("normalizer \"{}\"", type));
+}
+
+// Metaspace's prepend_scheme, or its older add_prefix_space, read as Hugging Face does.
+PrependScheme parse_prepend_scheme(const Node& n) {
+  PrependScheme scheme = PrependScheme::always;  // Hugging Face's default
+  if (const Node p = n.opt("prepend_scheme"); !p.is_null()) {
+    const std::string s = p.string();
+    if (s == "always") {
+      scheme = PrependScheme::always;
+    } else if (s == "first") {
+      scheme = PrependScheme::first;
+    } else if (s == "never") {
+      scheme = PrependScheme::never;
+    } else {
+      p.fail("one of \"always\", \"first\", \"never\"");
+    }
+  }
+  if (const Node a = n.opt("add_prefix_space"); !a.boolean(true)) {
+    // Hugging Face refuses this too ("add_prefix_space does not match declared prepend_scheme").
+    if (scheme != PrependScheme::never) a.fail("true, or false with prepend_scheme \"never\"");
+    scheme = PrependScheme::never;
+  }
+  return scheme;
 }
 
 SplitBehavior parse_behavior(const Node& n) {
@@ -238,21 +283,40 @@ void parse_pre_tokenizer(const Node& n, PreTokenizer& pre) {
     } catch (const Error& e) {
       TRIDENT_FAIL("{}: {}", pattern.path(), e.message());
     }
+  } else if (type == "Metaspace") {
+    if (!pre.empty()) n.at("type").unsupported("a Metaspace pre-tokenizer that is not the first step");
+    pre.add_metaspace(n.at("replacement").character(), parse_prepend_scheme(n), n.opt("split").boolean(true));
   } else {
     n.at("type").unsupported(fmt::format("pre-tokenizer \"{}\"", type));
   }
 }
 
-DecoderKind parse_decoder(const Node& n) {
-  if (n.is_null()) return DecoderKind::none;
+void parse_decoder(const Node& n, Decoder& d) {
+  if (n.is_null()) return;
   const std::string type = n.type();
-  if (type == "ByteLevel") return DecoderKind::byte_level;
   if (type == "Sequence") {
     const Node list = n.at("decoders");
-    if (list.array().size() == 1) return parse_decoder(list[0]);
-    if (list.array().empty()) return DecoderKind::none;
+    for (std::size_t i = 0; i < list.array().size(); ++i) parse_decoder(list[i], d);
+    return;
   }
-  n.at("type").unsupported(fmt::format("decoder \"{}\"", type));
+  // trident's ByteLevel decoder yields raw bytes, which later steps would see differently.
+  if (type == "ByteLevel" && !d.empty()) n.at("type").unsupported("a ByteLevel decoder after other decoders");
+  if (type != "ByteLevel" && d.byte_level()) n.at("type").unsupported("a decoder after ByteLevel");
+  if (type == "ByteLevel") {
+    d.add_byte_level();
+  } else if (type == "Replace") {
+    d.add_replace(n.at("pattern").string_pattern(), n.at("content").string());
+  } else if (type == "ByteFallback") {
+    d.add_byte_fallback();
+  } else if (type == "Fuse") {
+    d.add_fuse();
+  } else if (type == "Strip") {
+    d.add_strip(n.at("content").character(), n.at("start").count(), n.at("stop").count());
+  } else if (type == "Metaspace") {
+    d.add_metaspace(n.at("replacement").character(), parse_prepend_scheme(n) != PrependScheme::never);
+  } else {
+    n.at("type").unsupported(fmt::format("decoder \"{}\"", type));
+  }
 }
 
 // The ids a post-processor puts around a single sequence.
@@ -313,10 +377,16 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
   if (!j.is_object()) root.fail("a tokenizer.json object");
   TokenizerParts parts;
   parts.model = parse_model(root.at("model"));
-  parts.added = AddedVocabulary(parse_added_tokens(root.opt("added_tokens"), parts.model));
-  check_normalizer(root.opt("normalizer"));
+  parse_normalizer(root.opt("normalizer"), parts.normalizer);
+  parts.added = AddedVocabulary(parse_added_tokens(root.opt("added_tokens"), parts.model), &parts.normalizer);
   parse_pre_tokenizer(root.opt("pre_tokenizer"), parts.pre_tokenizer);
-  parts.decoder = parse_decoder(root.opt("decoder"));
+  if (!parts.normalizer.empty() && parts.pre_tokenizer.metaspace() &&
+      parts.pre_tokenizer.prepend_scheme() == PrependScheme::first) {
+    // "first" asks whether a span starts at offset 0 of the original text,
+    // which a normalizer's edits make ambiguous; no published tokenizer has both.
+    root.at("pre_tokenizer").unsupported("a Metaspace pre-tokenizer with prepend_scheme \"first\" after a normalizer");
+  }
+  parse_decoder(root.opt("decoder"), parts.decoder);
   parse_post_processor(root.opt("post_processor"), parts);
   const std::int32_t bound = [&] {
     std::int32_t b = parts.model.id_bound();
@@ -324,10 +394,12 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
     return b;
   }();
   for (std::int32_t id : parts.prefix_ids) {
-    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source, id, bound);
+    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source,
+                  id, bound);
   }
   for (std::int32_t id : parts.suffix_ids) {
-    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source, id, bound);
+    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source,
+                  id, bound);
   }
   return Tokenizer(std::move(parts));
 }
