@@ -8,11 +8,19 @@
    Llama-3-style Split + ByteLevel with a BOS template and ignore_merges,
    added tokens with lstrip/rstrip/single_word, legacy "a b" merges, GPT-2
    vocab.json + merges.txt); trident loads each and encodes/decodes identically.
+3. SentencePiece-style BPE (Llama 2 family): Hugging Face trains a vocabulary
+   with <0xNN> byte tokens, and trident loads it in the legacy form
+   (Prepend + Replace normalizer; Replace/ByteFallback/Fuse/Strip decoder) and
+   the newer one (Metaspace pre-tokenizer with each prepend_scheme, split on and
+   off), with and without byte fallback and fuse_unk; ids and decoded text must
+   match on the corpus, on many short random Unicode texts encoded one by one,
+   and on random id sequences (invalid UTF-8 from byte tokens included).
 
 usage: tokenizer_interop.py TRIDENT_BINARY
 """
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -194,6 +202,126 @@ if trident_decode(trident, trident_json, ids) != blob:
     failures.append("decode(encode(random bytes)) is not byte-exact")
 else:
     print(f"ok   byte-exact round trip of {len(blob)} arbitrary bytes")
+
+
+# ---- 3. SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, CodeLlama)
+SPM_SPECIALS = ["<unk>", "<s>", "</s>"]
+spm_tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+spm_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+# The byte tokens come right after the specials (ids 3..258), as in Llama 2; limit_alphabet
+# leaves rare characters out of the vocabulary so that byte fallback has work to do.
+spm_tok.train(hf_train_files, trainers.BpeTrainer(
+    vocab_size=1500, special_tokens=SPM_SPECIALS + [f"<0x{b:02X}>" for b in range(256)], limit_alphabet=120,
+    show_progress=False))
+spm_base = json.loads(spm_tok.to_str())
+spm_base["added_tokens"] = [t for t in spm_base["added_tokens"] if t["content"] in SPM_SPECIALS]
+assert spm_base["model"]["vocab"]["<0x41>"] == 3 + 0x41
+
+
+def replace(pattern, content):
+    return {"type": "Replace", "pattern": {"String": pattern}, "content": content}
+
+
+LEGACY_NORMALIZER = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                         replace(" ", "\u2581")]}
+LLAMA_DECODER = {"type": "Sequence", "decoders": [replace("\u2581", " "), {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                  {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+BOS_TEMPLATE = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                         {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+
+
+def metaspace(kind, scheme, split):
+    return {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split}
+
+
+def random_texts(seed, n):
+    """Short texts of random Unicode: words, runs of spaces and newlines at
+    either end, accents, CJK, emoji, the special tokens glued to words, "▁",
+    text that looks like a byte token, and code points from the whole range."""
+    rnd = random.Random(seed)
+    pieces = ["hello", "the", "LORD", "world", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "\u3000",
+              "\u00e9", "na\u00efve", "\u4e2d\u6587", "\u6d4b\u8bd5\u3002", "\U0001F600", "\U0001F44D\U0001F3FD",
+              "<s>", "</s>", "<unk>", "\u2581", "\u2581\u2581x", "<0x41>", "123", "3.14", "don't", "\u0000"]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rnd.randint(0, 10)):
+            r = rnd.random()
+            if r < 0.2:
+                c = rnd.choice([rnd.randint(0x20, 0x7E), rnd.randint(0xA0, 0x2FFF), rnd.randint(0x3000, 0xD7FF),
+                                rnd.randint(0xE000, 0x10FFFF)])
+                parts.append(chr(c))
+            else:
+                parts.append(rnd.choice(pieces))
+        out.append("".join(parts))
+    return out
+
+
+spm_texts = random_texts(11, 150)
+spm_ids = sorted(set(spm_base["model"]["vocab"].values()))
+
+
+def spm_check(name, normalizer, pre, decoder, byte_fallback=True, fuse_unk=True, extra_tokens=()):
+    j = json.loads(json.dumps(spm_base))
+    j["normalizer"], j["pre_tokenizer"], j["decoder"], j["post_processor"] = normalizer, pre, decoder, BOS_TEMPLATE
+    j["model"]["byte_fallback"], j["model"]["fuse_unk"] = byte_fallback, fuse_unk
+    j["added_tokens"] += list(extra_tokens)
+    path = os.path.join(tmp, "spm_" + "".join(c if c.isalnum() else "_" for c in name) + ".json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    hf_tok = Tokenizer.from_file(path)
+    compare(f"spm {name}: corpus", path, hf_tok, small_path, small)
+    bad = []
+    text_path = os.path.join(tmp, "spm_text.txt")
+    for i, text in enumerate(spm_texts):
+        write_text(text_path, text)
+        special = i % 4 != 3
+        want = hf_tok.encode(text, add_special_tokens=special).ids
+        got = trident_encode(trident, path, text_path, special)
+        if want != got:
+            bad.append(f"encode {text!r}: hf {want} trident {got}")
+            continue
+        hf_text = hf_tok.decode(want, skip_special_tokens=i % 2 == 0)
+        cmd = [trident, "tokenizer", "decode", "--tokenizer", path] + (["--skip-special-tokens"] if i % 2 == 0 else [])
+        tr_text = run(cmd, stdin=" ".join(map(str, want)).encode()).decode("utf-8", errors="replace")
+        if hf_text != tr_text:
+            bad.append(f"decode {want}: hf {hf_text!r} trident {tr_text!r}")
+    # Random id sequences, heavy in byte tokens: runs of invalid UTF-8 included.
+    rnd = random.Random(len(name))
+    for _ in range(60):
+        ids = [rnd.choice([rnd.randint(3, 258), rnd.randint(0xC0 + 3, 0xF7 + 3), rnd.choice(spm_ids)])
+               for _ in range(rnd.randint(0, 16))]
+        hf_text = hf_tok.decode(ids, skip_special_tokens=False)
+        tr_text = trident_decode(trident, path, ids).decode("utf-8", errors="strict")
+        if hf_text != tr_text:
+            bad.append(f"decode {ids}: hf {hf_text!r} trident {tr_text!r}")
+    if bad:
+        failures.append(f"spm {name}: {len(bad)} of {len(spm_texts) + 60} differ, e.g. " + "; ".join(bad[:3]))
+    else:
+        print(f"ok   spm {name}: {len(spm_texts)} random texts encoded and decoded identically, "
+              f"60 random id sequences decoded identically")
+
+
+spm_check("legacy (Llama 2)", LEGACY_NORMALIZER, None, LLAMA_DECODER)
+spm_check("legacy, unk without byte fallback", LEGACY_NORMALIZER, None, LLAMA_DECODER, byte_fallback=False)
+spm_check("legacy, unk without byte fallback or fuse_unk", LEGACY_NORMALIZER, None, LLAMA_DECODER,
+          byte_fallback=False, fuse_unk=False)
+spm_check("legacy, normalized added token", LEGACY_NORMALIZER, None, LLAMA_DECODER, extra_tokens=[
+    {"id": 5000, "content": "hello world", "single_word": False, "lstrip": False, "rstrip": False, "normalized": True,
+     "special": False},
+    {"id": 5001, "content": "<tag>", "single_word": False, "lstrip": True, "rstrip": False, "normalized": False,
+     "special": True}])
+spm_check("Metaspace first, no split (transformers' Llama conversion)", None, metaspace("pre", "first", False),
+          LLAMA_DECODER)
+spm_check("Metaspace first, split, Metaspace decoder", None, metaspace("pre", "first", True),
+          {"type": "Sequence", "decoders": [metaspace("dec", "first", True), {"type": "ByteFallback"},
+                                            {"type": "Fuse"}]})
+spm_check("Metaspace always, split", None, metaspace("pre", "always", True), metaspace("dec", "always", True))
+spm_check("Metaspace never, no split, no fuse_unk", None, metaspace("pre", "never", False),
+          metaspace("dec", "never", False), fuse_unk=False)
 
 for f in failures:
     print("FAIL", f)

@@ -1,6 +1,6 @@
 // Normalization: the text edits Hugging Face's normalizers make before
 // pre-tokenization. trident supports the two that SentencePiece-style BPE
-// tokenizers (Llama 2, Mistral, TinyLlama, CodeLlama, Gemma) use:
+// tokenizers (Llama 2, Mistral, TinyLlama, CodeLlama) use:
 //  - Prepend {prepend}: puts `prepend` in front of non-empty text;
 //  - Replace {pattern: {String}, content}: replaces every occurrence of the
 //    string, left to right, non-overlapping;
