@@ -2,7 +2,8 @@
 //
 // Loads a checkpoint (a step directory, or the newest checkpoint that verifies
 // under a run or checkpoint root), encodes the prompt, and streams generated
-// text to stdout as the tokens come, using a KV cache.
+// text to stdout as the tokens come (data::DecodeStream: each piece once its
+// characters are complete), using a KV cache.
 //
 // Under `trident launch -n T` (mpirun) the model is tensor-parallel over the T
 // ranks: each loads only its shard from the checkpoint, every rank runs the
@@ -98,6 +99,7 @@ void generate(const GenerateOptions& o) {
     std::fflush(stdout);
   };
   emit(o.prompt);
+  data::DecodeStream stream(tokenizer, prompt_ids);
   const auto eod = o.ignore_eos ? std::nullopt : tokenizer.eod_id();
   Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
   std::int64_t position = 0;
@@ -117,10 +119,10 @@ void generate(const GenerateOptions& o) {
     const std::int64_t next = models::sample_next(row, history, so, static_cast<std::uint64_t>(position));
     if (eod && next == *eod) break;
     history.push_back(next);
-    const std::int32_t id = static_cast<std::int32_t>(next);
-    emit(tokenizer.decode(std::span<const std::int32_t>(&id, 1)));
+    emit(stream.step(static_cast<std::int32_t>(next)));
     input = Tensor::from_vector(std::vector<std::int64_t>{next}, {1, 1});
   }
+  emit(stream.finish());
   emit("\n");
   if (out_of_context && printer) {
     fmt::print(stderr, "(stopped after {} new tokens: the model's context is {} tokens)\n",

@@ -142,6 +142,37 @@ TEST(SpmTokenizer, LegacyDecoderRoundTrips) {
   EXPECT_EQ(tok.decode(Ids{3 + 0xE4, 3 + 0xB8, 3 + 0xAD}), "中");
 }
 
+// Streaming (trident generate): each id's text appears once it is final, and the pieces join into the
+// text of the whole sequence after the prompt's. Decoding each id alone would drop every leading space
+// (Strip removes a first token's) and turn the bytes of 中 into U+FFFDs.
+TEST(SpmTokenizer, DecodeStreamJoinsIntoTheWholeText) {
+  const auto tok = Tokenizer::from_json(spm_json().dump());
+  const Ids all = tok.encode("hello world héllo 中 world", false);
+  const Ids prompt(all.begin(), all.begin() + 1);
+  DecodeStream stream(tok, prompt);
+  std::vector<std::string> pieces;
+  std::string joined, one_by_one;
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    pieces.push_back(stream.step(all[i]));
+    joined += pieces.back();
+    one_by_one += tok.decode(Ids{all[i]});
+  }
+  joined += stream.finish();
+  EXPECT_EQ(tok.decode(prompt) + joined, tok.decode(all));
+  EXPECT_EQ(joined, " world héllo 中 world");
+  EXPECT_NE(one_by_one, joined);
+  // The bytes of 中 (the ids after "▁") show nothing until the last completes the character.
+  const auto han = std::find(all.begin(), all.end(), 3 + 0xE4) - all.begin();
+  EXPECT_EQ(pieces[static_cast<std::size_t>(han) - 1], "");
+  EXPECT_EQ(pieces[static_cast<std::size_t>(han)], "");
+  EXPECT_EQ(pieces[static_cast<std::size_t>(han) + 1], "中");
+  // A character never completed is shown by finish(), as the decoder gives it.
+  DecodeStream cut(tok, {});
+  EXPECT_EQ(cut.step(274), "hello");
+  EXPECT_EQ(cut.step(3 + 0xE4), "");
+  EXPECT_EQ(cut.finish(), "\uFFFD");
+}
+
 TEST(SpmTokenizer, MetaspacePrependSchemes) {
   auto tok = Tokenizer::from_json(metaspace_json("first", false).dump());
   EXPECT_EQ(tok.encode("hello world"), (Ids{1, 274, 279}));

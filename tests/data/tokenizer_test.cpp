@@ -190,6 +190,20 @@ TEST(Tokenizer, AnyBytesRoundTrip) {
   EXPECT_EQ(ids, (std::vector<std::int32_t>{*tok.token_to_id("ab"), 0xff, *tok.token_to_id("ab")}));
 }
 
+// Byte-level tokens may hold part of a character: the stream shows it once its bytes are all there.
+TEST(Tokenizer, DecodeStreamWaitsForWholeCharacters) {
+  auto tok = Tokenizer::from_json(byte_level_json({}));
+  const auto ids = tok.encode("a\xC3\xA9\xE2\x82\xAC!");  // a é € !
+  ASSERT_EQ(ids.size(), 7u);
+  DecodeStream stream(tok, {});
+  std::vector<std::string> pieces;
+  for (std::int32_t id : ids) pieces.push_back(stream.step(id));
+  EXPECT_EQ(pieces, (std::vector<std::string>{"a", "", "\xC3\xA9", "", "", "\xE2\x82\xAC", "!"}));
+  EXPECT_EQ(stream.finish(), "");
+  EXPECT_EQ(stream.step(0xF0), "");
+  EXPECT_EQ(stream.finish(), "\xF0");  // never completed: shown as it is at the end
+}
+
 TEST(Tokenizer, PrefixSpace) {
   auto tok = Tokenizer::from_json(byte_level_json({{"\xC4\xA0", "a"}}, true));
   EXPECT_EQ(tok.encode("a"), (std::vector<std::int32_t>{*tok.token_to_id("\xC4\xA0" "a")}));

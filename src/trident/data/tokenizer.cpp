@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
@@ -161,6 +162,47 @@ std::optional<std::int32_t> Tokenizer::eod_id() const {
     if (auto id = token_to_id(name)) return id;
   }
   return std::nullopt;
+}
+
+// ---------------------------------------------------------------- DecodeStream
+
+namespace {
+
+// Whether `text` ends in the middle of a UTF-8 sequence, or in U+FFFD (which a
+// ByteFallback decoder gives for the bytes of a character not yet complete).
+bool ends_unfinished(std::string_view text) {
+  if (text.ends_with("\xEF\xBF\xBD")) return true;
+  for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const auto c = static_cast<unsigned char>(text[text.size() - back]);
+    if ((c & 0xC0) != 0x80) {  // the last lead byte: does its sequence reach the end?
+      const std::size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      return length > back;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+DecodeStream::DecodeStream(Tokenizer tokenizer, std::vector<std::int32_t> context)
+    : tokenizer_(std::move(tokenizer)), ids_(std::move(context)), shown_(tokenizer_.decode(ids_)) {}
+
+std::string DecodeStream::step(std::int32_t id) {
+  ids_.push_back(id);
+  return advance(false);
+}
+
+std::string DecodeStream::finish() { return advance(true); }
+
+std::string DecodeStream::advance(bool final) {
+  std::string text = tokenizer_.decode(ids_);
+  if (!final && ends_unfinished(text)) return {};
+  // Normally the new text extends what was shown; where a decoder rewrote earlier text, only the part
+  // after the common prefix can still be shown.
+  const auto diverge = std::mismatch(shown_.begin(), shown_.end(), text.begin(), text.end());
+  std::string added(diverge.second, text.end());
+  shown_ = std::move(text);
+  return added;
 }
 
 // ---------------------------------------------------------------- Encoder

@@ -102,6 +102,31 @@ class Tokenizer {
   std::int32_t vocab_size_ = 0;
 };
 
+// Streaming detokenization (as Hugging Face tokenizers' DecodeStream): ids
+// arrive one at a time, and step() returns the text each adds once it is
+// final. Decoding each id alone is wrong for most decoders: a SentencePiece
+// Strip or Metaspace decoder drops the leading space of a first token, and
+// ByteFallback or byte-level tokens may hold part of a character. So each step
+// decodes the context and every id so far and returns what extends the text
+// returned before; text that ends in an incomplete UTF-8 sequence or U+FFFD
+// waits for the next id (finish() returns whatever is still held). Each step
+// costs a decode of the whole sequence, small next to a model's forward pass.
+class DecodeStream {
+ public:
+  // `context`: ids already shown (a prompt), whose text step() never returns.
+  DecodeStream(Tokenizer tokenizer, std::vector<std::int32_t> context);
+
+  std::string step(std::int32_t id);
+  std::string finish();
+
+ private:
+  std::string advance(bool final);
+
+  Tokenizer tokenizer_;
+  std::vector<std::int32_t> ids_;
+  std::string shown_;  // the decoded text returned so far (the context's included)
+};
+
 // A per-thread encoding session with a cache of piece -> ids. Not thread-safe;
 // create one per thread from the same Tokenizer.
 class Encoder {
