@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "trident/core/error.h"
 #include "trident/data/tokenizer.h"
 
@@ -14,6 +15,7 @@ namespace trident::data {
 namespace {
 
 using Ids = std::vector<std::int32_t>;
+using testing::error_of;
 using json = nlohmann::json;
 
 // <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3..258, then the pieces below from 259.
@@ -89,15 +91,6 @@ json metaspace_json(const std::string& scheme, bool split) {
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", scheme}, {"split", split}};
   j["decoder"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", scheme}, {"split", split}};
   return j;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
 }
 
 TEST(SpmTokenizer, LegacyNormalizerEncodes) {

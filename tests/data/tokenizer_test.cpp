@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "trident/core/error.h"
 #include "trident/data/bpe_trainer.h"
 #include "trident/data/byte_level.h"
@@ -11,6 +12,8 @@
 
 namespace trident::data {
 namespace {
+
+using testing::error_of;
 
 // A byte-level tokenizer.json: the 256 byte characters (ids 0..255) plus
 // the given merges; "<|endoftext|>" is special token 1000 (in the vocabulary).
@@ -32,15 +35,6 @@ std::string byte_level_json(const std::vector<std::pair<std::string, std::string
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}}},
   };
   return j.dump();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
 }
 
 TEST(ByteLevel, Gpt2Table) {
