@@ -497,6 +497,12 @@ TEST(CausalLM, HuggingFaceConfigReadsRopeScaling) {
     }
     std::filesystem::remove(path);
   }
+  // The same keys outside the tables are accepted where they change nothing.
+  nlohmann::json agreeing = {
+      {"rope_scaling", llama31}, {"original_max_position_embeddings", 8192}, {"partial_rotary_factor", 1.0}};
+  const std::string agreeing_path = write_config("llama", agreeing);
+  EXPECT_EQ(read_hf_config(agreeing_path).rope.original_max_position, 8192.0);
+  std::filesystem::remove(agreeing_path);
   const std::string linear = write_config("llama", {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}});
   for (int round_trip = 0; round_trip < 2; ++round_trip) {
     const TransformerSpec s = read_hf_config(linear);
@@ -532,6 +538,16 @@ TEST(CausalLM, HuggingFaceConfigRopeScalingErrors) {
       {{{"rope_parameters", {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}}}},
        "rope_parameters.partial_rotary_factor"},
       {{{"rope_scaling", "llama3"}}, "key 'rope_scaling' must be an object"},
+      // Keys transformers reads outside the tables: a top-level partial rotary factor (transformers 4's
+      // place for it) and a top-level original context (which transformers 5 prefers to the table's).
+      {{{"partial_rotary_factor", 0.5}}, "partial_rotary_factor 0.5 is not supported"},
+      {{{"rope_scaling", llama31}, {"original_max_position_embeddings", 4096}},
+       "original_max_position_embeddings 4096 and rope_scaling.original_max_position_embeddings 8192 disagree"},
+      // A table that says "default" contradicts one that scales, and the two tables' bases must agree.
+      {{{"rope_scaling", {{"rope_type", "default"}}}, {"rope_parameters", llama31}}, "different RoPE scalings"},
+      {{{"rope_scaling", llama31}, {"rope_parameters", {{"rope_type", "default"}}}}, "different RoPE scalings"},
+      {{{"rope_scaling", {{"rope_theta", 10000.0}}}, {"rope_parameters", {{"rope_theta", 500000.0}}}},
+       "rope_scaling.rope_theta 10000 and rope_parameters.rope_theta 500000 disagree"},
   };
   for (const auto& [extra, expected] : bad) {
     const std::string path = write_config("llama", extra);

@@ -60,24 +60,33 @@ double rope_number(const json& r, const std::string& table, const char* key, con
 RopeFrequencies read_rope(const json& j, const std::string& path) {
   RopeFrequencies rope;
   rope.theta = get_or<double>(j, "rope_theta", 10000.0, path);
+  // transformers 4 reads a partial rotary factor at the top level, and transformers 5 moves it from there
+  // into rope_parameters: either way it rotates only part of each head.
+  TRIDENT_CHECK(
+      !j.contains("partial_rotary_factor") || j["partial_rotary_factor"].is_null() || j["partial_rotary_factor"] == 1.0,
+      "'{}': partial_rotary_factor {} is not supported (trident rotates the whole head)", path,
+      j.contains("partial_rotary_factor") ? j["partial_rotary_factor"].dump() : "");
   std::string scaled_by;  // the table that set a scaling
+  std::string theta_from = j.contains("rope_theta") && !j["rope_theta"].is_null() ? "rope_theta" : "";
   for (const std::string table : {"rope_scaling", "rope_parameters"}) {
     if (!j.contains(table) || j[table].is_null()) continue;
     const json& r = j[table];
     TRIDENT_CHECK(r.is_object(), "'{}': key '{}' must be an object, got {}", path, table, r.dump());
     if (r.contains("rope_theta") && !r["rope_theta"].is_null()) {
       const double theta = rope_number(r, table, "rope_theta", path);
-      TRIDENT_CHECK(!j.contains("rope_theta") || j["rope_theta"].is_null() || theta == rope.theta,
-                    "'{}': rope_theta {} and {}.rope_theta {} disagree", path, rope.theta, table, theta);
+      TRIDENT_CHECK(theta_from.empty() || theta == rope.theta, "'{}': {} {} and {}.rope_theta {} disagree", path,
+                    theta_from, rope.theta, table, theta);
       rope.theta = theta;
+      theta_from = table + ".rope_theta";
     }
     const std::string type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "default", path), path);
     TRIDENT_CHECK(!r.contains("partial_rotary_factor") || r["partial_rotary_factor"] == 1.0,
                   "'{}': {}.partial_rotary_factor {} is not supported (trident rotates the whole head)", path, table,
                   r.contains("partial_rotary_factor") ? r["partial_rotary_factor"].dump() : "");
-    RopeFrequencies scaled = rope;
+    RopeFrequencies scaled{rope.theta};  // unscaled unless the table says otherwise
     if (type == "default") {
-      continue;
+      // Nothing to build, but a table that says so contradicts one that scales (transformers lets
+      // rope_scaling replace rope_parameters, so the two would be read differently).
     } else if (type == "linear") {
       scaled.scaling = RopeScaling::linear;
       scaled.factor = rope_number(r, table, "factor", path);
@@ -87,6 +96,14 @@ RopeFrequencies read_rope(const json& j, const std::string& path) {
       scaled.low_freq_factor = rope_number(r, table, "low_freq_factor", path);
       scaled.high_freq_factor = rope_number(r, table, "high_freq_factor", path);
       scaled.original_max_position = rope_number(r, table, "original_max_position_embeddings", path);
+      // transformers 5 prefers a top-level original_max_position_embeddings to the table's (Phi-3 keeps it
+      // there); transformers 4 reads the table's. Where both are given they must agree.
+      TRIDENT_CHECK(
+          !j.contains("original_max_position_embeddings") || j["original_max_position_embeddings"].is_null() ||
+              j["original_max_position_embeddings"] == scaled.original_max_position,
+          "'{}': original_max_position_embeddings {} and {}.original_max_position_embeddings {} disagree", path,
+          j.contains("original_max_position_embeddings") ? j["original_max_position_embeddings"].dump() : "", table,
+          scaled.original_max_position);
       TRIDENT_CHECK(scaled.low_freq_factor > 0 && scaled.high_freq_factor > scaled.low_freq_factor &&
                         scaled.original_max_position >= 1 && scaled.original_max_position < 1e15 &&
                         std::floor(scaled.original_max_position) == scaled.original_max_position,
