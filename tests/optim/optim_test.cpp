@@ -191,8 +191,15 @@ TEST(Schedule, InverseSquareRoot) {
   EXPECT_DOUBLE_EQ(learning_rate(o, 16), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate(o, 64), 0.5);
   EXPECT_DOUBLE_EQ(learning_rate(o, 256), 0.25);
-  EXPECT_DOUBLE_EQ(learning_rate(o, 1600), 0.1);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000), std::max(0.1, 4.0 / std::sqrt(1000.0)));
   EXPECT_DOUBLE_EQ(learning_rate(o, 1000000), 0.1);
+  // Megatron's OptimizerParamScheduler: min_lr after decay_steps, however high √warmup / √step still is.
+  o.min_lr = 0.01;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000), 4.0 / std::sqrt(1000.0));
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1001), 0.01);
+  o.min_lr = 0.1;
+  o.decay_steps = 100000;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1600), 0.1);  // the floor
   EXPECT_EQ(parse_decay("inverse_sqrt"), Decay::inverse_sqrt);
 }
 

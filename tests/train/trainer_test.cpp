@@ -339,6 +339,12 @@ TEST_F(Trainer, WarmupStableDecaySchedule) {
       error_of({"schedule.decay=\"wsd\"", "train.steps=10", "schedule.warmup_steps=4", "schedule.wsd_decay_steps=7"})
           .find("schedule.wsd_decay_steps=7 must be in [1, 6]"),
       std::string::npos);
+  // A warmup that fills the decay span is named as such, not as an empty range of wsd_decay_steps.
+  EXPECT_NE(
+      error_of({"schedule.decay=\"wsd\"", "train.steps=10", "schedule.warmup_steps=10", "schedule.wsd_decay_steps=2"})
+          .find("schedule.warmup_steps=10 is not less than the 10 decay steps (schedule.decay_steps=0, so "
+                "train.steps)"),
+      std::string::npos);
   EXPECT_NE(error_of({"schedule.wsd_decay_style=\"step\""}).find("schedule.wsd_decay_style: unknown style 'step'"),
             std::string::npos);
   EXPECT_NE(error_of({"schedule.decay=\"wsd\""}).find("schedule.wsd_decay_steps"), std::string::npos);

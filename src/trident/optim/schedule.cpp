@@ -42,6 +42,8 @@ double learning_rate(const ScheduleOptions& o, std::int64_t step) {
   }
   if (o.decay == Decay::constant) return o.peak_lr;
   if (o.decay == Decay::inverse_sqrt) {
+    // As Megatron's: past decay_steps (train.steps unless set) every decaying style is at min_lr.
+    if (s > total) return o.min_lr;
     const double warmup = static_cast<double>(std::max<std::int64_t>(o.warmup_steps, 1));
     return std::max(o.min_lr, o.peak_lr * std::sqrt(warmup / std::max(s, 1.0)));
   }

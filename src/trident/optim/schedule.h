@@ -7,7 +7,8 @@
 //                   wsd_style, with r the fraction of those steps done:
 //                   linear 1 − r, cosine (1 + cos πr)/2, exponential
 //                   2·0.5^r − 1, minus_sqrt 1 − √r (the factor on peak − min_lr);
-//   inverse_sqrt    peak · √warmup / √step, never below min_lr;
+//   inverse_sqrt    peak · √warmup / √step, never below min_lr, and min_lr
+//                   after decay_steps (as every decay above);
 // or one-cycle (warm up to the peak over the first 30 % of the steps, then
 // anneal with a cosine to min_lr).
 #pragma once

@@ -284,12 +284,16 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(c.optim.lr > 0, "optim.lr must be positive, got {}", c.optim.lr);
   const optim::ScheduleOptions schedule = detail::schedule_options(c);
   if (schedule.decay == optim::Decay::wsd) {
-    TRIDENT_CHECK(c.schedule.wsd_decay_steps > 0 &&
-                      c.schedule.wsd_decay_steps <= schedule.decay_steps - c.schedule.warmup_steps,
-                  "schedule.wsd_decay_steps={} must be in [1, {}] with schedule.decay = \"wsd\" (the decay steps "
-                  "after schedule.warmup_steps={})",
-                  c.schedule.wsd_decay_steps, schedule.decay_steps - c.schedule.warmup_steps,
-                  c.schedule.warmup_steps);
+    TRIDENT_CHECK(schedule.decay_steps > c.schedule.warmup_steps,
+                  "schedule.decay = \"wsd\" needs steps after the warmup: schedule.warmup_steps={} is not less than "
+                  "the {} decay steps ({})",
+                  c.schedule.warmup_steps, schedule.decay_steps,
+                  c.schedule.decay_steps > 0 ? "schedule.decay_steps" : "schedule.decay_steps=0, so train.steps");
+    TRIDENT_CHECK(
+        c.schedule.wsd_decay_steps > 0 && c.schedule.wsd_decay_steps <= schedule.decay_steps - c.schedule.warmup_steps,
+        "schedule.wsd_decay_steps={} must be in [1, {}] with schedule.decay = \"wsd\" (the decay steps "
+        "after schedule.warmup_steps={})",
+        c.schedule.wsd_decay_steps, schedule.decay_steps - c.schedule.warmup_steps, c.schedule.warmup_steps);
   }
   TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
   TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),
