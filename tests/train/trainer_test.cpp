@@ -109,6 +109,24 @@ TEST_F(Trainer, ResumeContinuesBitIdentically) {
   EXPECT_EQ(final_params(resumed), final_params(full));
 }
 
+// With data.eod_mask_loss a step's divisor is counted from the data source at the resumed position, so a
+// resumed run still follows the uninterrupted one exactly (accumulation 4: micro-batches of unequal counts).
+TEST_F(Trainer, ResumeWithEodMaskLossContinuesBitIdentically) {
+  const std::vector<std::string> common = {
+      "train.steps=6",         "train.micro_batch_size=2", "train.global_batch_size=8", "data.eod_mask_loss=true",
+      "checkpoint.interval=3", "train.eval_interval=3",    "model.dropout=0.1"};
+  const TrainSummary full = train(options("eod-straight", common));
+  ASSERT_EQ(full.losses.size(), 6u);
+  auto resumed_opts = options("eod-resumed", common);
+  resumed_opts.overrides.push_back("checkpoint.resume=" + (dir_ / "eod-straight/checkpoints/step_00000003").string());
+  const TrainSummary resumed = train(resumed_opts);
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], full.losses[3 + i]) << "step " << 4 + i;
+  ASSERT_FALSE(resumed.val_losses.empty());
+  EXPECT_EQ(resumed.val_losses.back(), full.val_losses.back());
+  EXPECT_EQ(final_params(resumed), final_params(full));
+}
+
 // checkpoint.resume=auto starts over when there is no checkpoint, but not when
 // every checkpoint fails to verify: starting over would later replace them.
 TEST_F(Trainer, AutoResumeRefusesCheckpointsThatDoNotVerify) {
