@@ -79,13 +79,14 @@ TEST(Loader, MasksTheLabelsAfterAnEndOfDocumentToken) {
   const Batch b = loader.next();
   EXPECT_EQ(b.tokens.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2, 3, 10, 11, 12, 13}));
   EXPECT_EQ(b.labels.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 3, 4, 11, 12, kIgnoreLabel, 14}));
-  EXPECT_EQ(trained_labels(*src, 1234, 0, 2, 12), 7);
-  EXPECT_EQ(trained_labels(*src, 1234, 0, 2, -1), 8);
-  EXPECT_EQ(trained_labels(*src, 1234, 2, 1, 12), 4);  // sample 2 holds no 12
+  EpochOrder order(src->size(), 1234);
+  EXPECT_EQ(trained_labels(*src, order, 0, 2, 12), 7);
+  EXPECT_EQ(trained_labels(*src, order, 0, 2, -1), 8);
+  EXPECT_EQ(trained_labels(*src, order, 2, 1, 12), 4);  // sample 2 holds no 12
   // Sample 14 is in the fifth epoch (a shuffled one): sample 1 is met once in every epoch.
-  EXPECT_EQ(trained_labels(*src, 1234, 0, 15, 12), 15 * 4 - 5);
+  EXPECT_EQ(trained_labels(*src, order, 0, 15, 12), 15 * 4 - 5);
   // The token 14 is the last of sample 1: a label target, never an input.
-  EXPECT_EQ(trained_labels(*src, 1234, 0, 3, 14), 12);
+  EXPECT_EQ(trained_labels(*src, order, 0, 3, 14), 12);
 }
 
 TEST(Loader, DataParallelSlicesUnionToTheSingleRankBatch) {

@@ -34,11 +34,10 @@ std::vector<std::int64_t> micro_batch_sample_ids(std::int64_t consumed_samples, 
   return ids;
 }
 
-std::int64_t trained_labels(const SampleSource& source, std::uint64_t seed, std::int64_t first, std::int64_t count,
+std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
                             std::int64_t masked_input_token) {
   const std::int64_t t = source.sample_tokens(), s = t - 1;
   if (masked_input_token < 0) return count * s;
-  EpochOrder order(source.size(), seed);
   std::vector<std::int32_t> buf(static_cast<std::size_t>(t));
   std::int64_t trained = 0;
   for (std::int64_t k = first; k < first + count; ++k) {

@@ -59,17 +59,18 @@ struct LoaderOptions {
   std::int64_t micro_batch_size = 1;
   int dp_rank = 0;
   int dp_size = 1;
-  std::int64_t consumed_samples = 0;  // resume position (global samples, all ranks)
-  std::uint64_t seed = 1234;          // for the permutations of epochs >= 1
-  int prefetch = 4;                   // micro-batches prepared ahead (0: none, synchronous)
+  std::int64_t consumed_samples = 0;     // resume position (global samples, all ranks)
+  std::uint64_t seed = 1234;             // for the permutations of epochs >= 1
+  int prefetch = 4;                      // micro-batches prepared ahead (0: none, synchronous)
   std::int64_t masked_input_token = -1;  // >= 0: labels after this input token are ignored (see above)
 };
 
 inline constexpr std::int64_t kIgnoreLabel = -100;  // the loss's ignore_index
 
 // The labels that are not ignored in global samples [first, first + count) of the stream of `source`
-// (epochs ordered with `seed`), masked as LoaderOptions::masked_input_token says (−1: none).
-std::int64_t trained_labels(const SampleSource& source, std::uint64_t seed, std::int64_t first, std::int64_t count,
+// (epochs ordered by `order`, made with the loader's seed; keep it between calls, as a later epoch's
+// permutation is built once), masked as LoaderOptions::masked_input_token says (−1: none).
+std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
                             std::int64_t masked_input_token);
 
 struct Batch {

@@ -256,9 +256,10 @@ TrainSummary train(const TrainOptions& options) {
   }
   // The labels a run of global samples trains: the divisor of their summed losses (the token mean over
   // the global batch, whatever the layout), at least 1.
-  const auto labels_in = [&](const data::SampleSource& source, std::int64_t first, std::int64_t count) {
-    return static_cast<double>(std::max<std::int64_t>(
-        data::trained_labels(source, lo.seed, first, count, lo.masked_input_token), 1));
+  const auto labels_in = [&](const data::SampleSource& source, data::EpochOrder& order, std::int64_t first,
+                             std::int64_t count) {
+    return static_cast<double>(
+        std::max<std::int64_t>(data::trained_labels(source, order, first, count, lo.masked_input_token), 1));
   };
   // Middle pipeline stages need no data (they receive hidden states).
   auto loader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.train, lo) : nullptr;
@@ -275,7 +276,10 @@ TrainSummary train(const TrainOptions& options) {
     vo.consumed_samples = 0;
     vo.prefetch = 0;
     auto vloader = runner.reads_data() ? std::make_unique<data::DataLoader>(data.valid, vo) : nullptr;
-    if (vloader && eval_labels == 0) eval_labels = labels_in(*data.valid, 0, eval_steps * global_batch);
+    if (vloader && eval_labels == 0) {
+      data::EpochOrder order(data.valid->size(), lo.seed);
+      eval_labels = labels_in(*data.valid, order, 0, eval_steps * global_batch);
+    }
     const double v = runner.evaluate(
         eval_steps * accum, [&] { return on_device(vloader->next()); },
         [&](std::int64_t) {
@@ -298,6 +302,8 @@ TrainSummary train(const TrainOptions& options) {
   const auto run_start = std::chrono::steady_clock::now();
   const std::int64_t first_step = state.step;
   const double tokens_per_step = static_cast<double>(global_batch * T);
+  // The training stream's order, for counting the labels of each step under data.eod_mask_loss.
+  auto train_order = loader ? std::make_unique<data::EpochOrder>(data.train->size(), lo.seed) : nullptr;
   const double flops_per_token = runner.chunks().front()->flops_per_token(T);
   reset_peak_memory(device);
 
@@ -313,9 +319,9 @@ TrainSummary train(const TrainOptions& options) {
       par.optimizer->zero_grad();
     }
     const double loss_scale = fp16 ? scaler.scale() : 1.0;
+    const bool masked = loader && lo.masked_input_token >= 0;
     const double step_labels =
-        loader && lo.masked_input_token >= 0 ? labels_in(*data.train, state.consumed_samples, global_batch)
-                                             : tokens_per_step;
+        masked ? labels_in(*data.train, *train_order, state.consumed_samples, global_batch) : tokens_per_step;
     const double step_loss = runner.train_step(
         accum, [&] { return on_device(loader->next()); },
         [&](std::int64_t m) {
