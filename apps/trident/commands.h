@@ -7,6 +7,8 @@
 #include <string>
 
 #include "trident/checkpoint/sharded.h"
+#include "trident/data/tokenizer.h"
+#include "trident/models/causal_lm.h"
 
 namespace trident::cli {
 
@@ -23,6 +25,9 @@ void add_train_command(CLI::App& app);
 // trident generate (generate_command.cpp)
 void add_generate_command(CLI::App& app);
 
+// trident eval (eval_command.cpp)
+void add_eval_command(CLI::App& app);
+
 // trident export (export_command.cpp)
 void add_export_command(CLI::App& app);
 
@@ -34,5 +39,17 @@ void add_launch_command(CLI::App& app);
 // `latest` first, warning on stderr about each one skipped. Errors name the
 // option and path.
 std::unique_ptr<checkpoint::CheckpointReader> open_checkpoint(const std::string& path);
+
+// A checkpoint's model (weights loaded, f32) and tokenizer, for generate and eval: on one process, or
+// under `trident launch -n T` tensor-parallel over the T ranks (rank 0 chooses the checkpoint with
+// open_checkpoint, and every rank loads its shard of that one). (inference_model.cpp)
+struct InferenceModel {
+  nn::TensorParallel tp;  // inactive on one process
+  std::string dir;        // the checkpoint directory chosen
+  models::TransformerSpec spec;
+  data::Tokenizer tokenizer;
+  std::unique_ptr<models::CausalLM> model;
+};
+InferenceModel load_inference_model(const std::string& checkpoint);
 
 }  // namespace trident::cli

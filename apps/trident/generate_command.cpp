@@ -13,37 +13,15 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 
 #include "commands.h"
 #include "trident/autograd/autograd.h"
-#include "trident/checkpoint/sharded.h"
 #include "trident/data/tokenizer.h"
-#include "trident/dist/mpi_communicator.h"
 #include "trident/models/causal_lm.h"
-#include "trident/models/hf.h"
 #include "trident/models/sampling.h"
-#include "trident/train/trainer.h"
 
 namespace trident::cli {
-
-namespace fs = std::filesystem;
-
-std::unique_ptr<checkpoint::CheckpointReader> open_checkpoint(const std::string& path) {
-  if (fs::exists(fs::path(path) / "meta.json")) return std::make_unique<checkpoint::CheckpointReader>(path);
-  // A run directory or a checkpoint root: the newest checkpoint that verifies, as a resumed run
-  // would choose it (`latest` first; a damaged one is skipped with a warning, not used).
-  for (const fs::path& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
-    std::vector<std::string> skipped;
-    auto reader = checkpoint::open_latest_valid_checkpoint(root.string(), &skipped);
-    for (const std::string& why : skipped) fmt::print(stderr, "warning: skipping {}\n", why);
-    if (reader) return reader;
-    TRIDENT_CHECK(skipped.empty(), "--checkpoint '{}': no checkpoint under '{}' verifies (see the warnings above)",
-                  path, root.string());
-  }
-  TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run directory with checkpoints", path);
-}
 
 namespace {
 
@@ -61,22 +39,11 @@ struct GenerateOptions {
 };
 
 void generate(const GenerateOptions& o) {
-  nn::TensorParallel tp;
-  if (dist::launched_by_mpi()) tp.group = dist::mpi_world(300.0);
-  const bool printer = tp.rank() == 0;
-  // Rank 0 chooses the checkpoint and every rank loads that one: a rank that
-  // judged on its own after a transient read error could load an older step.
-  std::unique_ptr<checkpoint::CheckpointReader> reader = printer ? open_checkpoint(o.checkpoint) : nullptr;
-  if (tp.active()) {
-    const std::string chosen = tp.group->broadcast_text(printer ? reader->dir() : std::string());
-    if (!reader) reader = std::make_unique<checkpoint::CheckpointReader>(chosen);
-  }
-  const std::string& dir = reader->dir();
-  const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());
-  const data::Tokenizer tokenizer = data::Tokenizer::load(fs::path(dir) / "tokenizer.json");
-  models::CausalLM model(spec, tp.active() ? tp : nn::TensorParallel{});
-  model.initialize(0);
-  train::load_checkpoint_weights(*reader, model);
+  const InferenceModel loaded = load_inference_model(o.checkpoint);
+  const models::TransformerSpec& spec = loaded.spec;
+  const data::Tokenizer& tokenizer = loaded.tokenizer;
+  const models::CausalLM& model = *loaded.model;
+  const bool printer = loaded.tp.rank() == 0;
   std::vector<std::int32_t> prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/false);
   TRIDENT_CHECK(!prompt_ids.empty(), "--prompt encodes to no tokens; give some text");
   std::vector<std::int64_t> history(prompt_ids.begin(), prompt_ids.end());

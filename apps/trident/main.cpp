@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   trident::cli::add_preprocess_command(app);
   trident::cli::add_train_command(app);
   trident::cli::add_generate_command(app);
+  trident::cli::add_eval_command(app);
   trident::cli::add_export_command(app);
   trident::cli::add_launch_command(app);
 

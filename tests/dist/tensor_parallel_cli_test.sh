@@ -2,7 +2,8 @@
 # End to end through the trident command with tensor and sequence parallelism:
 # `trident launch -n 4` trains with tp=2 × dp=2, sequence parallel and ZeRO-1;
 # the checkpoint (tensor-parallel pieces in global coordinates) then generates
-# the same greedy text on one process and tensor-parallel on 2 and 4 ranks.
+# the same greedy text on one process and tensor-parallel on 2 and 4 ranks, and
+# `trident eval` gives the same loss on one process and on 2 ranks.
 # A tensor-parallel size that does not divide the heads is a clear error.
 #   tensor_parallel_cli_test.sh TRIDENT_BINARY
 set -uo pipefail
@@ -30,6 +31,23 @@ two=$(timeout 120 "$trident" launch -n 2 -- "$trident" "${gen[@]}" 2>&1) || fail
 four=$(timeout 120 "$trident" launch -n 4 -- "$trident" "${gen[@]}" 2>&1) || fail "generate with tp=4: $four"
 [ "$two" = "$one" ] || fail "tp=2 generated '$two', one process '$one'"
 [ "$four" = "$one" ] || fail "tp=4 generated '$four', one process '$one'"
+
+# eval: the same loss on one process and tensor-parallel over 2 ranks (to 1e-4: TP re-sums the
+# GEMMs), on the dataset's documents and on a text file; a window longer than the context is an error.
+ev=(eval --checkpoint "$work/run" --data "$work/c" --seq-len 16 --max-tokens 600)
+e1=$("$trident" "${ev[@]}" 2>&1) || fail "eval on one process: $e1"
+e2=$(timeout 120 "$trident" launch -n 2 -- "$trident" "${ev[@]}" 2>&1) || fail "eval with tp=2: $e2"
+echo "$e1" | grep -q "^eval: 599 tokens of $work/c predicted in 38 window(s) of up to 16: loss [0-9.]* | perplexity" \
+  || fail "eval output: $e1"
+loss_of() { sed -n 's/.*: loss \([0-9.]*\) .*/\1/p' <<<"$1"; }
+awk -v a="$(loss_of "$e1")" -v b="$(loss_of "$e2")" 'BEGIN { d = a - b; exit !(a > 0 && d < 1e-4 && -d < 1e-4) }' \
+  || fail "eval: tp=2 gave '$e2', one process '$e1'"
+et=$("$trident" eval --checkpoint "$work/run" --text "$work/c.txt" --max-tokens 100 --batch-size 3 2>&1) \
+  || fail "eval of a text file: $et"
+echo "$et" | grep -q "^eval: 99 tokens of $work/c.txt predicted in 4 window(s) of up to 32: loss" || fail "eval: $et"
+long=$("$trident" eval --checkpoint "$work/run" --text "$work/c.txt" --seq-len 64 2>&1) && fail "--seq-len 64 passed"
+echo "$long" | grep -q "^trident: error: --seq-len 64 exceeds the model's context of 32 tokens$" \
+  || fail "unclear error for --seq-len 64: $long"
 
 # 8 ranks cannot split 4 heads.
 bad=$(timeout 120 "$trident" launch -n 8 -- "$trident" "${gen[@]}" 2>&1) && fail "tp=8 over 4 heads succeeded"

@@ -11,6 +11,8 @@
    padded for tensor parallelism) and `trident export`s the checkpoint, split
    into several safetensors files with an index; transformers loads the export
    and gives the logits trident computes from the checkpoint.
+4. `trident eval` on a text file gives the loss transformers computes on the
+   export for the same windows.
 """
 import os
 import sys
@@ -134,6 +136,26 @@ for arch in ("gpt2", "llama"):
     run([hf_logits, "checkpoint", step_dir, csv, out])
     check(f"trident {arch} trained under tp=2 x pp=2, exported ({len(shards)} files), loaded by transformers "
           f"{type(model).__name__}", read_logits(out, 300), hf_logits_of(model))
+
+    # 4. `trident eval` on a text file gives the loss transformers computes for the same windows: the
+    # file's first 300 tokens (tokenizers' own encoding of it), windows of 32 inputs with stride 32.
+    tokenizers = require("tokenizers")
+    with open(os.path.join(corpus, "c.txt")) as f:
+        stream = tokenizers.Tokenizer.from_file(os.path.join(corpus, "tok.json")).encode(f.read()).ids[:300]
+    nll = 0.0
+    with torch.no_grad():
+        for start in range(0, len(stream) - 1, 32):
+            window = torch.tensor([stream[start:start + 33]])
+            logits = model(window[:, :-1]).logits[0]
+            nll += float(torch.nn.functional.cross_entropy(logits, window[0, 1:], reduction="sum"))
+    theirs = nll / (len(stream) - 1)
+    line = run([trident, "eval", "--checkpoint", run_dir, "--text", os.path.join(corpus, "c.txt"),
+                "--max-tokens", "300", "--seq-len", "32"]).decode()
+    ours = float(line.split(": loss ")[1].split()[0])
+    status = "ok" if abs(ours - theirs) <= 1.5e-4 else "FAIL"  # trident prints 4 decimals
+    print(f"{status}: trident eval of the {arch} checkpoint: loss {ours:.4f}, transformers {theirs:.6f}")
+    if status != "ok":
+        failures.append(f"{arch} eval")
 
 if failures:
     sys.exit(f"{len(failures)} interop check(s) failed: {failures}")
