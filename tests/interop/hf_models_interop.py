@@ -130,6 +130,9 @@ for arch in ("gpt2", "llama"):
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
     if model.config.vocab_size != 300:
         failures.append(f"{arch} export has vocab_size {model.config.vocab_size}, expected the unpadded 300")
+    eod = require("tokenizers").Tokenizer.from_file(os.path.join(corpus, "tok.json")).token_to_id("<|endoftext|>")
+    if model.config.eos_token_id != eod:
+        failures.append(f"{arch} export has eos_token_id {model.config.eos_token_id}, expected <|endoftext|> = {eod}")
     with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
         step_dir = os.path.join(run_dir, "checkpoints", f.read().strip())
     out = os.path.join(tmp, f"trained-{arch}.bin")

@@ -471,6 +471,28 @@ TEST(CausalLM, HuggingFaceConfigReadsRopeParameters) {
   std::filesystem::remove(path);
 }
 
+// bos_token_id and eos_token_id (one id, or Llama 3 instruct's list) survive the round trip through
+// hf_config_json; absent, they stay absent (null), so transformers does not invent its defaults.
+TEST(CausalLM, HuggingFaceConfigKeepsTheSpecialTokenIds) {
+  for (const nlohmann::json& ids :
+       {nlohmann::json{{"bos_token_id", 128000}, {"eos_token_id", 128001}},
+        nlohmann::json{{"bos_token_id", 128000}, {"eos_token_id", {128001, 128008, 128009}}},
+        nlohmann::json{{"bos_token_id", nullptr}, {"eos_token_id", nullptr}}}) {
+    const std::string path = write_config("llama", ids);
+    for (int round_trip = 0; round_trip < 2; ++round_trip) {
+      const TransformerSpec s = read_hf_config(path);
+      const nlohmann::json written = nlohmann::json::parse(hf_config_json(s));
+      EXPECT_EQ(written["bos_token_id"], ids["bos_token_id"]);
+      EXPECT_EQ(written["eos_token_id"], ids["eos_token_id"]);
+      std::ofstream(path) << written.dump();
+    }
+    std::filesystem::remove(path);
+  }
+  const std::string bad = write_config("gpt2", {{"eos_token_id", "50256"}});
+  EXPECT_NE(test_error([&] { read_hf_config(bad); }).find("eos_token_id"), std::string::npos);
+  std::filesystem::remove(bad);
+}
+
 // Llama 3.1's config.json (transformers 4: rope_theta + rope_scaling) and the same in transformers 5's
 // rope_parameters give the same llama3 scaling, and hf_config_json writes it back; linear scaling too.
 TEST(CausalLM, HuggingFaceConfigReadsRopeScaling) {

@@ -210,6 +210,18 @@ TEST_F(Trainer, FineTuningKeepsThePretrainedRopeScaling) {
   EXPECT_EQ(saved.rope.original_max_position, 32.0);
 }
 
+// A run's checkpoints tell transformers the tokenizer's end-of-document id (GPT-2: also the BOS), so
+// an export's generate() stops there instead of at transformers' default 50256.
+TEST_F(Trainer, CheckpointConfigNamesTheTokenizersSpecialTokens) {
+  const TrainSummary s = train(options("token-ids", {"train.steps=1"}));
+  std::ifstream in(fs::path(s.last_checkpoint) / "config.json");
+  const nlohmann::json config = nlohmann::json::parse(in);
+  const auto eod = data::Tokenizer::from_file(dir_ / "tokenizer.json").eod_id();
+  ASSERT_TRUE(eod.has_value());
+  EXPECT_EQ(config["eos_token_id"], *eod);
+  EXPECT_EQ(config["bos_token_id"], *eod);
+}
+
 // model.init_std sets the initial weights' scale (GPT-2's output projections scaled by 1/sqrt(2·n_layer)).
 TEST_F(Trainer, InitStdSetsTheInitialWeights) {
   models::TransformerSpec spec = detail::model_spec(load_config("", {"model.init_std=0.5", "model.n_layer=2",

@@ -215,6 +215,14 @@ TransformerSpec read_hf_config(const std::string& path) {
   } else {
     TRIDENT_FAIL("'{}': model_type '{}' is not supported (expected gpt2 or llama)", path, type);
   }
+  if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) {
+    s.bos_token_id = get<std::int64_t>(j, "bos_token_id", path);
+  }
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+    const json& eos = j["eos_token_id"];  // one id, or a list (Llama 3 instruct)
+    s.eos_token_ids = eos.is_array() ? get<std::vector<std::int64_t>>(j, "eos_token_id", path)
+                                     : std::vector<std::int64_t>{get<std::int64_t>(j, "eos_token_id", path)};
+  }
   s.validate();
   return s;
 }
@@ -270,6 +278,11 @@ std::string hf_config_json(const TransformerSpec& s, DType dtype) {
           {"original_max_position_embeddings", static_cast<std::int64_t>(s.rope.original_max_position)}};
     }
   }
+  // Without these transformers would assume its defaults (50256 for GPT-2, 1 and 2 for LLaMA).
+  j["bos_token_id"] = s.bos_token_id ? json(*s.bos_token_id) : json(nullptr);
+  j["eos_token_id"] = s.eos_token_ids.empty()       ? json(nullptr)
+                      : s.eos_token_ids.size() == 1 ? json(s.eos_token_ids[0])
+                                                    : json(s.eos_token_ids);
   return j.dump(2) + "\n";
 }
 

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "trident/kernels/rope_frequencies.h"
 #include "trident/nn/layers.h"
@@ -39,6 +41,9 @@ struct TransformerSpec {
   RopeFrequencies rope;  // LLaMA: RoPE's base theta and its optional long-context scaling
   bool tie_embeddings = true;
   double init_std = 0.02;
+  // Metadata for Hugging Face's config.json (generation stops at an eos id); unused by the layers.
+  std::optional<std::int64_t> bos_token_id;
+  std::vector<std::int64_t> eos_token_ids;
 
   std::int64_t head_dim() const { return d_model / n_head; }
   // Parameters of the whole (unsharded) model, counted from the sizes alone.

@@ -81,6 +81,20 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   s.validate();
   return s;
 }
+models::TransformerSpec with_token_ids(models::TransformerSpec s, const data::Tokenizer& tokenizer) {
+  const std::optional<std::int32_t> eod = tokenizer.eod_id();
+  if (s.eos_token_ids.empty() && eod) s.eos_token_ids = {*eod};
+  if (!s.bos_token_id) {
+    const std::vector<std::int32_t>& prefix = tokenizer.parts().prefix_ids;
+    if (prefix.size() == 1) {
+      s.bos_token_id = prefix[0];
+    } else if (s.arch == nn::Arch::gpt2 && eod) {
+      s.bos_token_id = *eod;  // GPT-2's convention: <|endoftext|> begins and ends
+    }
+  }
+  return s;
+}
+
 optim::ScheduleOptions schedule_options(const Config& c) {
   optim::ScheduleOptions o;
   o.peak_lr = c.optim.lr;

@@ -16,6 +16,10 @@ DType compute_dtype(const std::string& precision);
 std::int64_t accumulation_steps(const Config& c, int dp);
 // The model's sizes: preset, explicit keys, tokenizer vocabulary, sequence length.
 models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len);
+// `s` with the tokenizer's end-of-document id as eos_token_id and its post-processor's single leading
+// token (a BOS), else for GPT-2 the end-of-document id, as bos_token_id; ids a pretrained config.json
+// gave are kept.
+models::TransformerSpec with_token_ids(models::TransformerSpec s, const data::Tokenizer& tokenizer);
 // The learning-rate schedule of optim.lr and schedule.* (decay_steps 0 = train.steps).
 optim::ScheduleOptions schedule_options(const Config& c);
 

@@ -180,7 +180,8 @@ TrainSummary train(const TrainOptions& options) {
   const std::int64_t T = config.train.seq_len;
   DataSources data =
       open_data(config, config.train.steps * global_batch, std::max<std::int64_t>(config.train.eval_steps, 1) * global_batch);
-  const models::TransformerSpec spec = model_spec(config.model, data.tokenizer.vocab_size(), T);
+  const models::TransformerSpec spec =
+      with_token_ids(model_spec(config.model, data.tokenizer.vocab_size(), T), data.tokenizer);
   TRIDENT_CHECK(T <= spec.max_seq_len, "train.seq_len={} exceeds the model's max_seq_len={}", T, spec.max_seq_len);
   TRIDENT_CHECK(data.tokenizer.vocab_size() <= spec.vocab_size,
                 "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
