@@ -11,9 +11,9 @@
 // same counter-based sampler, and rank 0 prints.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 
 #include "commands.h"
 #include "trident/autograd/autograd.h"
@@ -67,7 +67,11 @@ void generate(const GenerateOptions& o) {
   };
   emit(o.prompt);
   data::DecodeStream stream(tokenizer, prompt_ids);
-  const auto eod = o.ignore_eos ? std::nullopt : tokenizer.eod_id();
+  // Generation ends at an eos id of config.json (Llama 3 instruct lists several), else at the
+  // tokenizer's end-of-document token.
+  std::vector<std::int64_t> stop = spec.eos_token_ids;
+  if (stop.empty() && tokenizer.eod_id()) stop.push_back(*tokenizer.eod_id());
+  if (o.ignore_eos) stop.clear();
   Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
   std::int64_t position = 0;
   bool out_of_context = false;
@@ -84,7 +88,7 @@ void generate(const GenerateOptions& o) {
     std::vector<float> row = last.to_vector<float>();
     row.resize(static_cast<std::size_t>(tokenizer.vocab_size()));  // never sample ids the tokenizer lacks
     const std::int64_t next = models::sample_next(row, history, so, static_cast<std::uint64_t>(position));
-    if (eod && next == *eod) break;
+    if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
     history.push_back(next);
     emit(stream.step(static_cast<std::int32_t>(next)));
     input = Tensor::from_vector(std::vector<std::int64_t>{next}, {1, 1});
@@ -133,7 +137,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed of the sampler")->capture_default_str();
   cmd->add_flag("--greedy", o->greedy, "Always take the most likely token");
   cmd->add_flag("--ignore-eos", o->ignore_eos,
-                "Go on past the end-of-document token (it is printed) until --max-new-tokens or the context ends");
+                "Go on past the eos token (config.json's eos_token_id, else the tokenizer's end of document; it is "
+                "printed) until --max-new-tokens or the context ends");
   cmd->callback([o] { generate(*o); });
 }
 
