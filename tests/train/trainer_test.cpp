@@ -55,6 +55,27 @@ class Trainer : public ::testing::Test {
     }
     return all;
   }
+  // Trains `common` (train.steps = `steps`) straight through as run `name`, then again resumed from
+  // its checkpoint at step `at`: the resumed run must follow bit-identically (losses, the last
+  // validation loss when there is one, the final parameters).
+  static void expect_exact_resume(const std::string& name, const std::vector<std::string>& common, std::size_t at,
+                                  std::size_t steps) {
+    const TrainSummary full = train(options(name + "-straight", common));
+    ASSERT_EQ(full.losses.size(), steps);
+    auto resumed_opts = options(name + "-resumed", common);
+    resumed_opts.overrides.push_back(
+        fmt::format("checkpoint.resume={}",
+                    (dir_ / (name + "-straight") / "checkpoints" / fmt::format("step_{:08d}", at)).string()));
+    const TrainSummary resumed = train(resumed_opts);
+    ASSERT_EQ(resumed.losses.size(), steps - at);
+    for (std::size_t i = 0; i < steps - at; ++i)
+      EXPECT_EQ(resumed.losses[i], full.losses[at + i]) << "step " << at + i + 1;
+    ASSERT_EQ(resumed.val_losses.empty(), full.val_losses.empty());
+    if (!full.val_losses.empty()) {
+      EXPECT_EQ(resumed.val_losses.back(), full.val_losses.back());
+    }
+    EXPECT_EQ(final_params(resumed), final_params(full));
+  }
   static inline fs::path dir_;
 };
 
@@ -97,34 +118,20 @@ TEST_F(Trainer, ValidationLossFallsByAThird) {
 }
 
 TEST_F(Trainer, ResumeContinuesBitIdentically) {
-  const std::vector<std::string> common = {"train.steps=8", "train.micro_batch_size=4", "model.dropout=0.1",
-                                           "checkpoint.interval=4", "checkpoint.keep=5"};
-  const TrainSummary full = train(options("straight", common));
-  ASSERT_EQ(full.losses.size(), 8u);
-  auto resumed_opts = options("resumed", common);
-  resumed_opts.overrides.push_back("checkpoint.resume=" + (dir_ / "straight/checkpoints/step_00000004").string());
-  const TrainSummary resumed = train(resumed_opts);
-  ASSERT_EQ(resumed.losses.size(), 4u);
-  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.losses[i], full.losses[4 + i]) << "step " << 5 + i;
-  EXPECT_EQ(final_params(resumed), final_params(full));
+  expect_exact_resume(
+      "plain",
+      {"train.steps=8", "train.micro_batch_size=4", "model.dropout=0.1", "checkpoint.interval=4", "checkpoint.keep=5"},
+      4, 8);
 }
 
 // With data.eod_mask_loss a step's divisor is counted from the data source at the resumed position, so a
 // resumed run still follows the uninterrupted one exactly (accumulation 4: micro-batches of unequal counts).
 TEST_F(Trainer, ResumeWithEodMaskLossContinuesBitIdentically) {
-  const std::vector<std::string> common = {
-      "train.steps=6",         "train.micro_batch_size=2", "train.global_batch_size=8", "data.eod_mask_loss=true",
-      "checkpoint.interval=3", "train.eval_interval=3",    "model.dropout=0.1"};
-  const TrainSummary full = train(options("eod-straight", common));
-  ASSERT_EQ(full.losses.size(), 6u);
-  auto resumed_opts = options("eod-resumed", common);
-  resumed_opts.overrides.push_back("checkpoint.resume=" + (dir_ / "eod-straight/checkpoints/step_00000003").string());
-  const TrainSummary resumed = train(resumed_opts);
-  ASSERT_EQ(resumed.losses.size(), 3u);
-  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], full.losses[3 + i]) << "step " << 4 + i;
-  ASSERT_FALSE(resumed.val_losses.empty());
-  EXPECT_EQ(resumed.val_losses.back(), full.val_losses.back());
-  EXPECT_EQ(final_params(resumed), final_params(full));
+  expect_exact_resume(
+      "eod",
+      {"train.steps=6", "train.micro_batch_size=2", "train.global_batch_size=8", "data.eod_mask_loss=true",
+       "checkpoint.interval=3", "train.eval_interval=3", "model.dropout=0.1"},
+      3, 6);
 }
 
 // checkpoint.resume=auto starts over when there is no checkpoint, but not when
@@ -224,10 +231,8 @@ TEST_F(Trainer, CheckpointConfigNamesTheTokenizersSpecialTokens) {
 
 // model.init_std sets the initial weights' scale (GPT-2's output projections scaled by 1/sqrt(2·n_layer)).
 TEST_F(Trainer, InitStdSetsTheInitialWeights) {
-  models::TransformerSpec spec = detail::model_spec(load_config("", {"model.init_std=0.5", "model.n_layer=2",
-                                                                     "model.n_head=2", "model.d_model=64"})
-                                                        .model,
-                                                    320, 32);
+  models::TransformerSpec spec = detail::model_spec(
+      load_config("", {"model.init_std=0.5", "model.n_layer=2", "model.n_head=2", "model.d_model=64"}).model, 320, 32);
   EXPECT_EQ(spec.init_std, 0.5);
   models::CausalLM model(spec);
   model.initialize(3);
@@ -362,9 +367,8 @@ TEST_F(Trainer, WarmupStableDecaySchedule) {
       return e.message();
     }
   };
-  EXPECT_NE(
-      error_of({"schedule.decay=\"wsd\"", "train.steps=10"}).find("schedule.wsd_decay_steps=0 must be in [1, 8]"),
-      std::string::npos);
+  EXPECT_NE(error_of({"schedule.decay=\"wsd\"", "train.steps=10"}).find("schedule.wsd_decay_steps=0 must be in [1, 8]"),
+            std::string::npos);
   EXPECT_NE(
       error_of({"schedule.decay=\"wsd\"", "train.steps=10", "schedule.warmup_steps=4", "schedule.wsd_decay_steps=7"})
           .find("schedule.wsd_decay_steps=7 must be in [1, 6]"),
