@@ -36,62 +36,99 @@ struct EvalOptions {
   std::int64_t max_tokens = 0;  // 0 = all
 };
 
-// The token stream to evaluate, at most `max_tokens` long (0 = all).
-std::vector<std::int64_t> read_tokens(const EvalOptions& o, const data::Tokenizer& tokenizer) {
-  std::vector<std::int64_t> tokens;
-  const auto limit =
-      static_cast<std::size_t>(o.max_tokens > 0 ? o.max_tokens : std::numeric_limits<std::int64_t>::max());
-  if (!o.data.empty()) {
-    const auto dataset = data::IndexedDataset::open(o.data);
-    for (std::size_t i = 0; i < dataset->size() && tokens.size() < limit; ++i) {
-      const std::vector<std::int32_t> sequence = dataset->sequence(i);
-      tokens.insert(tokens.end(), sequence.begin(), sequence.end());
+// The stream of tokens to evaluate, read in order and at most `limit` long: a dataset's documents,
+// read as they are needed (a dataset may not fit in memory), or a text file's ids.
+class TokenStream {
+ public:
+  TokenStream(const EvalOptions& o, const data::Tokenizer& tokenizer)
+      : limit_(o.max_tokens > 0 ? o.max_tokens : std::numeric_limits<std::int64_t>::max()) {
+    if (!o.data.empty()) {
+      dataset_ = data::IndexedDataset::open(o.data);
+      return;
     }
-  } else {
     std::ifstream in(o.text, std::ios::binary);
     TRIDENT_CHECK(in.good(), "--text '{}': cannot read the file", o.text);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::vector<std::int32_t> ids = tokenizer.encode(text);
-    tokens.assign(ids.begin(), ids.end());
+    text_ids_ = tokenizer.encode(text);
   }
-  if (tokens.size() > limit) tokens.resize(limit);
-  TRIDENT_CHECK(tokens.size() >= 2, "'{}' holds {} token(s); evaluating needs at least 2",
-                o.data.empty() ? o.text : o.data, tokens.size());
-  return tokens;
-}
+
+  // Appends up to `n` more tokens to `out`; fewer only at the end of the stream.
+  void read(std::int64_t n, std::vector<std::int64_t>& out) {
+    n = std::min(n, limit_ - taken_);
+    while (n > 0) {
+      std::int64_t got = 0;
+      if (dataset_) {
+        if (sequence_ >= dataset_->size()) break;
+        const std::int64_t length = dataset_->sequence_lengths()[sequence_];
+        got = std::min(n, length - offset_);
+        chunk_.resize(static_cast<std::size_t>(got));
+        dataset_->read(sequence_, offset_, got, chunk_.data());
+        out.insert(out.end(), chunk_.begin(), chunk_.end());
+        offset_ += got;
+        if (offset_ == length) {
+          ++sequence_;
+          offset_ = 0;
+        }
+      } else {
+        got = std::min(n, static_cast<std::int64_t>(text_ids_.size()) - taken_);
+        if (got <= 0) break;
+        out.insert(out.end(), text_ids_.begin() + taken_, text_ids_.begin() + taken_ + got);
+      }
+      taken_ += got;
+      n -= got;
+    }
+  }
+
+ private:
+  std::int64_t limit_;
+  std::int64_t taken_ = 0;
+  std::shared_ptr<const data::IndexedDataset> dataset_;
+  std::size_t sequence_ = 0;
+  std::int64_t offset_ = 0;
+  std::vector<std::int32_t> chunk_;
+  std::vector<std::int32_t> text_ids_;
+};
 
 void evaluate(const EvalOptions& o) {
   const InferenceModel loaded = load_inference_model(o.checkpoint);
   const std::int64_t T = o.seq_len > 0 ? o.seq_len : loaded.spec.max_seq_len;
   TRIDENT_CHECK(T <= loaded.spec.max_seq_len, "--seq-len {} exceeds the model's context of {} tokens", T,
                 loaded.spec.max_seq_len);
-  const std::vector<std::int64_t> tokens = read_tokens(o, loaded.tokenizer);
-  const auto N = static_cast<std::int64_t>(tokens.size());
-  const std::int64_t predicted = N - 1;
-  const std::int64_t windows = (predicted + T - 1) / T;
+  TokenStream stream(o, loaded.tokenizer);
 
   autograd::NoGradGuard no_grad;
   double nll = 0;  // summed over every prediction
-  // Windows first..first+count, all of `length` inputs, as one batch.
-  const auto run = [&](std::int64_t first, std::int64_t count, std::int64_t length) {
+  std::int64_t predicted = 0, windows = 0;
+  // `tokens` holds the last token already predicted (the next window's first input), then the tokens
+  // read since; each pass takes as many whole windows as it can, and at the end of the stream the
+  // shorter last one.
+  std::vector<std::int64_t> tokens;
+  stream.read(1, tokens);
+  while (true) {
+    stream.read(o.batch_size * T + 1 - static_cast<std::int64_t>(tokens.size()), tokens);
+    const auto have = static_cast<std::int64_t>(tokens.size()) - 1;  // predictions available
+    const std::int64_t count = have >= T ? have / T : (have > 0 ? 1 : 0);
+    if (count == 0) break;
+    const std::int64_t length = std::min(have, T);
     std::vector<std::int64_t> ids, labels;
-    for (std::int64_t w = first; w < first + count; ++w) {
-      const auto begin = tokens.begin() + w * T;
+    for (std::int64_t w = 0; w < count; ++w) {
+      const auto begin = tokens.begin() + w * length;
       ids.insert(ids.end(), begin, begin + length);
       labels.insert(labels.end(), begin + 1, begin + length + 1);
     }
     const Tensor x = Tensor::from_vector(ids, {count, length});
     const Tensor y = Tensor::from_vector(labels, {count, length});
     nll += loaded.model->loss(x, y, nn::ForwardContext{}, /*normalizer=*/1.0).data().item();
-  };
-  const std::int64_t full = predicted / T;
-  for (std::int64_t w = 0; w < full; w += o.batch_size) run(w, std::min(o.batch_size, full - w), T);
-  if (predicted % T != 0) run(full, 1, predicted % T);
-
+    predicted += count * length;
+    windows += count;
+    tokens.erase(tokens.begin(), tokens.begin() + count * length);
+  }
+  const std::string source = o.data.empty() ? o.text : o.data;
+  TRIDENT_CHECK(predicted > 0, "'{}' holds fewer than 2 tokens; evaluating needs at least 2", source);
   if (loaded.tp.rank() != 0) return;
   const double loss = nll / static_cast<double>(predicted);
   fmt::print("eval: {} tokens of {} predicted in {} window(s) of up to {}: loss {:.4f} | perplexity {:.2f}\n",
-             predicted, o.data.empty() ? o.text : o.data, windows, T, loss, std::exp(loss));
+             predicted, source, windows, T, loss, std::exp(loss));
 }
 
 }  // namespace
