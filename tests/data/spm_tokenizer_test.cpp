@@ -220,6 +220,11 @@ TEST(SpmTokenizer, NormalizedAddedTokensMatchTheNormalizedText) {
 
 TEST(SpmTokenizer, UnsupportedPartsNameTheirPath) {
   json j = spm_json();
+  j["model"]["unk_token"] = "<nope>";
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump()); })
+                .find("$.model.unk_token: expected a token of the vocabulary, got string \"<nope>\""),
+            std::string::npos);
+  j = spm_json();
   j["normalizer"]["normalizers"].push_back({{"type", "NFKC"}});
   EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump()); }).find("$.normalizer.normalizers[2].type"),
             std::string::npos);

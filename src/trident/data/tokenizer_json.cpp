@@ -135,6 +135,10 @@ BpeModel parse_model(const Node& m) {
   for (const auto& [token, id] : vocab_node.value().items()) {
     vocab.emplace(token, vocab_node.child(id, fmt::format("{}[\"{}\"]", vocab_node.path(), token)).id());
   }
+  if (options.unk_token && !vocab.count(*options.unk_token)) {
+    // Hugging Face fails only when a character is unknown; refusing the file up front names the key.
+    m.at("unk_token").fail("a token of the vocabulary");
+  }
   const Node merges_node = m.at("merges");
   const auto& arr = merges_node.array();
   std::vector<std::pair<std::string, std::string>> merges;
