@@ -134,6 +134,21 @@ TEST_F(Trainer, ResumeWithEodMaskLossContinuesBitIdentically) {
       3, 6);
 }
 
+// train.exit_duration_minutes (Megatron's --exit-duration-in-mins, for a job's time limit): the first
+// step already passes 0.0001 minutes, so the run saves a checkpoint after it and stops, and --resume goes on.
+TEST_F(Trainer, ExitDurationSavesAndStops) {
+  const TrainSummary s =
+      train(options("exit", {"train.steps=50", "train.exit_duration_minutes=0.0001", "checkpoint.interval=0"}));
+  EXPECT_TRUE(s.interrupted);
+  EXPECT_EQ(s.steps_done, 1);
+  EXPECT_TRUE(s.last_checkpoint.ends_with("step_00000001")) << s.last_checkpoint;
+  auto more = options("exit", {"train.steps=3", "checkpoint.resume=auto"});
+  const TrainSummary resumed = train(more);
+  EXPECT_FALSE(resumed.interrupted);
+  EXPECT_EQ(resumed.losses.size(), 2u);
+  EXPECT_EQ(resumed.steps_done, 3);
+}
+
 // checkpoint.resume=auto starts over when there is no checkpoint, but not when
 // every checkpoint fails to verify: starting over would later replace them.
 TEST_F(Trainer, AutoResumeRefusesCheckpointsThatDoNotVerify) {

@@ -177,6 +177,7 @@ const std::vector<Field>& fields() {
     TRAIN(eval_steps, kPositive); TRAIN(activation_checkpointing);
     TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
     TRAIN(device); TRAIN(threads, kNonNegative, " (0 = cores / ranks on the node)");
+    TRAIN(exit_duration_minutes, kNonNegativeFinite, " (0 = never)");
 #undef TRAIN
 #define OPTIM(n, ...) f.push_back(field("optim", #n, &C::optim, &OptimConfig::n __VA_OPT__(,) __VA_ARGS__))
     OPTIM(name); OPTIM(lr, kPositiveFinite); OPTIM(betas, kFraction); OPTIM(eps, kNonNegativeFinite);

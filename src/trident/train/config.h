@@ -57,6 +57,7 @@ struct TrainConfig {
   double peak_gflops = 0.0;            // for MFU; 0 = measure the matmul peak at start
   std::string device = "cpu";          // cpu | cuda
   std::int64_t threads = 0;            // CPU threads per rank; 0 = cores / ranks on the node
+  double exit_duration_minutes = 0;    // save and stop once this long after the start (0 = never)
 };
 
 struct OptimConfig {

@@ -156,6 +156,7 @@ void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models:
 }
 
 TrainSummary train(const TrainOptions& options) {
+  const auto job_start = std::chrono::steady_clock::now();
   Config config = load_config(options.config_path, options.overrides);
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
   ParallelState par = make_parallel(config, options.world, training_device(config));
@@ -381,8 +382,13 @@ TrainSummary train(const TrainOptions& options) {
     if (do_eval && (step % config.train.eval_interval == 0 || step == config.train.steps)) {
       summary.val_losses.emplace_back(step, evaluate(step));
     }
-    // A signal may reach only some ranks (Ctrl-C reaches all; kill one): agree before acting.
-    const bool stop = par.world->all_reduce_scalar(g_stop.load() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
+    // A signal may reach only some ranks (Ctrl-C reaches all; kill one), and clocks differ: agree
+    // before acting. 1: a signal; 2: train.exit_duration_minutes has passed.
+    const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count() / 60;
+    const bool out_of_time = config.train.exit_duration_minutes > 0 && minutes >= config.train.exit_duration_minutes;
+    const double why = par.world->all_reduce_scalar(out_of_time ? 2.0 : g_stop.load() ? 1.0 : 0.0,
+                                                     dist::ReduceOp::max);
+    const bool stop = why > 0;
     const bool at_interval = config.checkpoint.interval > 0 && step % config.checkpoint.interval == 0;
     if (stop || at_interval || step == config.train.steps) {
       summary.last_checkpoint = save_checkpoint(ckpt_root, params, spec, par, state, config, config.data.tokenizer);
@@ -390,7 +396,10 @@ TrainSummary train(const TrainOptions& options) {
     }
     if (stop) {
       summary.interrupted = true;
-      log.message(fmt::format("stopped by signal after step {}; resume with --resume", step));
+      log.message(why > 1 ? fmt::format("stopped after step {}: train.exit_duration_minutes={} has passed; resume "
+                                        "with --resume",
+                                        step, config.train.exit_duration_minutes)
+                          : fmt::format("stopped by signal after step {}; resume with --resume", step));
       break;
     }
   }

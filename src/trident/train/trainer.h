@@ -41,7 +41,7 @@ struct TrainSummary {
   std::vector<double> losses;           // training loss of every step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, val loss)
   std::string last_checkpoint;          // "" when none was written
-  bool interrupted = false;             // stopped by SIGINT/SIGTERM (after saving)
+  bool interrupted = false;             // stopped by SIGINT/SIGTERM or train.exit_duration_minutes (after saving)
   MemoryStats memory_after_first_step;  // this rank's memory by category after its first step
 };
 
