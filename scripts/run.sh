@@ -31,7 +31,8 @@ echo "==> [4/5] training on 4 ranks, tp=2 × pp=2 (configs/kjv_gpt_small.toml; C
 rm -rf "$run_dir"
 ./build/bin/trident launch -n 4 -- ./build/bin/trident train configs/kjv_gpt_small.toml --run-dir "$run_dir" "$@"
 
-echo "==> [5/5] sampling from the checkpoint"
+echo "==> [5/5] sampling from the checkpoint, and its perplexity on the held-out test split"
 ./build/bin/trident generate --checkpoint "$run_dir" --prompt "And God said unto Moses," \
   --max-new-tokens 80 --temperature 0.8 --top-k 40 --no-repeat-ngram 3 --seed 7
+./build/bin/trident eval --checkpoint "$run_dir" --data data/kjv/kjv_test --seq-len 128
 echo "run.sh: done. Metrics: $run_dir/metrics.jsonl; checkpoint: $(cat "$run_dir/checkpoints/latest" 2>/dev/null)"
