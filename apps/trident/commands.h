@@ -52,4 +52,9 @@ struct InferenceModel {
 };
 InferenceModel load_inference_model(const std::string& checkpoint);
 
+// --precision fp32|bf16|fp16 of generate and eval: the dtype matmuls and activations run in (the
+// weights stay f32; each gets one cached copy in that dtype). (inference_model.cpp)
+void add_precision_option(CLI::App& command, std::string& precision);
+DType precision_dtype(const std::string& precision);
+
 }  // namespace trident::cli

@@ -34,6 +34,7 @@ struct EvalOptions {
   std::int64_t seq_len = 0;  // 0 = the model's context
   std::int64_t batch_size = 4;
   std::int64_t max_tokens = 0;  // 0 = all
+  std::string precision = "fp32";
 };
 
 // The stream of tokens to evaluate, read in order and at most `limit` long: a dataset's documents,
@@ -97,6 +98,8 @@ void evaluate(const EvalOptions& o) {
   TokenStream stream(o, loaded.tokenizer);
 
   autograd::NoGradGuard no_grad;
+  nn::ForwardContext ctx;
+  ctx.compute_dtype = precision_dtype(o.precision);
   double nll = 0;  // summed over every prediction
   std::int64_t predicted = 0, windows = 0;
   // `tokens` holds the last token already predicted (the next window's first input), then the tokens
@@ -118,7 +121,7 @@ void evaluate(const EvalOptions& o) {
     }
     const Tensor x = Tensor::from_vector(ids, {count, length});
     const Tensor y = Tensor::from_vector(labels, {count, length});
-    nll += loaded.model->loss(x, y, nn::ForwardContext{}, /*normalizer=*/1.0).data().item();
+    nll += loaded.model->loss(x, y, ctx, /*normalizer=*/1.0).data().item();
     predicted += count * length;
     windows += count;
     tokens.erase(tokens.begin(), tokens.begin() + count * length);
@@ -149,6 +152,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--max-tokens", o->max_tokens, "Evaluate only the first N tokens (0 = all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add_precision_option(*cmd, o->precision);
   cmd->callback([o] {
     if (o->data.empty() && o->text.empty()) throw CLI::RequiredError("--data or --text");
     evaluate(*o);

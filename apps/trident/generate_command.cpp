@@ -36,6 +36,7 @@ struct GenerateOptions {
   std::uint64_t seed = 0;
   bool greedy = false;
   bool ignore_eos = false;
+  std::string precision = "fp32";
 };
 
 void generate(const GenerateOptions& o) {
@@ -60,6 +61,7 @@ void generate(const GenerateOptions& o) {
   nn::KVCache cache(static_cast<std::size_t>(spec.n_layer));
   nn::ForwardContext ctx;
   ctx.cache = &cache;
+  ctx.compute_dtype = precision_dtype(o.precision);
   auto emit = [printer](const std::string& text) {
     if (!printer) return;
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -139,6 +141,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos,
                 "Go on past the eos token (config.json's eos_token_id, else the tokenizer's end of document; it is "
                 "printed) until --max-new-tokens or the context ends");
+  add_precision_option(*cmd, o->precision);
   cmd->callback([o] { generate(*o); });
 }
 

@@ -47,4 +47,14 @@ InferenceModel load_inference_model(const std::string& checkpoint) {
   return m;
 }
 
+void add_precision_option(CLI::App& command, std::string& precision) {
+  command.add_option("--precision", precision, "Compute dtype of the forward pass (weights stay f32)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+}
+
+DType precision_dtype(const std::string& precision) {
+  return precision == "bf16" ? DType::bf16 : precision == "fp16" ? DType::f16 : DType::f32;
+}
+
 }  // namespace trident::cli

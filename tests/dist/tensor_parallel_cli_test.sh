@@ -42,6 +42,10 @@ echo "$e1" | grep -q "^eval: 599 tokens of $work/c predicted in 38 window(s) of 
 loss_of() { sed -n 's/.*: loss \([0-9.]*\) .*/\1/p' <<<"$1"; }
 awk -v a="$(loss_of "$e1")" -v b="$(loss_of "$e2")" 'BEGIN { d = a - b; exit !(a > 0 && d < 1e-4 && -d < 1e-4) }' \
   || fail "eval: tp=2 gave '$e2', one process '$e1'"
+eb=$("$trident" "${ev[@]}" --precision bf16 2>&1) || fail "eval in bf16: $eb"
+awk -v a="$(loss_of "$e1")" -v b="$(loss_of "$eb")" 'BEGIN { d = a - b; exit !(d < 0.02 && -d < 0.02) }' \
+  || fail "eval: bf16 gave '$eb', fp32 '$e1'"
+gb=$("$trident" "${gen[@]}" --precision bf16 2>&1) || fail "generate in bf16: $gb"
 et=$("$trident" eval --checkpoint "$work/run" --text "$work/c.txt" --max-tokens 100 --batch-size 3 2>&1) \
   || fail "eval of a text file: $et"
 echo "$et" | grep -q "^eval: 99 tokens of $work/c.txt predicted in 4 window(s) of up to 32: loss" || fail "eval: $et"
