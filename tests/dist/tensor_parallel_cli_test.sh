@@ -3,7 +3,8 @@
 # `trident launch -n 4` trains with tp=2 × dp=2, sequence parallel and ZeRO-1;
 # the checkpoint (tensor-parallel pieces in global coordinates) then generates
 # the same greedy text on one process and tensor-parallel on 2 and 4 ranks, and
-# `trident eval` gives the same loss on one process and on 2 ranks.
+# `trident eval` gives the same loss on one process and on 2 ranks; train.exit_duration_minutes stops
+# all ranks after the same step.
 # A tensor-parallel size that does not divide the heads is a clear error.
 #   tensor_parallel_cli_test.sh TRIDENT_BINARY
 set -uo pipefail
@@ -24,6 +25,16 @@ timeout 300 "$trident" launch -n 4 -- "$trident" train --run-dir "$work/run" "${
   > "$work/train.log" 2>&1 || fail "training: $(tail -20 "$work/train.log")"
 grep -q "dp=2 × tp=2 × pp=1 (4 ranks)" "$work/train.log" || fail "layout not reported: $(head -5 "$work/train.log")"
 grep -q "^step     12/12" "$work/train.log" || fail "no step 12: $(cat "$work/train.log")"
+
+# train.exit_duration_minutes on 4 ranks: each rank's clock passes 0.0001 minutes during setup, and they
+# agree to stop after the same step, with one checkpoint.
+timeout 300 "$trident" launch -n 4 -- "$trident" train --run-dir "$work/timed" "${common[@]}" \
+  --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=50 \
+  --set dist.tensor_parallel_size=2 --set train.exit_duration_minutes=0.0001 > "$work/timed.log" 2>&1 \
+  || fail "timed training: $(tail -20 "$work/timed.log")"
+grep -q "stopped after step 1: train.exit_duration_minutes=0.0001 has passed" "$work/timed.log" \
+  || fail "no exit-duration stop: $(tail -5 "$work/timed.log")"
+[[ $(cat "$work/timed/checkpoints/latest") == step_00000001 ]] || fail "timed run: $(ls "$work/timed/checkpoints")"
 
 gen=(generate --checkpoint "$work/run" --prompt "line 7 of" --max-new-tokens 12 --greedy)
 one=$("$trident" "${gen[@]}" 2>&1) || fail "generate on one process: $one"
