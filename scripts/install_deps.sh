@@ -6,7 +6,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libdnnl-dev libopenblas-dev
+  # ocl-icd-opencl-dev: oneDNN's CMake config (dnnl-config.cmake) calls
+  # find_package(OpenCL), and --no-install-recommends leaves it out.
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libxxhash-dev libzstd-dev
