@@ -102,6 +102,50 @@ TEST(Tokenizer, AddedTokenIdsFollowHuggingFace) {
   EXPECT_EQ(tok.parts().added.tokens().size(), 3u);
 }
 
+TEST(Tokenizer, RejectsTwoTokensOnOneId) {
+  // Hugging Face accepts a vocabulary with two tokens on one id; decoding that id then gives one of
+  // them for both ("x applies publisher" came back as "x publisher publisher"). The error names both
+  // tokens, the id and the file.
+  auto j = nlohmann::json::parse(byte_level_json({{"a", "b"}}));
+  j["model"]["vocab"]["ab"] = 'c';
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); })
+                .find("t.json: $.model.vocab: tokens 'ab' and 'c' both have id 99"),
+            std::string::npos);
+}
+
+TEST(Tokenizer, RejectsAnAddedTokenNumberedOntoAVocabularyId) {
+  // A gap in the vocabulary's ids (0..255, then 258 and 1000) makes Hugging Face's rule number the
+  // added token "<x>" from the vocabulary's size, 258: the id of "qq" in the vocabulary. Both would
+  // encode to 258, which decodes to "<x>".
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["model"]["vocab"]["qq"] = 258;
+  j["added_tokens"].push_back({{"id", 1001}, {"content", "<x>"}, {"special", true}});
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); })
+                .find("t.json: $.added_tokens[1]: added token '<x>' gets id 258 (an added token missing from "
+                      "$.model.vocab is numbered from the vocabulary's size, 258, as in Hugging Face), but 'qq' in "
+                      "$.model.vocab has id 258 too"),
+            std::string::npos);
+  // Without the collision (the gap starts at the size) the same token is fine.
+  j["model"]["vocab"]["qq"] = 259;
+  j["added_tokens"][1]["id"] = 1001;
+  EXPECT_EQ(Tokenizer::from_json(j.dump(), "t.json").token_to_id("<x>"), 258);
+}
+
+TEST(Tokenizer, RejectsAPostProcessorIdWithNoToken) {
+  // Id 500 lies in the gap between the bytes and <|endoftext|> (1000): every encoded document would
+  // start with an id that nothing decodes.
+  auto j = nlohmann::json::parse(byte_level_json({}));
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {500}}, {"tokens", {"<s>"}}}}}}};
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); })
+                .find("t.json: $.post_processor: special token id 500 is no token's id"),
+            std::string::npos);
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {1000};
+  EXPECT_EQ(Tokenizer::from_json(j.dump(), "t.json").encode("a").front(), 1000);
+}
+
 TEST(Tokenizer, RepeatedAddedTokenTakesTheLastEntrysFlags) {
   // tokenizers 0.23.3 keeps one token per id, replaced by each later entry:
   // "<x>" listed with lstrip/rstrip and then without strips nothing.

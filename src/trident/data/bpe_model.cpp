@@ -52,7 +52,7 @@ const BpeModel::MergeValue* BpeModel::MergeMap::find(std::uint64_t key) const no
 }
 
 BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
-                   const std::function<std::string(std::size_t)>& where)
+                   const std::function<std::string(std::size_t)>& where, std::string_view vocab_where)
     : vocab_(std::move(vocab)), options_(std::move(options)) {
   std::int32_t bound = 0;
   for (const auto& [token, id] : vocab_) {
@@ -63,9 +63,24 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
   }
   id_to_token_.assign(static_cast<std::size_t>(bound), {});
   has_id_.assign(static_cast<std::size_t>(bound), false);
+  bool shared_id = false;
   for (const auto& [token, id] : vocab_) {
+    shared_id = shared_id || has_id_[id];
     id_to_token_[id] = token;
     has_id_[id] = true;
+  }
+  if (shared_id) {
+    // Name the smallest shared id and its first two tokens in byte order, whatever the hash order.
+    std::vector<std::pair<std::int32_t, std::string_view>> by_id;
+    by_id.reserve(vocab_.size());
+    for (const auto& [token, id] : vocab_) by_id.emplace_back(id, token);
+    std::sort(by_id.begin(), by_id.end());
+    for (std::size_t i = 1; i < by_id.size(); ++i) {
+      TRIDENT_CHECK(by_id[i].first != by_id[i - 1].first,
+                    "{}: tokens '{}' and '{}' both have id {} (each id must be one token: decoding it would give "
+                    "the wrong text)",
+                    vocab_where, by_id[i - 1].second, by_id[i].second, by_id[i].first);
+    }
   }
   auto name = [&](std::size_t i) { return where ? where(i) : fmt::format("merge {}", i); };
   std::vector<std::pair<std::uint64_t, MergeValue>> entries;

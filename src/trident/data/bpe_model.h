@@ -44,9 +44,13 @@ class BpeModel {
   BpeModel() = default;
   // `merges` in rank order (rank = position). Throws trident::Error naming
   // the merge when a part or the merged token is not in the vocabulary
-  // (`where(i)` describes merge i for the message, e.g. "$.model.merges[7]").
+  // (`where(i)` describes merge i for the message, e.g. "$.model.merges[7]"),
+  // and naming both tokens and the id when two tokens share an id (decoding
+  // that id would silently give the other token; Hugging Face accepts such a
+  // file). `vocab_where` names the vocabulary for that message (e.g.
+  // "tokenizer.json: $.model.vocab").
   BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
-           const std::function<std::string(std::size_t)>& where = {});
+           const std::function<std::string(std::size_t)>& where = {}, std::string_view vocab_where = "vocabulary");
 
   // Encodes one pre-token. `raw` holds its bytes; when `byte_level`, the model
   // symbols are the byte-level characters of those bytes.

@@ -74,7 +74,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::filesystem::path& vocab_json, co
   TokenizerParts parts;
   parts.model = BpeModel(std::move(vocab), merges, {}, [&](std::size_t i) {
     return fmt::format("{}:{}", merges_txt.string(), lines[i]);
-  });
+  }, vocab_json.string());
   if (auto eot = parts.model.token_to_id("<|endoftext|>")) {
     AddedToken t;
     t.id = *eot;

@@ -1,6 +1,8 @@
 // Tokenizer::from_json: reads a Hugging Face tokenizer.json into TokenizerParts.
 // Every error names the source, the JSON path and what was expected.
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <unordered_map>
 
 #include "trident/core/error.h"
@@ -161,7 +163,8 @@ BpeModel parse_model(const Node& m) {
   }
   const std::string where = merges_node.source() + ": " + merges_node.path();
   return BpeModel(std::move(vocab), merges, std::move(options),
-                  [&](std::size_t i) { return fmt::format("{}[{}]", where, i); });
+                  [&](std::size_t i) { return fmt::format("{}[{}]", where, i); },
+                  vocab_node.source() + ": " + vocab_node.path());
 }
 
 // Hugging Face does not trust the ids stored with added tokens: a token in the
@@ -200,6 +203,13 @@ std::vector<AddedToken> parse_added_tokens(const Node& n, const BpeModel& model)
       a.id = *id;
     } else {
       a.id = next_id++;
+      // With gaps in the vocabulary's ids, that rule can land on another token's id: both would then
+      // encode to one id that decodes to the added token (Hugging Face accepts such a file).
+      if (const std::string* other = model.id_to_token(a.id)) {
+        TRIDENT_FAIL("{}: {}: added token '{}' gets id {} (an added token missing from $.model.vocab is numbered "
+                     "from the vocabulary's size, {}, as in Hugging Face), but '{}' in $.model.vocab has id {} too",
+                     t.source(), t.path(), a.content, a.id, model.vocab().size(), *other, a.id);
+      }
     }
     index.emplace(a.content, out.size());
     out.push_back(std::move(a));
@@ -397,13 +407,20 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
     for (const auto& t : parts.added.tokens()) b = std::max(b, t.id + 1);
     return b;
   }();
-  for (std::int32_t id : parts.prefix_ids) {
-    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source,
-                  id, bound);
-  }
-  for (std::int32_t id : parts.suffix_ids) {
-    TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})", source,
-                  id, bound);
+  // Every id the post-processor adds must decode: an id in a gap of the vocabulary would be written
+  // into every encoded document and fail only when someone decodes it.
+  auto has_token = [&](std::int32_t id) {
+    if (parts.model.id_to_token(id) != nullptr) return true;
+    return std::any_of(parts.added.tokens().begin(), parts.added.tokens().end(),
+                       [&](const AddedToken& t) { return t.id == id; });
+  };
+  for (const auto* ids : {&parts.prefix_ids, &parts.suffix_ids}) {
+    for (std::int32_t id : *ids) {
+      TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})",
+                    source, id, bound);
+      TRIDENT_CHECK(has_token(id), "{}: $.post_processor: special token id {} is no token's id (neither in "
+                    "$.model.vocab nor in $.added_tokens)", source, id);
+    }
   }
   return Tokenizer(std::move(parts));
 }
