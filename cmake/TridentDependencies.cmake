@@ -24,7 +24,19 @@ if(TRIDENT_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
   enable_language(CUDA)
-  find_package(CUDAToolkit REQUIRED)
+  # Debian 12's CMake 3.25.1 FindCUDAToolkit marks CUDA::nvToolsExt deprecated
+  # without checking that the target exists; CUDA 12.9+ ships no libnvToolsExt,
+  # so configuring fails ("set_property could not find TARGET
+  # CUDA::nvToolsExt"; fixed in CMake 3.25.2). The deprecation step runs only
+  # for projects requiring CMake >= 3.25, so hide that from this one call.
+  if(CMAKE_VERSION VERSION_LESS 3.25.2)
+    set(trident_min_cmake ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${trident_min_cmake})
+  else()
+    find_package(CUDAToolkit REQUIRED)
+  endif()
   # Kernel files are C++17: nvcc cannot parse fmt in C++20 mode (kernels/cuda/common.cuh).
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)

@@ -20,9 +20,12 @@
 # Environment:
 #   FRESH_CACHE   caches kept between runs, outside the checkout (default
 #                 /var/cache/trident/fresh-root): debootstrap's and apt's
-#                 downloaded .deb files, pip's download cache and the interop
-#                 venv. They save downloads, never install steps: the root
-#                 starts without any package the scripts do not install.
+#                 downloaded .deb files, pip's download cache, the interop
+#                 venv and ccache's compilations (the root's checkout is always
+#                 /root/trident, so they hit). They save downloads and compile
+#                 time, never install steps: the root starts without any
+#                 package the scripts do not install, and configure checks and
+#                 links always run.
 #   FRESH_ROOT    where to make the root (default: a new /var/tmp/trident-root.*);
 #                 removed at the end unless FRESH_KEEP=1.
 #   FRESH_STEPS   training steps of the shortened main job (default 60).
@@ -68,7 +71,7 @@ if [[ -z $mirror ]]; then
 fi
 [[ -n $mirror ]] || die "no '$suite main' source in the host's apt configuration (/etc/apt/sources.list*)"
 
-mkdir -p "$cache/debootstrap" "$cache/apt-archives/partial" "$cache/pip" "$cache/venv"
+mkdir -p "$cache/debootstrap" "$cache/apt-archives/partial" "$cache/pip" "$cache/venv" "$cache/ccache"
 root=${FRESH_ROOT:-$(mktemp -d /var/tmp/trident-root.XXXXXX)}
 mkdir -p "$root"
 [[ -z $(ls -A "$root") ]] || die "FRESH_ROOT '$root' is not empty"
@@ -215,8 +218,9 @@ unshare --mount --pid --fork --propagation private --kill-child -- /bin/bash -eu
   mount --rbind /dev "$root/dev"
   mount -t tmpfs -o mode=1777,size=50% tmpfs "$root/dev/shm"
   mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
-  mkdir -p "$root/root/.cache/pip" "$root/root/.cache/trident/venv"
+  mkdir -p "$root/root/.cache/pip" "$root/root/.cache/trident/venv" "$root/root/.cache/ccache"
   mount --bind "$cache/pip" "$root/root/.cache/pip"
+  mount --bind "$cache/ccache" "$root/root/.cache/ccache"
   mount --bind "$cache/venv" "$root/root/.cache/trident/venv"
   if [[ -n $cuda ]]; then
     mount --bind "$cuda" "$root$cuda"

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   # ocl-icd-opencl-dev: oneDNN's CMake config (dnnl-config.cmake) calls
   # find_package(OpenCL), and --no-install-recommends leaves it out.
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
@@ -14,6 +14,8 @@ packages=(
   libpcre2-dev libxxhash-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3 python3-venv
+  # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).
+  procps
 )
 
 missing=()
