@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "trident/checkpoint/sharded.h"
 #include "trident/data/tokenizer.h"
@@ -33,6 +34,14 @@ void add_export_command(CLI::App& app);
 
 // trident launch (launch_command.cpp)
 void add_launch_command(CLI::App& app);
+
+// The contents of the file that option `flag` names (e.g. "--text"); errors name the flag and say
+// what is wrong (missing, a directory, unreadable) instead of a stream's error. (main.cpp)
+std::string read_file_option(std::string_view flag, const std::string& path);
+
+// The status main exits with when the subcommand ran without an error (0 unless set: trident launch
+// sets mpirun's). (main.cpp)
+int& exit_status();
 
 // --checkpoint PATH, opened (every file verified, once): a step directory, or
 // a run directory (or checkpoint root): its newest checkpoint that verifies,

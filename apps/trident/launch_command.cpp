@@ -6,11 +6,36 @@
 // yield the CPU, tells the ranks whether the user's stdout is a terminal
 // (so rank 0 shows its live progress line through mpirun), and runs COMMAND (usually `trident train ...`) on N ranks.
 // `trident launch -n 4 -- trident train cfg.toml` is `mpirun -np 4 ... trident train cfg.toml`.
+//
+// Without a hostfile or a scheduler's allocation every rank runs on this host, so N is checked
+// against what the host can start (max_local_ranks) before mpirun is asked: Open MPI would
+// otherwise hang for minutes on a system limit.
+//
+// mpirun runs as a child in a process group of its own, so that a signal reaches it once, from here:
+//  - the first SIGINT/SIGTERM is handed to every rank as a stop request (mpirun forwards SIGUSR1 /
+//    SIGUSR2 to the ranks untouched, and a trident rank started by launch turns them back into
+//    SIGINT / SIGTERM: see main.cpp), so that training saves its checkpoint and every rank exits 0;
+//    launch then exits with mpirun's status (0 after a clean stop);
+//  - a second one ends the job (SIGTERM to mpirun, which kills the ranks);
+//  - a third one, or mpirun still running 10 s after the second, kills mpirun's process group.
+// mpirun's stderr passes through launch, which drops Open MPI's banners about an exit that trident
+// already reported in one line (MPI_ABORT, "exited with non-zero status") or that launch asked for.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "commands.h"
@@ -27,11 +52,287 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
+// How many ranks this host can start, and what bounds it (for the message). CPU ranks share the
+// cores; past a few dozen per core a job only thrashes, so the bound is 32 per core. mpirun keeps
+// about 8 file descriptors open per local rank (its I/O forwarding pipes and sockets; 100000 ranks
+// hit "system limit on number of pipes" and hung), and each rank is a process with a few threads
+// (OpenMP, Open MPI's progress threads), which RLIMIT_NPROC counts.
+constexpr long kRanksPerCore = 32;
+constexpr long kFilesPerRank = 8;
+constexpr long kFilesReserved = 64;  // mpirun's own
+constexpr long kThreadsPerRank = 8;
+
+struct RankBound {
+  long ranks;
+  std::string why;
+};
+
+RankBound max_local_ranks() {
+  const long cores = std::max(1u, std::thread::hardware_concurrency());
+  RankBound bound{kRanksPerCore * cores, fmt::format("{} per core × {} cores", kRanksPerCore, cores)};
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    const long n = (static_cast<long>(std::min<rlim_t>(files.rlim_cur, 1u << 30)) - kFilesReserved) / kFilesPerRank;
+    if (n < bound.ranks) {
+      bound = {std::max(1L, n), fmt::format("the open-file limit (ulimit -n) of {} allows about {} per rank",
+                                            files.rlim_cur, kFilesPerRank)};
+    }
+  }
+  rlimit procs{};
+  // Root is not held to RLIMIT_NPROC.
+  if (::geteuid() != 0 && ::getrlimit(RLIMIT_NPROC, &procs) == 0 && procs.rlim_cur != RLIM_INFINITY) {
+    const long n = static_cast<long>(std::min<rlim_t>(procs.rlim_cur, 1u << 30)) / kThreadsPerRank;
+    if (n < bound.ranks) {
+      bound = {std::max(1L, n), fmt::format("the process limit (ulimit -u) of {} allows about {} threads per rank",
+                                            procs.rlim_cur, kThreadsPerRank)};
+    }
+  }
+  return bound;
+}
+
+// A hostfile (ours or Open MPI's default) or a batch scheduler's allocation provides the slots:
+// mpirun then checks N against them itself, with a clear message.
+bool slots_given(const LaunchOptions& o) {
+  if (!o.hostfile.empty()) return true;
+  for (const char* v : {"SLURM_JOB_ID", "PBS_JOBID", "PBS_NODEFILE", "LSB_JOBID", "OMPI_MCA_orte_default_hostfile",
+                        "OMPI_MCA_rds_hostfile_path"}) {
+    const char* value = std::getenv(v);
+    if (value != nullptr && *value != '\0') return true;
+  }
+  return false;
+}
+
+volatile sig_atomic_t g_signals = 0;      // SIGINT/SIGTERM received so far
+volatile sig_atomic_t g_last_signal = 0;  // the latest of them
+extern "C" void on_launch_signal(int sig) {
+  g_last_signal = sig;
+  g_signals = g_signals + 1;
+}
+
+// Passes mpirun's stderr through, line by line, leaving out Open MPI's banners (blocks between two
+// lines of dashes) and log lines that only repeat an exit trident reported or launch asked for.
+class StderrRelay {
+ public:
+  explicit StderrRelay(int out) : out_(out) {}
+  bool stop_requested = false;
+
+  void feed(const char* data, std::size_t n) {
+    partial_.append(data, n);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      line(partial_.substr(start, nl + 1 - start));
+    }
+    partial_.erase(0, start);
+    // A partial line that cannot start a banner goes out now (a progress line, a prompt).
+    if (!partial_.empty() && (mid_line_ || (!in_block_ && partial_[0] != '-' && partial_[0] != '['))) {
+      write(partial_);
+      mid_line_ = true;
+      partial_.clear();
+    }
+  }
+  void finish() {
+    if (!partial_.empty()) line(partial_);
+    partial_.clear();
+    for (const auto& l : block_) write(l);
+    block_.clear();
+    in_block_ = false;
+  }
+
+ private:
+  static bool is_rule(const std::string& l) {
+    std::size_t dashes = 0;
+    for (char c : l) {
+      if (c == '-') {
+        ++dashes;
+      } else if (c != '\n' && c != '\r') {
+        return false;
+      }
+    }
+    return dashes >= 20;
+  }
+  static bool has(const std::string& text, const char* what) { return text.find(what) != std::string::npos; }
+
+  void line(const std::string& l) {
+    if (mid_line_) {  // the rest of a line already started
+      write(l);
+      mid_line_ = l.back() != '\n';
+      return;
+    }
+    if (is_rule(l)) {
+      block_.push_back(l);
+      if (in_block_) {
+        close_block();
+      } else {
+        in_block_ = true;
+      }
+      return;
+    }
+    if (in_block_) {
+      block_.push_back(l);
+      if (block_.size() > 200) {  // not a banner after all
+        for (const auto& b : block_) write(b);
+        block_.clear();
+        in_block_ = false;
+      }
+      return;
+    }
+    if (l.starts_with("trident: error: ")) error_reported_ = true;
+    // "[host:pid] ... ORTE_ERROR_LOG: ..." and the help aggregation notes after an abort.
+    if (stop_requested && l.starts_with("mpirun: Forwarding signal")) return;  // launch's own stop request
+    if ((error_reported_ || stop_requested) && l.starts_with("[") &&
+        (has(l, "ORTE_ERROR_LOG") || has(l, "help message help-mpi-api.txt") || has(l, "orte_base_help_aggregate"))) {
+      return;
+    }
+    write(l);
+  }
+  void close_block() {
+    std::string text;
+    for (const auto& b : block_) text += b;
+    const bool after_exit = has(text, "MPI_ABORT was invoked") || has(text, "exited with non-zero status") ||
+                            has(text, "terminated normally, but");
+    const bool after_stop = has(text, "exited on signal") || has(text, "killed");
+    const bool drop = (error_reported_ && after_exit) || (stop_requested && (after_exit || after_stop));
+    if (!drop) {
+      for (const auto& b : block_) write(b);
+    }
+    block_.clear();
+    in_block_ = false;
+  }
+  void write(const std::string& s) const {
+    for (std::size_t done = 0; done < s.size();) {
+      const ssize_t w = ::write(out_, s.data() + done, s.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return;
+      done += static_cast<std::size_t>(w);
+    }
+  }
+
+  int out_;
+  std::string partial_;
+  bool mid_line_ = false;
+  bool in_block_ = false;
+  bool error_reported_ = false;
+  std::vector<std::string> block_;
+};
+
+// Runs mpirun (argv) as described at the top; returns the exit status for launch.
+int run_mpirun(std::vector<std::string>& args) {
+  int err_pipe[2], exec_pipe[2];
+  TRIDENT_CHECK(::pipe2(err_pipe, O_CLOEXEC) == 0 && ::pipe2(exec_pipe, O_CLOEXEC) == 0,
+                "launch: cannot create a pipe: {}", std::strerror(errno));
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  struct sigaction action {};
+  action.sa_handler = on_launch_signal;
+  ::sigemptyset(&action.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  TRIDENT_CHECK(pid >= 0, "launch: cannot start mpirun: fork: {}", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // launch killed outright: mpirun ends the job
+    if (::getppid() != parent) ::_exit(127);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::dup2(err_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC on the copy
+    ::execvp("mpirun", argv.data());
+    const int e = errno;
+    (void)!::write(exec_pipe[1], &e, sizeof(e));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(err_pipe[1]);
+  ::close(exec_pipe[1]);
+  int exec_errno = 0;
+  const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
+  ::close(exec_pipe[0]);
+  if (exec_failed) {
+    ::waitpid(pid, nullptr, 0);
+    ::close(err_pipe[0]);
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    TRIDENT_FAIL("launch: cannot run mpirun: {} (install Debian's openmpi-bin)", std::strerror(exec_errno));
+  }
+
+  StderrRelay relay(STDERR_FILENO);
+  int handled = 0;   // signals acted on
+  int first_signal = 0;
+  std::chrono::steady_clock::time_point term_sent{};
+  bool pipe_open = true, killed = false;
+  int status = 0;
+  for (;;) {
+    const int seen = g_signals;
+    while (handled < seen) {
+      ++handled;
+      if (handled == 1) {
+        first_signal = g_last_signal;
+        relay.stop_requested = true;
+        ::kill(pid, first_signal == SIGINT ? SIGUSR1 : SIGUSR2);  // a stop request for every rank
+      } else if (handled == 2) {
+        ::kill(pid, SIGTERM);  // mpirun ends the job
+        term_sent = std::chrono::steady_clock::now();
+      } else if (!killed) {
+        ::kill(-pid, SIGKILL);
+        killed = true;
+      }
+    }
+    if (handled == 2 && !killed && std::chrono::steady_clock::now() - term_sent > std::chrono::seconds(10)) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+    if (pipe_open) {
+      pollfd p{err_pipe[0], POLLIN, 0};
+      const int r = ::poll(&p, 1, 100);
+      if (r > 0) {
+        char buf[4096];
+        const ssize_t n = ::read(err_pipe[0], buf, sizeof(buf));
+        if (n > 0) {
+          relay.feed(buf, static_cast<std::size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          pipe_open = false;
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+  }
+  // mpirun is gone: what it (or a rank holding its stderr) still wrote.
+  ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  char buf[4096];
+  for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof(buf))) > 0;) relay.feed(buf, static_cast<std::size_t>(n));
+  relay.finish();
+  ::close(err_pipe[0]);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    // Stopped on request: 0 when every rank stopped cleanly (training saved), else as a shell
+    // reports a process ended by that signal.
+    return code != 0 && first_signal != 0 ? 128 + first_signal : code;
+  }
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 void launch(const LaunchOptions& o) {
   TRIDENT_CHECK(o.ranks >= 1, "launch: -n must be at least 1, got {}", o.ranks);
   TRIDENT_CHECK(!o.command.empty(), "launch: no command given (e.g. trident launch -n 4 -- trident train cfg.toml)");
+  if (!slots_given(o)) {
+    const RankBound bound = max_local_ranks();
+    TRIDENT_CHECK(o.ranks <= bound.ranks,
+                  "launch: -n {} is more ranks than this host can start (at most {}: {}); for more, give --hostfile "
+                  "or launch inside a scheduler's allocation (Slurm, PBS)",
+                  o.ranks, bound.ranks, bound.why);
+  }
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(o.ranks), "--bind-to", "none",
-                                   "-x", "OMPI_MCA_mpi_yield_when_idle=1"};
+                                   "-x", "OMPI_MCA_mpi_yield_when_idle=1", "-x", "TRIDENT_LAUNCH_SIGNALS=1"};
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (o.hostfile.empty() && static_cast<unsigned>(o.ranks) > cores) {
     // More ranks than cores: let idle OpenMP threads sleep instead of spinning on a shared core.
@@ -57,11 +358,8 @@ void launch(const LaunchOptions& o) {
     fmt::print("{}\n", fmt::join(args, " "));
     return;
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execvp("mpirun", argv.data());
-  TRIDENT_FAIL("launch: cannot run mpirun: {} (install Debian's openmpi-bin)", std::strerror(errno));
+  std::fflush(stdout);
+  exit_status() = run_mpirun(args);
 }
 
 }  // namespace

@@ -1,9 +1,15 @@
 // trident: the command-line entry point. The only place that catches errors,
 // prints one clear line (more with --verbose) and exits non-zero.
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -13,17 +19,56 @@
 #include "trident/dist/mpi_communicator.h"
 
 namespace {
-// One clear line, then end the job: in a multi-rank run every other rank is
-// brought down too (MPI_Abort), so nobody hangs in a collective.
-[[noreturn]] void fail(const std::string& line) {
-  std::fprintf(stderr, "trident: error: %s\n", line.c_str());
-  std::fflush(stderr);
+// One clear line per error, once per job, then the end of the job. Ranks that all fail agree first:
+// when every rank failed with the same message (a config error that each one detects alike), rank 0
+// alone prints it, and all of them finalize MPI and exit with `exit_code`, so the launcher has no
+// abort to report. An error that only some ranks see is printed by each of those, naming its rank,
+// and brings every other rank down (MPI_Abort), so nobody hangs in a collective.
+[[noreturn]] void fail(const std::string& line, int exit_code) {
   std::fflush(stdout);
-  trident::dist::abort_job(1);
+  const trident::dist::FailureAgreement agreed = trident::dist::agree_on_failure(line);
+  if (agreed.print) {
+    const int rank = trident::error_rank();
+    const std::string where = agreed.name_rank && rank >= 0 ? fmt::format("rank {}: ", rank) : std::string();
+    std::fprintf(stderr, "trident: error: %s%s\n", where.c_str(), line.c_str());
+  }
+  std::fflush(stderr);
+  if (agreed.together) trident::dist::finalize_and_exit(exit_code);
+  trident::dist::abort_job(exit_code);
 }
 }  // namespace
 
+namespace {
+// Under trident launch, the stop request launch sends every rank through mpirun (which forwards
+// SIGUSR1/SIGUSR2 but ends the job on SIGINT/SIGTERM) becomes the SIGINT/SIGTERM the user sent:
+// training saves a checkpoint and stops, other commands end as they would on that signal.
+extern "C" void on_launch_stop_request(int sig) { std::raise(sig == SIGUSR1 ? SIGINT : SIGTERM); }
+}  // namespace
+
+std::string trident::cli::read_file_option(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  TRIDENT_CHECK(fs::exists(st), "{} '{}': no such file", flag, path);
+  TRIDENT_CHECK(!fs::is_directory(st), "{} '{}': is a directory, not a file", flag, path);
+  std::ifstream in(path, std::ios::binary);
+  TRIDENT_CHECK(in.good(), "{} '{}': cannot open the file: {}", flag, path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  TRIDENT_CHECK(!in.bad(), "{} '{}': error reading the file", flag, path);
+  return std::move(text).str();
+}
+
+int& trident::cli::exit_status() {
+  static int status = 0;
+  return status;
+}
+
 int main(int argc, char** argv) {
+  if (const char* v = std::getenv("TRIDENT_LAUNCH_SIGNALS"); v != nullptr && std::strcmp(v, "1") == 0) {
+    std::signal(SIGUSR1, on_launch_stop_request);
+    std::signal(SIGUSR2, on_launch_stop_request);
+  }
   CLI::App app{"trident: train large language models with 3D parallelism", "trident"};
   app.set_version_flag("--version", std::string("trident ") + trident::kVersion);
   bool verbose = false;
@@ -39,6 +84,23 @@ int main(int argc, char** argv) {
   trident::cli::add_export_command(app);
   trident::cli::add_launch_command(app);
 
+  // An unknown command would otherwise read "A subcommand is required": name it and the known ones.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word.starts_with('-')) continue;  // the top-level options (-v, --help, --version)
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || sub->get_name() == word;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      fail(fmt::format("unknown command '{}' (commands: {}) (see trident --help)", word, names),
+           static_cast<int>(CLI::ExitCodes::ExtrasError));
+    }
+    break;
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,15 +111,12 @@ int main(int argc, char** argv) {
       sub = sub->get_subcommands().front();
       command += " " + sub->get_name();
     }
-    std::fprintf(stderr, "trident: error: %s (see %s --help)\n", e.what(), command.c_str());
-    return e.get_exit_code();
+    fail(fmt::format("{} (see {} --help)", e.what(), command), e.get_exit_code());
   } catch (const trident::Error& e) {
-    // In a multi-rank job the rank is part of the line.
-    const std::string where = e.rank() >= 0 ? fmt::format("rank {}: ", e.rank()) : std::string();
-    fail(verbose ? std::string(e.what()) : where + e.message());
+    fail(verbose ? std::string(e.what()) : e.message(), 1);
   } catch (const std::exception& e) {
-    fail(e.what());
+    fail(e.what(), 1);
   }
   trident::dist::finalize();
-  return 0;
+  return trident::cli::exit_status();
 }

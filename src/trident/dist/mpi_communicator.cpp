@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <climits>
@@ -403,6 +404,12 @@ bool launched_by_mpi() {
   return false;
 }
 
+namespace {
+// Reserved for agree_on_failure: ranks that fail meet here, never on a communicator a healthy rank
+// may be using (collectives on one communicator must come in the same order on every rank).
+MPI_Comm g_failure_comm = MPI_COMM_NULL;
+}  // namespace
+
 std::shared_ptr<Communicator> mpi_world(double timeout_s) {
   int initialized = 0;
   MPI_CHECK(MPI_Initialized(&initialized));
@@ -411,6 +418,11 @@ std::shared_ptr<Communicator> mpi_world(double timeout_s) {
     MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
   }
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  if (g_failure_comm == MPI_COMM_NULL) {
+    // Collective on the world, the first time on every rank (mpi_world is where each rank meets MPI).
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_failure_comm));
+    MPI_CHECK(MPI_Comm_set_errhandler(g_failure_comm, MPI_ERRORS_RETURN));
+  }
   auto world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, "world", timeout_s);
   set_error_rank(world->rank());
   return world;
@@ -421,6 +433,83 @@ void abort_job(int exit_code) {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+namespace {
+// Polls `request` until it completes (true) or `deadline` passes (false; the request stays pending).
+bool complete_by(MPI_Request& request, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    int flag = 0;
+    if (MPI_Test(&request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (flag) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// FNV-1a: the same on every rank and host, unlike std::hash.
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+FailureAgreement agree_on_failure(std::string_view message, double window_s) {
+  if (!launched_by_mpi()) return {};
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return {false, true, true};
+  if (g_failure_comm == MPI_COMM_NULL) {
+    // Failed before meeting MPI (command line, config file): the healthy ranks start MPI in mpi_world,
+    // and so does this one, so that all of them can meet.
+    try {
+      (void)mpi_world();
+    } catch (const Error&) {
+      return {false, true, true};
+    }
+  }
+  if (g_failure_comm == MPI_COMM_NULL) return {false, true, true};  // MPI started by someone else
+  int rank = 0, size = 1;
+  MPI_Comm_rank(g_failure_comm, &rank);
+  MPI_Comm_size(g_failure_comm, &size);
+  if (size == 1) return {};
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(window_s));
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(g_failure_comm, &barrier) != MPI_SUCCESS || !complete_by(barrier, deadline)) {
+    return {false, true, true};
+  }
+  // Every rank failed. The same message everywhere? (max of h and of ~h: both are this rank's only
+  // when every rank has the same h.)
+  const std::uint64_t h = fnv1a(message);
+  std::uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
+  MPI_Request reduce = MPI_REQUEST_NULL;
+  const auto reduce_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  if (MPI_Iallreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, g_failure_comm, &reduce) != MPI_SUCCESS ||
+      !complete_by(reduce, reduce_deadline)) {
+    return {false, true, true};
+  }
+  const bool same = most[0] == h && most[1] == ~h;
+  return {true, !same || rank == 0, !same};
+}
+
+void finalize_and_exit(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) {
+    // A finalize that waits forever on a peer must not become the hang it was meant to avoid.
+    std::thread([exit_code] {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      std::_Exit(exit_code);
+    }).detach();
+    MPI_Finalize();
+  }
   std::_Exit(exit_code);
 }
 

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "trident/dist/communicator.h"
 
@@ -19,6 +21,26 @@ std::shared_ptr<Communicator> mpi_world(double timeout_s = 300.0);
 bool launched_by_mpi();
 // Ends every rank of the job after a fatal error on this one (MPI_Abort); no-op without MPI.
 [[noreturn]] void abort_job(int exit_code);
+
+// How a rank that hit a fatal error (`message`) ends a multi-rank job. Ranks that fail meet on a
+// communicator reserved for this (made when MPI starts) and wait up to `window_s` for each other:
+//  - every rank failed (e.g. a config error all detect alike): `together`; when all messages are the
+//    same only rank 0 prints (`print`), otherwise each rank prints its own with its rank (`name_rank`).
+//    The ranks then end with finalize_and_exit: no MPI_Abort, so no launcher banner.
+//  - some rank did not fail within the window: not `together`; this rank prints its message naming
+//    its rank and brings the job down with abort_job (its peers may wait in a collective).
+// Without MPI (one process, not started by a launcher) the answer is together/print. Under a
+// launcher but before MPI started (an error in parsing the command line or the config), MPI is
+// started here first.
+struct FailureAgreement {
+  bool together = true;
+  bool print = true;
+  bool name_rank = false;
+};
+FailureAgreement agree_on_failure(std::string_view message, double window_s = 10.0);
+// Finalises MPI (if started) and exits the process with `exit_code`, after flushing stdio; a
+// finalize that hangs is cut off after 30 s.
+[[noreturn]] void finalize_and_exit(int exit_code);
 // Finalises MPI at normal exit (idempotent).
 void finalize();
 // The MPI library's version line ("Open MPI v4.1.4, ..."); callable before MPI starts.

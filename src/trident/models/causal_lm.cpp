@@ -82,6 +82,11 @@ std::vector<std::string> preset_names() {
 std::vector<StageRange> partition_layers(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts) {
   TRIDENT_CHECK(stages >= 1, "pipeline: {} stages", stages);
   std::vector<std::int64_t> per_stage = counts;
+  // Every stage needs a layer: with fewer layers than stages no split exists to suggest.
+  TRIDENT_CHECK(n_layer >= stages,
+                "pipeline: {} layers cannot fill {} pipeline stages (each stage needs at least one layer): use at most "
+                "{} stages (dist.pipeline_parallel_size × dist.virtual_pipeline_size)",
+                n_layer, stages, n_layer);
   if (per_stage.empty()) {
     TRIDENT_CHECK(n_layer % stages == 0,
                   "pipeline: {} layers do not divide evenly over {} pipeline stages; give the layers of each stage in "
