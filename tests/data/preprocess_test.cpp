@@ -34,6 +34,44 @@ std::string read(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+TEST(Preprocess, NoDocumentsIsAnErrorThatWritesNothing) {
+  // An empty JSONL (or one whose every document is empty) would give a 0-document dataset that
+  // training then refuses, blaming data.split: the error comes here, naming the input.
+  TempDir dir("trident-pre-empty");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "empty.jsonl", "");
+  write(dir / "blank.jsonl", "{\"text\": \"\"}\n");
+  for (const char* name : {"empty.jsonl", "blank.jsonl"}) {
+    PreprocessOptions o;
+    o.inputs = {dir / name};
+    o.output_prefix = dir / "out";
+    EXPECT_THAT(error_of([&] { preprocess(tok, o); }),
+                HasSubstr(fmt::format("'{}': no documents to write", dir / name)));
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.bin"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.idx"));
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+      EXPECT_EQ(entry.path().string().find("out.bin.tmp"), std::string::npos) << entry.path();
+    }
+  }
+}
+
+TEST(Preprocess, MissingOutputDirectoryIsMadeOrNamed) {
+  TempDir dir("trident-pre-outdir");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "in.txt", "one line\n");
+  PreprocessOptions o;
+  o.inputs = {dir / "in.txt"};
+  o.output_prefix = (dir.path() / "a" / "b" / "out").string();
+  preprocess(tok, o);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "a" / "b" / "out.idx"));
+  // A file where the directory should be: the error names that path, not a temporary file.
+  write(dir / "f", "");
+  o.output_prefix = (dir.path() / "f" / "out").string();
+  EXPECT_THAT(error_of([&] { preprocess(tok, o); }),
+              HasSubstr(fmt::format("--output-prefix '{}': cannot create the directory '{}'", o.output_prefix,
+                                    dir / "f")));
+}
+
 TEST(Preprocess, TextLinesWithEodInOrderForAnyWorkerCount) {
   TempDir dir("trident-pre-text");
   const Tokenizer tok = small_tokenizer();

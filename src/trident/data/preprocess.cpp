@@ -1,10 +1,15 @@
 #include "trident/data/preprocess.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <cerrno>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -119,6 +124,17 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   }
   const int workers = options.workers > 0 ? options.workers
                                           : num_threads();
+  // The output's directory, made here so that an error names it (not a temporary file inside it).
+  if (const std::filesystem::path dir = std::filesystem::path(options.output_prefix).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    TRIDENT_CHECK(!ec, "--output-prefix '{}': cannot create the directory '{}': {}", options.output_prefix,
+                  dir.string(), ec.message());
+    TRIDENT_CHECK(std::filesystem::is_directory(dir), "--output-prefix '{}': '{}' is not a directory",
+                  options.output_prefix, dir.string());
+    TRIDENT_CHECK(::access(dir.c_str(), W_OK) == 0, "--output-prefix '{}': cannot write in the directory '{}': {}",
+                  options.output_prefix, dir.string(), std::strerror(errno));
+  }
   DocumentReader reader(options.inputs, options.format);
   PreprocessSummary summary;
   summary.dtype = best_fitting_dtype(tokenizer.vocab_size());
@@ -218,6 +234,14 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   for (auto& t : pool) t.join();
   writer.join();
   if (auto e = pipe.error()) std::rethrow_exception(e);
+  // A dataset of no documents is refused by training anyway: say so now, and write nothing (the
+  // builder's destructor removes its temporary file).
+  if (builder.documents() == 0) {
+    std::string inputs;
+    for (const auto& f : options.inputs) inputs += fmt::format("{}'{}'", inputs.empty() ? "" : ", ", f.string());
+    TRIDENT_FAIL("{}: no documents to write ({} empty documents and {} bad lines skipped); {}.bin/.idx not written",
+                 inputs, summary.empty_documents, summary.bad_lines, options.output_prefix);
+  }
   builder.finalize();
   summary.documents = builder.documents();
   summary.tokens = builder.tokens();
