@@ -47,10 +47,7 @@ class TokenStream {
       dataset_ = data::IndexedDataset::open(o.data);
       return;
     }
-    std::ifstream in(o.text, std::ios::binary);
-    TRIDENT_CHECK(in.good(), "--text '{}': cannot read the file", o.text);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    text_ids_ = tokenizer.encode(text);
+    text_ids_ = tokenizer.encode(read_file_option("--text", o.text));
   }
 
   // Appends up to `n` more tokens to `out`; fewer only at the end of the stream.

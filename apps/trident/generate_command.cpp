@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -126,8 +127,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")
       ->check(non_negative)
       ->capture_default_str();
+  // inf would sample uniformly, whatever the model says.
+  const CLI::Validator finite_non_negative =
+      number_in("a finite number >= 0", [](double v) { return std::isfinite(v) && v >= 0; });
   cmd->add_option("--temperature", o->temperature, "Sampling temperature (0 = greedy)")
-      ->check(non_negative)
+      ->check(finite_non_negative)
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")
       ->check(non_negative)

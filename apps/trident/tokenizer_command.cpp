@@ -28,11 +28,7 @@ std::string read_all(const std::string& file) {
     ss << std::cin.rdbuf();
     return std::move(ss).str();
   }
-  std::ifstream in(file, std::ios::binary);
-  TRIDENT_CHECK(in.good(), "cannot open input file '{}'", file);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return std::move(ss).str();
+  return read_file_option("--input", file);
 }
 
 void write_stdout(std::string_view s) {
