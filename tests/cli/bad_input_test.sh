@@ -164,7 +164,8 @@ while IFS= read -r line || [[ -n $line ]]; do
     failures=$((failures + 1))
     printf 'FAIL %s (%s, %ss): %s\n' "$name" "$where" "$elapsed" "$reason"
     echo "  command: $cmd"
-    sed 's/^/  stderr| /' "$dir/stderr"
+    if [[ $stderr_lines -gt 40 ]]; then echo "  (stderr: the last 40 of $stderr_lines lines)"; fi
+    grep . "$dir/stderr" | tail -n 40 | sed 's/^/  stderr| /'
     tail -n 5 "$dir/stdout" | sed 's/^/  stdout| /'
   fi
 done <"$table"
