@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -344,8 +346,17 @@ void apply_override(Config& config, const std::string& assignment) {
   bool ok = true;
   try {
     parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
+  } catch (const toml::parse_error& e) {
     ok = false;
+    // A number TOML cannot hold (too many digits for 64 bits) gets the words a config file's would,
+    // not "must be an integer".
+    const bool numeric_key = f->type != "string" && f->type != "boolean" && f->type != "list of strings";
+    const bool looks_numeric =
+        std::any_of(value.begin(), value.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
+        std::all_of(value.begin(), value.end(), [](char ch) {
+          return std::isdigit(static_cast<unsigned char>(ch)) || std::strchr("+-._eE", ch) != nullptr;
+        });
+    TRIDENT_CHECK(!(numeric_key && looks_numeric), "{}: invalid value: {}", origin, e.description());
   }
   if (!ok || (f->type == "string" && !parsed["v"].is_string())) {
     // A bare word (--set train.precision=bf16) is a string.
