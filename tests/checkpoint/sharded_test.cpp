@@ -46,8 +46,9 @@ class Sharded : public ::testing::Test {
     write_shard(tmp + "/shard-00000.safetensors",
                 {{"model/w", {4, 5}, {0, 0}, box_of(w, 0, 0, 4, 3)}, {"model/b", {3}, {0}, iota({3})}});
     write_shard(tmp + "/shard-00001.safetensors", {{"model/w", {4, 5}, {0, 3}, box_of(w, 0, 3, 4, 2)}});
-    commit_checkpoint(tmp, final_dir, {{"step", 7}}, {"shard-00000.safetensors", "shard-00001.safetensors"},
-                      (root_ / "latest").string());
+    // meta.json's step is the directory's (the reader checks that they agree).
+    commit_checkpoint(tmp, final_dir, {{"step", std::stoll(name.substr(5))}},
+                      {"shard-00000.safetensors", "shard-00001.safetensors"}, (root_ / "latest").string());
     return final_dir;
   }
   // A one-shard checkpoint whose shard `write_shard_file` writes (crafted files).

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cmath>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,49 @@ bool boxes_overlap(const std::vector<std::int64_t>& a, const Shape& a_shape, con
   for (std::size_t d = 0; d < a.size(); ++d)
     if (std::max(a[d], b[d]) >= std::min(a[d] + a_shape[d], b[d] + b_shape[d])) return false;
   return true;
+}
+
+// The run-state fields a training resumes from, when present: a hand-edited or damaged meta.json makes
+// the checkpoint fail to open (and a resume skip it by name), never resume at step -3.
+void validate_meta(const json& meta, const std::string& dir, const std::string& meta_path) {
+  auto count = [&](const char* key) {
+    if (!meta.contains(key)) return;
+    const json& v = meta[key];
+    TRIDENT_CHECK(v.is_number_integer() && v.get<std::int64_t>() >= 0,
+                  "'{}': \"{}\" must be an integer >= 0, got {}", meta_path, key, v.dump());
+  };
+  for (const char* key : {"step", "consumed_samples", "optimizer_step", "loss_scale_good_steps", "seed"}) count(key);
+  if (meta.contains("loss_scale")) {
+    const json& v = meta["loss_scale"];
+    TRIDENT_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0,
+                  "'{}': \"loss_scale\" must be a finite number >= 0, got {}", meta_path, v.dump());
+  }
+  // The directory step_N holds step N.
+  const std::string name = fs::path(dir).filename().string();
+  std::size_t end = 5;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  std::int64_t named_step = -1;
+  if (name.starts_with("step_") && end > 5 && (end == name.size() || name[end] == '.') &&
+      std::from_chars(name.data() + 5, name.data() + end, named_step).ec == std::errc() && meta.contains("step")) {
+    TRIDENT_CHECK(meta["step"].get<std::int64_t>() == named_step,
+                  "'{}': \"step\" is {}, but the directory is that of step {}", meta_path, meta["step"].dump(),
+                  named_step);
+  }
+  // Every rank of the layout that wrote it left a shard, which meta.json must list (and so verify).
+  if (meta.contains("layout")) {
+    const json& layout = meta["layout"];
+    TRIDENT_CHECK(layout.is_object() && layout.contains("world_size") && layout["world_size"].is_number_integer() &&
+                      layout["world_size"].get<std::int64_t>() >= 1 &&
+                      layout["world_size"].get<std::int64_t>() <= static_cast<std::int64_t>(meta["files"].size()),
+                  "'{}': \"layout\" must give a world_size from 1 to the {} files listed, got {}", meta_path,
+                  meta["files"].size(), layout.dump());
+    const std::int64_t world = layout["world_size"].get<std::int64_t>();
+    for (std::int64_t r = 0; r < world; ++r) {
+      const std::string shard = fmt::format("shard-{:05d}.safetensors", r);
+      TRIDENT_CHECK(meta["files"].contains(shard), "'{}': \"files\" does not list {} of rank {} (world_size {})",
+                    meta_path, shard, r, world);
+    }
+  }
 }
 
 }  // namespace
@@ -80,8 +124,9 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   const json version = meta_.value("format_version", json(0));
   TRIDENT_CHECK(version == kFormatVersion, "checkpoint '{}' has format version {}, this trident reads version {}", dir,
                 version.dump(), kFormatVersion);
-  TRIDENT_CHECK(meta_.contains("files") && meta_["files"].is_object(), "'{}': meta.json lists no files",
-                meta_path.string());
+  TRIDENT_CHECK(meta_.contains("files") && meta_["files"].is_object() && !meta_["files"].empty(),
+                "'{}': meta.json lists no files", meta_path.string());
+  validate_meta(meta_, dir, meta_path.string());
   for (auto it = meta_["files"].begin(); it != meta_["files"].end(); ++it) {
     // Checkpoint files sit directly in the directory: a name that reaches elsewhere ("../x", "/etc/x")
     // is damage or mischief, not a checkpoint.
@@ -321,6 +366,15 @@ std::vector<fs::path> committed_checkpoints(const std::string& root) {
   return dirs;
 }
 
+// What identifies a checkpoint's model: the bytes of its config.json ("" without one).
+std::string model_identity(const fs::path& dir) {
+  std::ifstream in(dir / "config.json", std::ios::binary);
+  if (!in.good()) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // The checkpoint at `dir`, opened and verified; null (and the reason in `why`) when it does not open.
 std::unique_ptr<CheckpointReader> try_open(const fs::path& dir, std::string* why) {
   try {
@@ -372,12 +426,18 @@ std::string latest_valid_checkpoint(const std::string& root, std::vector<std::st
 
 void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir) {
   if (keep <= 0 || !fs::exists(root)) return;
-  const std::vector<fs::path> dirs = committed_checkpoints(root);
+  const std::vector<fs::path> all = committed_checkpoints(root);
+  if (all.empty()) return;
+  const fs::path newest = latest_dir.empty() ? all.back() : fs::path(latest_dir);
+  // Only checkpoints of the newest one's model take turns: a run directory that also holds another model's
+  // checkpoints (another configuration trained there) keeps them, so rotation never deletes the last one.
+  const std::string model = model_identity(newest);
+  std::vector<fs::path> dirs;
+  for (const fs::path& d : all)
+    if (model_identity(d) == model) dirs.push_back(d);
   const std::int64_t excess = static_cast<std::int64_t>(dirs.size()) - keep;
   for (std::int64_t i = 0; i < excess; ++i) {
-    if (fs::equivalent(dirs[static_cast<std::size_t>(i)], latest_dir.empty() ? dirs.back() : fs::path(latest_dir))) {
-      continue;
-    }
+    if (fs::equivalent(dirs[static_cast<std::size_t>(i)], newest)) continue;
     fs::remove_all(dirs[static_cast<std::size_t>(i)]);
     crash_point("old checkpoint pruned");
   }
@@ -385,8 +445,8 @@ void prune_checkpoints(const std::string& root, std::int64_t keep, const std::st
   // newer checkpoint is committed.
   for (const auto& entry : fs::directory_iterator(root)) {
     const auto [step, state] = parse_checkpoint_name(entry.path().filename().string());
-    if (step >= 0 && state > 0 && entry.is_directory() && !dirs.empty() &&
-        step <= parse_checkpoint_name(dirs.back().filename().string()).first) {
+    if (step >= 0 && state > 0 && entry.is_directory() &&
+        step <= parse_checkpoint_name(all.back().filename().string()).first) {
       fs::remove_all(entry.path());
     }
   }
