@@ -148,6 +148,50 @@ std::shared_ptr<const IndexedDataset> IndexedDataset::open(const std::string& pr
   return ds;
 }
 
+namespace {
+
+// Min and max of `n` little-endian values of type V at `p`; simple loops the compiler vectorises.
+template <typename V>
+IndexedDataset::TokenRange range_of(const std::byte* p, std::size_t n) {
+  IndexedDataset::TokenRange r;
+  if (n == 0) return r;
+  constexpr std::size_t kChunk = 4096;  // 32 KiB at most on the stack
+  V lo = std::numeric_limits<V>::max(), hi = std::numeric_limits<V>::lowest();
+  V buf[kChunk];
+  for (std::size_t begin = 0; begin < n; begin += kChunk) {
+    const std::size_t m = std::min(kChunk, n - begin);
+    std::memcpy(buf, p + begin * sizeof(V), m * sizeof(V));  // no unaligned loads through V*
+    for (std::size_t k = 0; k < m; ++k) {
+      lo = buf[k] < lo ? buf[k] : lo;
+      hi = buf[k] > hi ? buf[k] : hi;
+    }
+  }
+  r.min = static_cast<std::int64_t>(lo);
+  r.max = static_cast<std::int64_t>(hi);
+  return r;
+}
+
+}  // namespace
+
+IndexedDataset::TokenRange IndexedDataset::token_range() const {
+  // Sequences are contiguous from byte 0 (parse_index checks it): the tokens are the bytes up to the
+  // end of the last sequence.
+  const std::size_t item = token_dtype_size(index_.dtype);
+  const std::size_t n = static_cast<std::size_t>(total_tokens_);
+  TRIDENT_CHECK(n <= bin_.size() / item, "{}.bin: {} bytes cannot hold the index's {} tokens", prefix_, bin_.size(),
+                total_tokens_);
+  const std::byte* p = bin_.bytes().data();
+  switch (index_.dtype) {
+    case TokenDType::u8: return range_of<std::uint8_t>(p, n);
+    case TokenDType::i8: return range_of<std::int8_t>(p, n);
+    case TokenDType::i16: return range_of<std::int16_t>(p, n);
+    case TokenDType::u16: return range_of<std::uint16_t>(p, n);
+    case TokenDType::i32: return range_of<std::int32_t>(p, n);
+    case TokenDType::i64: return range_of<std::int64_t>(p, n);
+    default: TRIDENT_FAIL("{}: token dtype {} is not an integer type", prefix_, token_dtype_name(index_.dtype));
+  }
+}
+
 void IndexedDataset::read(std::size_t i, std::int64_t offset, std::int64_t length, std::int32_t* out) const {
   TRIDENT_CHECK(i < size(), "{}: sequence {} out of range (the dataset has {})", prefix_, i, size());
   // Written so that no sum can wrap: a negative or huge length must not pass.
