@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 #include "trident/dist/mpi_communicator.h"
 
@@ -35,6 +36,7 @@ MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string&
                                              : isatty(STDOUT_FILENO) != 0;
   live_ = enabled && (progress == "on" || (progress == "auto" && tty));
   if (enabled_ && !metrics_path.empty()) {
+    path_ = metrics_path;
     jsonl_.open(metrics_path, std::ios::app);
     TRIDENT_CHECK(jsonl_.good(), "cannot open metrics file '{}'", metrics_path);
   }
@@ -83,6 +85,26 @@ void MetricsLogger::message(const std::string& text) {
   live_shown_ = false;
   std::fputs((text + "\n").c_str(), stdout);
   std::fflush(stdout);
+}
+
+void MetricsLogger::truncate_after(std::int64_t step) {
+  if (!jsonl_.is_open()) return;
+  jsonl_.close();
+  std::ifstream in(path_);
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped) write_file_atomically(path_, kept);
+  jsonl_.open(path_, std::ios::app);
+  TRIDENT_CHECK(jsonl_.good(), "cannot open metrics file '{}'", path_);
 }
 
 void MetricsLogger::finish() {

@@ -39,6 +39,9 @@ class MetricsLogger {
   void log_eval(std::int64_t step, double val_loss);
   void message(const std::string& text);  // a permanent line (clears the live line first)
   void finish();
+  // Drops the JSONL lines of steps after `step` (a resume redoes them), crash-safely: the kept lines go to
+  // a new file that replaces the old one. A line that does not parse is kept.
+  void truncate_after(std::int64_t step);
   bool live() const noexcept { return live_; }  // the live progress line is shown
 
  private:
@@ -46,6 +49,7 @@ class MetricsLogger {
   bool enabled_;
   bool live_;
   bool live_shown_ = false;
+  std::string path_;
   std::ofstream jsonl_;
 };
 
