@@ -30,8 +30,9 @@ ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par
   }
 }
 
-double ModelRunner::train_step(std::int64_t micro_batches, const NextBatch& next, const ContextOf& context,
-                               double normalizer, double loss_scale) {
+std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const NextBatch& next,
+                                              const ContextOf& context, double normalizer, double loss_scale,
+                                              const StopBefore& stop_before) {
   if (par_.pipelined()) {
     const auto list = pl::build(options_.schedule,
                                 pl::ScheduleOptions{par_.pp_size, static_cast<int>(micro_batches), par_.chunks},
@@ -42,6 +43,9 @@ double ModelRunner::train_step(std::int64_t micro_batches, const NextBatch& next
   double local = 0;
   for (std::int64_t m = 0; m < micro_batches; ++m) {
     const bool last = m + 1 == micro_batches;
+    // Before any bucket of GradSync is launched (it launches during the last micro-batch's backward) and
+    // before ZeRO's last reduction: abandoning here leaves no communication in flight.
+    if (m > 0 && stop_before && stop_before(m)) return std::nullopt;
     data::Batch b = next();
     if (par_.grad_sync) par_.grad_sync->begin_micro_batch(last);
     Variable loss = model.loss(b.tokens, b.labels, context(m), normalizer);

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "trident/data/loader.h"
@@ -54,8 +55,18 @@ class ModelRunner {
   // `normalizer`, backward of loss × loss_scale), then the gradient
   // reductions. Returns the step's loss: the sum over micro-batches and
   // data-parallel ranks, the same on every rank.
-  double train_step(std::int64_t micro_batches, const NextBatch& next, const ContextOf& context, double normalizer,
-                    double loss_scale);
+  //
+  // `stop_before(m)`, when given, is asked before each micro-batch m >= 1 of
+  // a step without a pipeline and must answer the same on every rank (it
+  // agrees over the world): true abandons the step there — the gradients are
+  // partial, no reduction runs, the parameters and optimizer are untouched —
+  // and train_step returns nullopt. Under a pipeline schedule the micro-batches
+  // of different stages interleave, so there is no point at which every rank
+  // has finished the same micro-batches; the step runs to its end (bounded by
+  // the accumulation bound) and the stop happens at the step boundary.
+  using StopBefore = std::function<bool(std::int64_t m)>;
+  std::optional<double> train_step(std::int64_t micro_batches, const NextBatch& next, const ContextOf& context,
+                                   double normalizer, double loss_scale, const StopBefore& stop_before = {});
   // Loss of `batches` micro-batches per data-parallel rank (no grad): the sum of
   // every label's loss over all of them, divided by `normalizer` (the labels
   // they train, over all ranks); the same on every rank.

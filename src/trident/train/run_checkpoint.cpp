@@ -137,6 +137,64 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
   return final_dir;
 }
 
+namespace {
+
+// "model.n_layer: checkpoint step_… has 4, the configuration has 2" for the first size of the checkpoint
+// in `dir` (its config.json) that differs from `spec`; "" when none does.
+std::string model_difference(const std::string& dir, const models::TransformerSpec& spec) {
+  const fs::path config_json = fs::path(dir) / "config.json";
+  const std::string name = fs::path(dir).filename().string();
+  TRIDENT_CHECK(fs::exists(config_json),
+                "checkpoint {} has no config.json: cannot tell whether it holds the configured model", dir);
+  const models::TransformerSpec saved = models::read_hf_config(config_json.string());
+  auto arch = [](nn::Arch a) { return a == nn::Arch::gpt2 ? std::string("gpt2") : std::string("llama"); };
+  std::string diff;
+  auto same = [&](const char* key, const auto& had, const auto& has) {
+    if (diff.empty() && !(had == has))
+      diff = fmt::format("model.{}: checkpoint {} has {}, the configuration has {}", key, name, had, has);
+  };
+  same("arch", arch(saved.arch), arch(spec.arch));
+  same("n_layer", saved.n_layer, spec.n_layer);
+  same("d_model", saved.d_model, spec.d_model);
+  same("n_head", saved.n_head, spec.n_head);
+  same("n_kv_head", saved.n_kv_head, spec.n_kv_head);
+  same("d_ff", saved.d_ff, spec.d_ff);
+  same("vocab_size", saved.vocab_size, spec.vocab_size);
+  same("max_seq_len", saved.max_seq_len, spec.max_seq_len);
+  same("tie_embeddings", saved.tie_embeddings, spec.tie_embeddings);
+  return diff;
+}
+
+}  // namespace
+
+void check_same_model(const checkpoint::CheckpointReader& reader, const models::TransformerSpec& spec) {
+  const std::string diff = model_difference(reader.dir(), spec);
+  TRIDENT_CHECK(diff.empty(),
+                "{} (a resume continues the same model; only the layout, dist.*, may change: train another model in "
+                "another run directory)",
+                diff);
+}
+
+void check_no_other_model(const std::string& root, const models::TransformerSpec& spec) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !name.starts_with("step_") || name.find('.') != std::string::npos) continue;
+    if (!fs::exists(entry.path() / "config.json")) continue;
+    std::string diff;
+    try {
+      diff = model_difference(entry.path().string(), spec);
+    } catch (const Error&) {
+      continue;  // unreadable: not this check's business (a resume would skip it by name)
+    }
+    TRIDENT_CHECK(diff.empty(),
+                  "{}: '{}' holds another model's checkpoints, which this new run would replace and rotate away; "
+                  "give another --run-dir (or checkpoint.dir), or move them aside",
+                  diff, root);
+  }
+}
+
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params) {
   for (nn::Parameter* p : params) {
     p->var.data().copy_from(read_local(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
@@ -164,6 +222,9 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
     par.optimizer->load_state(state);
     par.optimizer->set_step(meta.value("optimizer_step", std::int64_t{0}));
   }
+  TRIDENT_CHECK(meta.contains("step") && meta.contains("consumed_samples"),
+                "checkpoint '{}': meta.json records no step or consumed_samples: not a training checkpoint",
+                reader.dir());
   RunState rs;
   rs.step = meta.at("step").get<std::int64_t>();
   rs.consumed_samples = meta.at("consumed_samples").get<std::int64_t>();

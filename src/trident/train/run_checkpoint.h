@@ -39,6 +39,14 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                             const models::TransformerSpec& spec, const ParallelState& par, const RunState& state,
                             const Config& config, const std::string& tokenizer_path);
 
+// Throws unless the checkpoint's model (config.json: family, sizes,
+// vocabulary) is `spec`'s: a resume continues the same model, under any
+// layout. The error names the key and both values.
+void check_same_model(const checkpoint::CheckpointReader& reader, const models::TransformerSpec& spec);
+// A run that starts afresh would replace (and rotate away) the checkpoints under `root`: throws when one
+// of them holds another model, naming it, the key and both values.
+void check_no_other_model(const std::string& root, const models::TransformerSpec& spec);
+
 // Model weights (before ZeRO shards them), then the optimiser state and the run state.
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params);
 RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,

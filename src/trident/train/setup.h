@@ -28,9 +28,17 @@ struct DataSources {
   std::shared_ptr<const data::SampleSource> train;
   std::shared_ptr<const data::SampleSource> valid;  // null when there is no validation data
 };
-// Opens the datasets. A blend of several holds `train_samples` (the whole
-// run) or `valid_samples` (one evaluation) samples; validation is left out
-// when train.eval_interval is 0.
+// Opens the datasets, with `tokenizer` (data.tokenizer, loaded). A blend of
+// several holds `train_samples` (the whole run) or `valid_samples` (one
+// evaluation) samples; validation is left out when train.eval_interval is 0.
+// Every dataset's token ids must lie in the tokenizer's vocabulary (checked
+// with one scan of its .bin, whose result is cached next to the sample
+// indices), else an error names the dataset, the tokenizer and both numbers.
+DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t train_samples,
+                      std::int64_t valid_samples);
+// The same, loading data.tokenizer.
 DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples);
+// The samples of train.seq_len tokens in one epoch of the training split (summed over data.paths).
+std::int64_t epoch_samples(const Config& c);
 
 }  // namespace trident::train::detail

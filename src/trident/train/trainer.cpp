@@ -21,7 +21,9 @@
 #include "trident/train/device.h"
 #include "trident/train/metrics.h"
 #include "trident/train/model_runner.h"
+#include "trident/train/memory_estimate.h"
 #include "trident/train/run_checkpoint.h"
+#include "trident/train/run_lock.h"
 #include "trident/train/setup.h"
 
 
@@ -159,13 +161,17 @@ TrainSummary train(const TrainOptions& options) {
   const auto job_start = std::chrono::steady_clock::now();
   Config config = load_config(options.config_path, options.overrides);
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
-  ParallelState par = make_parallel(config, options.world, training_device(config));
+  const Device device = training_device(config);
+  ParallelState par = make_parallel(config, options.world, device);
 
   const std::string run_dir = options.run_dir;
   const std::string ckpt_root = config.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string()
                                                               : config.checkpoint.dir;
+  // One training per run directory: rank 0, which writes it, holds the lock until the end. A refusal
+  // throws on rank 0 alone; the others wait in the barrier below until the error ends the job.
+  RunDirLock lock;
   if (par.is_root()) {
-    fs::create_directories(run_dir);
+    lock = RunDirLock(run_dir);
     std::ofstream(fs::path(run_dir) / "config.toml") << to_toml(config);
   }
   par.world->barrier();
@@ -179,17 +185,39 @@ TrainSummary train(const TrainOptions& options) {
   const std::int64_t accum = accumulation_steps(config, dp);
   const std::int64_t global_batch = mb * accum * dp;
   const std::int64_t T = config.train.seq_len;
-  DataSources data =
-      open_data(config, config.train.steps * global_batch, std::max<std::int64_t>(config.train.eval_steps, 1) * global_batch);
-  const models::TransformerSpec spec =
-      with_token_ids(model_spec(config.model, data.tokenizer.vocab_size(), T), data.tokenizer);
+  data::Tokenizer tokenizer = data::Tokenizer::load(config.data.tokenizer);
+  const models::TransformerSpec spec = with_token_ids(model_spec(config.model, tokenizer.vocab_size(), T), tokenizer);
   TRIDENT_CHECK(T <= spec.max_seq_len, "train.seq_len={} exceeds the model's max_seq_len={}", T, spec.max_seq_len);
-  TRIDENT_CHECK(data.tokenizer.vocab_size() <= spec.vocab_size,
+  TRIDENT_CHECK(tokenizer.vocab_size() <= spec.vocab_size,
                 "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
-                data.tokenizer.vocab_size());
+                tokenizer.vocab_size());
+  TRIDENT_CHECK(!config.data.eod_mask_loss || tokenizer.eod_id().has_value(),
+                "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none "
+                "(<|endoftext|>, <|end_of_text|>, </s> or <eos>)",
+                config.data.tokenizer);
+  // Sizes that cannot fit are refused before anything is allocated (or wraps around).
+  const MemoryLayout memory = memory_layout(config, par.world->size());
+  // (The host's memory only: the CUDA backend exposes no device-memory query here yet.)
+  check_memory_fits(config, spec, memory, host_memory_bytes(), "this host");
+  // A step of more micro-batches than an epoch has samples would run for ever (and ignore signals until
+  // it ends): surely a mistake.
+  if (accum > 1) {
+    const std::int64_t epoch = epoch_samples(config);
+    TRIDENT_CHECK(accum <= epoch,
+                  "train.global_batch_size={} means {} accumulation steps (global_batch_size / (micro_batch_size {} × "
+                  "data-parallel {})) per optimizer step, more than the {} samples of one epoch of the training data "
+                  "(the bound)",
+                  config.train.global_batch_size, accum, mb, dp, epoch);
+  }
+  std::int64_t train_samples = 0, valid_samples = 0;
+  TRIDENT_CHECK(!__builtin_mul_overflow(config.train.steps, global_batch, &train_samples) &&
+                    !__builtin_mul_overflow(std::max<std::int64_t>(config.train.eval_steps, 1), global_batch,
+                                            &valid_samples),
+                "train.steps={} (or train.eval_steps={}) × the global batch of {} samples overflows a 64-bit count",
+                config.train.steps, config.train.eval_steps, global_batch);
+  DataSources data = open_data(config, std::move(tokenizer), train_samples, valid_samples);
 
   const DType cdt = compute_dtype(config.train.precision);
-  const Device device = training_device(config);  // the same as make_parallel's
   ModelRunner runner(spec, par,
                      ModelRunner::Options{config.dist.pipeline_num_layers,
                                           parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), mb, T,
@@ -207,11 +235,16 @@ TrainSummary train(const TrainOptions& options) {
   const auto& params = runner.parameters();
   // Rank 0 chooses and the others follow: a rank that judged on its own after
   // a transient read error could resume from an older step than the rest.
-  const std::string resume_from =
-      par.world->broadcast_text(par.is_root() ? resume_directory(config, options, ckpt_root, log) : std::string());
+  const std::string resume_from = par.world->broadcast_text([&] {
+    if (!par.is_root()) return std::string();
+    std::string dir = resume_directory(config, options, ckpt_root, log);
+    if (dir.empty()) check_no_other_model(ckpt_root, spec);
+    return dir;
+  }());
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!resume_from.empty()) {
     reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
+    check_same_model(*reader, spec);
     load_model(*reader, params);  // before ZeRO-3 keeps only its shards
   }
   make_optimizer(par, config, params);
@@ -226,6 +259,8 @@ TrainSummary train(const TrainOptions& options) {
     }
     log.message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, state.step,
                             state.consumed_samples));
+    // The steps after the checkpoint are done again: their old lines go, so metrics.jsonl is one curve.
+    log.truncate_after(state.step);
     reader.reset();
   }
 
@@ -248,14 +283,7 @@ TrainSummary train(const TrainOptions& options) {
   lo.consumed_samples = state.consumed_samples;
   lo.seed = static_cast<std::uint64_t>(config.train.seed);
   lo.prefetch = static_cast<int>(config.data.prefetch);
-  if (config.data.eod_mask_loss) {
-    const auto eod = data.tokenizer.eod_id();
-    TRIDENT_CHECK(eod.has_value(),
-                  "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none "
-                  "(<|endoftext|>, <|end_of_text|>, </s> or <eos>)",
-                  config.data.tokenizer);
-    lo.masked_input_token = *eod;
-  }
+  if (config.data.eod_mask_loss) lo.masked_input_token = *data.tokenizer.eod_id();  // checked above
   // The labels a run of global samples trains: the divisor of their summed losses (the token mean over
   // the global batch, whatever the layout), at least 1.
   const auto labels_in = [&](const data::SampleSource& source, data::EpochOrder& order, std::int64_t first,
@@ -324,7 +352,15 @@ TrainSummary train(const TrainOptions& options) {
     const bool masked = loader && lo.masked_input_token >= 0;
     const double step_labels =
         masked ? labels_in(*data.train, *train_order, state.consumed_samples, global_batch) : tokens_per_step;
-    const double step_loss = runner.train_step(
+    // A signal during a long step is acted on at the next micro-batch boundary (all ranks agreeing there;
+    // one scalar all-reduce per micro-batch), not after the step: see ModelRunner::train_step.
+    ModelRunner::StopBefore stop_before;
+    if (accum > 1 && !par.pipelined()) {
+      stop_before = [&](std::int64_t) {
+        return par.world->all_reduce_scalar(g_stop.load() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
+      };
+    }
+    const std::optional<double> loss_of_step = runner.train_step(
         accum, [&] { return on_device(loader->next()); },
         [&](std::int64_t m) {
           nn::ForwardContext ctx;
@@ -337,7 +373,19 @@ TrainSummary train(const TrainOptions& options) {
           ctx.gatherer = gatherer;
           return ctx;
         },
-        step_labels, loss_scale);
+        step_labels, loss_scale, stop_before);
+    if (!loss_of_step) {
+      // Stopped mid-step: the parameters, optimizer and data position are those before this step, which
+      // the checkpoint records; a resume runs the whole step again, exactly.
+      summary.last_checkpoint = save_checkpoint(ckpt_root, params, spec, par, state, config, config.data.tokenizer);
+      log.message(fmt::format("saved checkpoint {}", summary.last_checkpoint));
+      summary.interrupted = true;
+      log.message(fmt::format("stopped by signal during step {} (of {} micro-batches); the checkpoint holds step {}; "
+                              "resume with --resume",
+                              step, accum, state.step));
+      break;
+    }
+    const double step_loss = *loss_of_step;
     const double sumsq = runner.grad_sum_of_squares();
     const bool overflow = !std::isfinite(sumsq);
     const double grad_norm = std::sqrt(sumsq) / loss_scale;
