@@ -225,6 +225,7 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
   std::vector<Part> train, valid;
   for (std::size_t i = 0; i < c.data.paths.size(); ++i) {
     auto ds = data::IndexedDataset::open(c.data.paths[i]);
+    TRIDENT_CHECK(ds->size() > 0, "data.paths: dataset '{}' is empty (0 documents)", c.data.paths[i]);
     check_token_ids(c, *ds, d.tokenizer, "data.paths");
     const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
     TRIDENT_CHECK(ranges[0].size() > 0, "data.split '{}' leaves no training documents in '{}'", c.data.split,
@@ -242,6 +243,7 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
     valid.clear();
     for (const auto& path : c.data.valid_paths) {
       auto ds = data::IndexedDataset::open(path);
+      TRIDENT_CHECK(ds->size() > 0, "data.valid_paths: dataset '{}' is empty (0 documents)", path);
       check_token_ids(c, *ds, d.tokenizer, "data.valid_paths");
       const data::DocumentRange all{0, static_cast<std::int64_t>(ds->size())};
       valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all)), "data.valid_paths"});
