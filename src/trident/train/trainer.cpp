@@ -167,13 +167,20 @@ TrainSummary train(const TrainOptions& options) {
   const std::string run_dir = options.run_dir;
   const std::string ckpt_root = config.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string()
                                                               : config.checkpoint.dir;
-  // One training per run directory: rank 0, which writes it, holds the lock until the end. A refusal
-  // throws on rank 0 alone; the others wait in the barrier below until the error ends the job.
+  // One training per run directory: rank 0, which writes it, holds the lock until the end. A refusal is
+  // passed to every rank, so all fail alike with the same line (printed once) and nobody waits.
   RunDirLock lock;
+  std::string refused;
   if (par.is_root()) {
-    lock = RunDirLock(run_dir);
-    std::ofstream(fs::path(run_dir) / "config.toml") << to_toml(config);
+    try {
+      lock = RunDirLock(run_dir);
+    } catch (const Error& e) {
+      refused = e.message();
+    }
   }
+  refused = par.world->broadcast_text(refused);
+  TRIDENT_CHECK(refused.empty(), "{}", refused);
+  if (par.is_root()) std::ofstream(fs::path(run_dir) / "config.toml") << to_toml(config);
   par.world->barrier();
   MetricsLogger log((fs::path(run_dir) / config.log.metrics_file).string(), config.log.progress,
                     !options.quiet && par.is_root());
