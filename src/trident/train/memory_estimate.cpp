@@ -115,13 +115,13 @@ long double host_memory_bytes() {
 }
 
 void check_memory_fits(const Config& c, const models::TransformerSpec& s, const MemoryLayout& l, long double available,
-                       const std::string& where) {
+                       const std::string& where, bool parameters_only) {
   if (available <= 0) return;
   const MemoryEstimate e = estimate_memory(c, s, l);
-  if (e.total() <= available) return;
+  if ((parameters_only ? e.parameters : e.total()) <= available) return;
   // Name the keys of the largest part.
   std::string keys;
-  if (e.activations >= e.parameters + e.gradients + e.optimizer) {
+  if (!parameters_only && e.activations >= e.parameters + e.gradients + e.optimizer) {
     keys = fmt::format("train.micro_batch_size={} × train.seq_len={} tokens × model.n_layer={} × model.d_model={}",
                        c.train.micro_batch_size, c.train.seq_len, s.n_layer, s.d_model);
   } else {
@@ -133,7 +133,9 @@ void check_memory_fits(const Config& c, const models::TransformerSpec& s, const 
   TRIDENT_FAIL(
       "the configuration cannot fit in memory: {} ({:.3g} parameters) needs {}, but {} has {}; reduce those sizes "
       "or spread the model over more ranks (dist.*)",
-      keys, static_cast<double>(e.parameter_count), e.describe(), where, format_bytes(available));
+      keys, static_cast<double>(e.parameter_count),
+      parameters_only ? fmt::format("{} per rank for its parameters", format_bytes(e.parameters)) : e.describe(), where,
+      format_bytes(available));
 }
 
 }  // namespace trident::train

@@ -54,7 +54,9 @@ std::string format_bytes(long double bytes);
 // The memory of this host (MemTotal of /proc/meminfo, else sysconf), in bytes; 0 when unknown.
 long double host_memory_bytes();
 // Throws one line naming the keys that size the estimate when it exceeds `available` bytes on `where`.
+// `parameters_only`: compare only the parameters (a GPU run initialises its parameters in host memory and
+// keeps everything else on the device, whose size this check does not know).
 void check_memory_fits(const Config& config, const models::TransformerSpec& spec, const MemoryLayout& layout,
-                       long double available, const std::string& where);
+                       long double available, const std::string& where, bool parameters_only = false);
 
 }  // namespace trident::train

@@ -204,8 +204,9 @@ TrainSummary train(const TrainOptions& options) {
                 config.data.tokenizer);
   // Sizes that cannot fit are refused before anything is allocated (or wraps around).
   const MemoryLayout memory = memory_layout(config, par.world->size());
-  // (The host's memory only: the CUDA backend exposes no device-memory query here yet.)
-  check_memory_fits(config, spec, memory, host_memory_bytes(), "this host");
+  // On a GPU only the parameters pass through host memory (initialised there, then moved); the device's
+  // own size is not queried here yet, so a GPU run is checked for its parameters only.
+  check_memory_fits(config, spec, memory, host_memory_bytes(), "this host", device.is_cuda());
   // A step of more micro-batches than an epoch has samples would run for ever (and ignore signals until
   // it ends): surely a mistake.
   if (accum > 1) {
