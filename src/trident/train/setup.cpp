@@ -300,10 +300,14 @@ void validate_pipeline(const Config& c, int dp) {
     (void)models::partition_layers(layers, static_cast<int>(pp * v), c.dist.pipeline_num_layers);
   }
   const std::int64_t global = c.train.global_batch_size > 0 ? c.train.global_batch_size : c.train.micro_batch_size * dp;
-  parallel::pipeline::validate(
-      schedule,
-      parallel::pipeline::ScheduleOptions{
-          static_cast<int>(pp), static_cast<int>(global / (c.train.micro_batch_size * dp)), static_cast<int>(v)});
+  const std::int64_t micro_batches = global / (c.train.micro_batch_size * dp);
+  // A schedule counts micro-batches in an int: a larger count must not wrap to 0 or a negative number.
+  TRIDENT_CHECK(micro_batches <= std::numeric_limits<int>::max(),
+                "train.global_batch_size={} means {} micro-batches per pipeline step, more than a schedule holds ({})",
+                c.train.global_batch_size, micro_batches, std::numeric_limits<int>::max());
+  parallel::pipeline::validate(schedule, parallel::pipeline::ScheduleOptions{static_cast<int>(pp),
+                                                                             static_cast<int>(micro_batches),
+                                                                             static_cast<int>(v)});
 }
 
 }  // namespace
