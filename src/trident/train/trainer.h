@@ -53,8 +53,12 @@ void validate_config(const Config& config, int world_size);
 // backend or without a visible GPU is a clear error.
 Device training_device(const Config& config);
 
-// Runs training as configured. Installs SIGINT/SIGTERM handlers that finish the
-// current step, save a checkpoint and return (interrupted = true).
+// Runs training as configured. Installs SIGINT/SIGTERM handlers that stop at the
+// next micro-batch boundary (all ranks agreeing; under a pipeline schedule at the
+// end of the step), save a checkpoint and return (interrupted = true). A step
+// stopped part-way is not taken: the checkpoint holds the state before it.
+// Rank 0 holds RUN_DIR/train.lock for the whole run (one training per run
+// directory); a resume checks that the checkpoint holds the configured model.
 TrainSummary train(const TrainOptions& options);
 
 // Requests a graceful stop (what the signal handlers do); for tests.
