@@ -17,7 +17,8 @@
 //    SIGINT / SIGTERM: see main.cpp), so that training saves its checkpoint and every rank exits 0;
 //    launch then exits with mpirun's status (0 after a clean stop);
 //  - a second one ends the job (SIGTERM to mpirun, which kills the ranks);
-//  - a third one, or mpirun still running 10 s after the second, kills mpirun's process group.
+//  - a third one, or mpirun still running 10 s after the second, kills mpirun's process group;
+//  - Ctrl-Z (SIGTSTP) suspends the ranks too, and SIGCONT resumes them.
 // mpirun's stderr passes through launch, which drops Open MPI's banners about an exit that trident
 // already reported in one line (MPI_ABORT, "exited with non-zero status") or that launch asked for.
 #include <fcntl.h>
@@ -53,10 +54,11 @@ struct LaunchOptions {
 };
 
 // How many ranks this host can start, and what bounds it (for the message). CPU ranks share the
-// cores; past a few dozen per core a job only thrashes, so the bound is 32 per core. mpirun keeps
-// about 8 file descriptors open per local rank (its I/O forwarding pipes and sockets; 100000 ranks
-// hit "system limit on number of pipes" and hung), and each rank is a process with a few threads
-// (OpenMP, Open MPI's progress threads), which RLIMIT_NPROC counts.
+// cores; past a few dozen per core a job only thrashes, so the bound is 32 per core. mpirun holds
+// file descriptors for every local rank (Open MPI 4.1: 2 per running rank, measured, and up to 8
+// while it starts one: the pipes of its standard streams; 100000 ranks hit "system limit on number
+// of pipes" and hung), so the open-file limit allows a conservative 8 per rank; and each rank is a
+// process with a few threads (OpenMP, Open MPI's progress threads), which RLIMIT_NPROC counts.
 constexpr long kRanksPerCore = 32;
 constexpr long kFilesPerRank = 8;
 constexpr long kFilesReserved = 64;  // mpirun's own
@@ -104,10 +106,12 @@ bool slots_given(const LaunchOptions& o) {
 
 volatile sig_atomic_t g_signals = 0;      // SIGINT/SIGTERM received so far
 volatile sig_atomic_t g_last_signal = 0;  // the latest of them
+volatile sig_atomic_t g_suspend = 0;      // SIGTSTP (Ctrl-Z) received, not yet acted on
 extern "C" void on_launch_signal(int sig) {
   g_last_signal = sig;
   g_signals = g_signals + 1;
 }
+extern "C" void on_launch_suspend(int) { g_suspend = 1; }
 
 // Passes mpirun's stderr through, line by line, leaving out Open MPI's banners (blocks between two
 // lines of dashes) and log lines that only repeat an exit trident reported or launch asked for.
@@ -178,7 +182,7 @@ class StderrRelay {
     }
     if (l.starts_with("trident: error: ")) error_reported_ = true;
     // "[host:pid] ... ORTE_ERROR_LOG: ..." and the help aggregation notes after an abort.
-    if (stop_requested && l.starts_with("mpirun: Forwarding signal")) return;  // launch's own stop request
+    if (l.starts_with("mpirun: Forwarding signal")) return;  // a signal launch forwarded itself
     if ((error_reported_ || stop_requested) && l.starts_with("[") &&
         (has(l, "ORTE_ERROR_LOG") || has(l, "help message help-mpi-api.txt") || has(l, "orte_base_help_aggregate"))) {
       return;
@@ -227,9 +231,18 @@ int run_mpirun(std::vector<std::string>& args) {
   struct sigaction action {};
   action.sa_handler = on_launch_signal;
   ::sigemptyset(&action.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {}, old_term {}, old_tstp {};
   ::sigaction(SIGINT, &action, &old_int);
   ::sigaction(SIGTERM, &action, &old_term);
+  struct sigaction suspend {};
+  suspend.sa_handler = on_launch_suspend;
+  ::sigemptyset(&suspend.sa_mask);
+  ::sigaction(SIGTSTP, &suspend, &old_tstp);
+  const auto restore_signals = [&] {
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    ::sigaction(SIGTSTP, &old_tstp, nullptr);
+  };
 
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -240,6 +253,7 @@ int run_mpirun(std::vector<std::string>& args) {
     if (::getppid() != parent) ::_exit(127);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGTSTP, SIG_DFL);
     ::dup2(err_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC on the copy
     ::execvp("mpirun", argv.data());
     const int e = errno;
@@ -255,8 +269,7 @@ int run_mpirun(std::vector<std::string>& args) {
   if (exec_failed) {
     ::waitpid(pid, nullptr, 0);
     ::close(err_pipe[0]);
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGTERM, &old_term, nullptr);
+    restore_signals();
     TRIDENT_FAIL("launch: cannot run mpirun: {} (install Debian's openmpi-bin)", std::strerror(exec_errno));
   }
 
@@ -281,6 +294,14 @@ int run_mpirun(std::vector<std::string>& args) {
         ::kill(-pid, SIGKILL);
         killed = true;
       }
+    }
+    if (g_suspend) {
+      // Ctrl-Z: mpirun (in its own process group, so the terminal's signal missed it) forwards
+      // SIGTSTP to the ranks; launch stops itself, and on fg passes SIGCONT on the same way.
+      g_suspend = 0;
+      ::kill(pid, SIGTSTP);
+      ::raise(SIGSTOP);
+      ::kill(pid, SIGCONT);
     }
     if (handled == 2 && !killed && std::chrono::steady_clock::now() - term_sent > std::chrono::seconds(10)) {
       ::kill(-pid, SIGKILL);
@@ -310,8 +331,7 @@ int run_mpirun(std::vector<std::string>& args) {
   for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof(buf))) > 0;) relay.feed(buf, static_cast<std::size_t>(n));
   relay.finish();
   ::close(err_pipe[0]);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
+  restore_signals();
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     // Stopped on request: 0 when every rank stopped cleanly (training saved), else as a shell

@@ -24,13 +24,15 @@ namespace {
 // alone prints it, and all of them finalize MPI and exit with `exit_code`, so the launcher has no
 // abort to report. An error that only some ranks see is printed by each of those, naming its rank,
 // and brings every other rank down (MPI_Abort), so nobody hangs in a collective.
-[[noreturn]] void fail(const std::string& line, int exit_code) {
+// `detail` (--verbose) is printed instead of `line`; it names the rank and host itself.
+[[noreturn]] void fail(const std::string& line, int exit_code, const std::string& detail = "") {
   std::fflush(stdout);
   const trident::dist::FailureAgreement agreed = trident::dist::agree_on_failure(line);
   if (agreed.print) {
     const int rank = trident::error_rank();
-    const std::string where = agreed.name_rank && rank >= 0 ? fmt::format("rank {}: ", rank) : std::string();
-    std::fprintf(stderr, "trident: error: %s%s\n", where.c_str(), line.c_str());
+    const std::string where =
+        agreed.name_rank && rank >= 0 && detail.empty() ? fmt::format("rank {}: ", rank) : std::string();
+    std::fprintf(stderr, "trident: error: %s%s\n", where.c_str(), (detail.empty() ? line : detail).c_str());
   }
   std::fflush(stderr);
   if (agreed.together) trident::dist::finalize_and_exit(exit_code);
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
     }
     fail(fmt::format("{} (see {} --help)", e.what(), command), e.get_exit_code());
   } catch (const trident::Error& e) {
-    fail(verbose ? std::string(e.what()) : e.message(), 1);
+    fail(e.message(), 1, verbose ? std::string(e.what()) : std::string());
   } catch (const std::exception& e) {
     fail(e.what(), 1);
   }
