@@ -39,6 +39,11 @@ void add_launch_command(CLI::App& app);
 // what is wrong (missing, a directory, unreadable) instead of a stream's error. (main.cpp)
 std::string read_file_option(std::string_view flag, const std::string& path);
 
+// Checks before any work that option `flag` names a place this command can write: a file (or, with
+// `directory`, a directory) that is not the other kind, in a directory that exists or is created here
+// and is writable. Errors name the flag and the directory at fault, not a temporary file. (main.cpp)
+void prepare_output_option(std::string_view flag, const std::string& path, bool directory);
+
 // The status main exits with when the subcommand ran without an error (0 unless set: trident launch
 // sets mpirun's). (main.cpp)
 int& exit_status();

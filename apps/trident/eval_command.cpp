@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -44,6 +45,8 @@ class TokenStream {
   TokenStream(const EvalOptions& o, const data::Tokenizer& tokenizer)
       : limit_(o.max_tokens > 0 ? o.max_tokens : std::numeric_limits<std::int64_t>::max()) {
     if (!o.data.empty()) {
+      TRIDENT_CHECK(std::filesystem::exists(o.data + ".idx") && std::filesystem::exists(o.data + ".bin"),
+                    "--data '{}': no dataset there (expected {}.bin and {}.idx)", o.data, o.data, o.data);
       dataset_ = data::IndexedDataset::open(o.data);
       return;
     }

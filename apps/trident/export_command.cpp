@@ -62,6 +62,7 @@ DType parse_dtype(const std::string& name) {
 void export_checkpoint(const ExportOptions& o) {
   const DType dtype = parse_dtype(o.dtype);
   const std::uint64_t limit = parse_size(o.max_shard_size);
+  prepare_output_option("--output", o.output, true);
   const auto opened = open_checkpoint(o.checkpoint);  // every file's checksum verified
   const checkpoint::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();

@@ -1,5 +1,6 @@
 // trident: the command-line entry point. The only place that catches errors,
 // prints one clear line (more with --verbose) and exits non-zero.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "trident/core/error.h"
@@ -59,6 +61,25 @@ std::string trident::cli::read_file_option(std::string_view flag, const std::str
   text << in.rdbuf();
   TRIDENT_CHECK(!in.bad(), "{} '{}': error reading the file", flag, path);
   return std::move(text).str();
+}
+
+void trident::cli::prepare_output_option(std::string_view flag, const std::string& path, bool directory) {
+  namespace fs = std::filesystem;
+  TRIDENT_CHECK(!path.empty(), "{}: an empty path", flag);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (directory) {
+    TRIDENT_CHECK(!fs::exists(st) || fs::is_directory(st), "{} '{}': exists and is not a directory", flag, path);
+  } else {
+    TRIDENT_CHECK(!fs::is_directory(st), "{} '{}': is a directory (name the file to write)", flag, path);
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) return;
+  fs::create_directories(parent, ec);
+  TRIDENT_CHECK(!ec, "{} '{}': cannot create the directory '{}': {}", flag, path, parent.string(), ec.message());
+  TRIDENT_CHECK(fs::is_directory(parent), "{} '{}': '{}' is not a directory", flag, path, parent.string());
+  TRIDENT_CHECK(::access(parent.c_str(), W_OK) == 0, "{} '{}': cannot write in the directory '{}': {}", flag, path,
+                parent.string(), std::strerror(errno));
 }
 
 int& trident::cli::exit_status() {

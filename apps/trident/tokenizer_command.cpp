@@ -139,6 +139,7 @@ void add_tokenizer_command(CLI::App& app) {
     sub->callback([args] {
       TRIDENT_CHECK(args->vocab_size > 0 && args->vocab_size < (1LL << 31), "--vocab-size {} is out of range",
                     args->vocab_size);
+      prepare_output_option("--output", args->output, false);  // before the training it would lose
       data::BpeTrainerOptions options;
       options.vocab_size = static_cast<std::int32_t>(args->vocab_size);
       options.special_tokens = args->special_tokens;
