@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "trident/core/error.h"
 #include "trident/train/config.h"
 #include "trident/train/trainer.h"
 
@@ -23,7 +24,10 @@ void add_train_command(CLI::App& app) {
       return;
     }
     const train::TrainSummary s = train::train(*options);
-    if (s.interrupted) fmt::print("trident: interrupted at step {}; checkpoint {}\n", s.steps_done, s.last_checkpoint);
+    // Once per job (every rank stopped at the same step with the same checkpoint).
+    if (s.interrupted && error_rank() <= 0) {
+      fmt::print("trident: interrupted at step {}; checkpoint {}\n", s.steps_done, s.last_checkpoint);
+    }
   });
 }
 
