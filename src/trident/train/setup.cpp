@@ -203,6 +203,7 @@ std::int64_t epoch_samples(const Config& c) {
   std::int64_t samples = 0;
   for (const auto& path : c.data.paths) {
     auto ds = data::IndexedDataset::open(path);
+    if (ds->size() == 0) continue;  // open_data names an empty dataset
     const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
     // A sample is seq_len + 1 tokens, consecutive samples sharing one.
     const std::int64_t tokens = tokens_in(*ds, ranges[0]);

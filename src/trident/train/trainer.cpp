@@ -211,7 +211,7 @@ TrainSummary train(const TrainOptions& options) {
   // it ends): surely a mistake.
   if (accum > 1) {
     const std::int64_t epoch = epoch_samples(config);
-    TRIDENT_CHECK(accum <= epoch,
+    TRIDENT_CHECK(epoch == 0 || accum <= epoch,  // 0: no sample at all, which open_data names
                   "train.global_batch_size={} means {} accumulation steps (global_batch_size / (micro_batch_size {} × "
                   "data-parallel {})) per optimizer step, more than the {} samples of one epoch of the training data "
                   "(the bound)",
