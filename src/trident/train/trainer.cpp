@@ -243,12 +243,21 @@ TrainSummary train(const TrainOptions& options) {
   const auto& params = runner.parameters();
   // Rank 0 chooses and the others follow: a rank that judged on its own after
   // a transient read error could resume from an older step than the rest.
+  // Its refusals reach every rank, so all fail alike with one line.
+  std::string resume_refused;
   const std::string resume_from = par.world->broadcast_text([&] {
     if (!par.is_root()) return std::string();
-    std::string dir = resume_directory(config, options, ckpt_root, log);
-    if (dir.empty()) check_no_other_model(ckpt_root, spec);
-    return dir;
+    try {
+      std::string dir = resume_directory(config, options, ckpt_root, log);
+      if (dir.empty()) check_no_other_model(ckpt_root, spec);
+      return dir;
+    } catch (const Error& e) {
+      resume_refused = e.message();
+      return std::string();
+    }
   }());
+  resume_refused = par.world->broadcast_text(resume_refused);
+  TRIDENT_CHECK(resume_refused.empty(), "{}", resume_refused);
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!resume_from.empty()) {
     reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
