@@ -228,7 +228,7 @@ unshare --mount --pid --fork --propagation private --kill-child -- /bin/bash -eu
   fi
   exec chroot "$root" /usr/bin/env -i "$@" /root/fresh-job.sh
 ' fresh-root "$root" "$cache" "$cuda" \
-  HOME=/root PATH="$path" LANG=C.UTF-8 TERM=dumb CI=true TRIDENT_REQUIRE_INTEROP=1 \
+  HOME=/root PATH="$path" LANG=C.UTF-8 TERM=dumb CI=true TRIDENT_REQUIRE_OPTIONAL=1 \
   FRESH_STEPS="$steps" FRESH_ONLY="$only" "${pip_env[@]}" 2>&1 | tee "$logs/job.log"
 rc=${PIPESTATUS[0]}
 set -e

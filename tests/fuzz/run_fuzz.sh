@@ -2,13 +2,16 @@
 # run_fuzz.sh SOURCE_DIR FUZZ_BUILD_DIR SECONDS: builds the libFuzzer targets
 # with clang (ASan + coverage) and runs each for SECONDS. Exit 77 (skipped)
 # when clang or libFuzzer is unavailable; non-zero when a fuzzer finds a crash.
+# TRIDENT_REQUIRE_OPTIONAL=1 (the fresh-root check) turns those skips into failures.
 set -uo pipefail
 src=$1 build=$2 seconds=${3:-25}
+skip=77
+[[ ${TRIDENT_REQUIRE_OPTIONAL:-0} == 1 ]] && skip=1
 jobs=${TRIDENT_FUZZ_JOBS:-2}
 
 if ! command -v clang++ >/dev/null 2>&1; then
   echo "SKIP: clang++ not found (libFuzzer needs clang; scripts/install_deps.sh installs it)"
-  exit 77
+  exit $skip
 fi
 probe=$(mktemp -d /tmp/trident-fuzz-probe.XXXXXX)
 trap 'rm -rf "$probe"' EXIT
@@ -16,7 +19,7 @@ printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned lon
 if ! clang++ -fsanitize=fuzzer,address "$probe/p.cpp" -o "$probe/p" >"$probe/log" 2>&1; then
   echo "SKIP: clang++ cannot link libFuzzer programs:"
   cat "$probe/log"
-  exit 77
+  exit $skip
 fi
 
 mkdir -p "$build"
