@@ -192,8 +192,10 @@ class StderrRelay {
   void close_block() {
     std::string text;
     for (const auto& b : block_) text += b;
+    // "exiting improperly": a rank that failed before starting MPI waited for its peers in MPI_Init,
+    // and a peer that does not use MPI ended normally.
     const bool after_exit = has(text, "MPI_ABORT was invoked") || has(text, "exited with non-zero status") ||
-                            has(text, "terminated normally, but");
+                            has(text, "terminated normally, but") || has(text, "exiting improperly");
     const bool after_stop = has(text, "exited on signal") || has(text, "killed");
     const bool drop = (error_reported_ && after_exit) || (stop_requested && (after_exit || after_stop));
     if (!drop) {

@@ -29,13 +29,15 @@ namespace {
 // `detail` (--verbose) is printed instead of `line`; it names the rank and host itself.
 [[noreturn]] void fail(const std::string& line, int exit_code, const std::string& detail = "") {
   std::fflush(stdout);
+  const auto line_of = [&](bool name_rank) {
+    const int rank = trident::error_rank() >= 0 ? trident::error_rank() : trident::dist::launcher_rank();
+    const std::string where = name_rank && rank >= 0 && detail.empty() ? fmt::format("rank {}: ", rank) : "";
+    return fmt::format("trident: error: {}{}\n", where, detail.empty() ? line : detail);
+  };
+  if (trident::dist::launched_by_mpi()) trident::dist::set_last_words(line_of(true), exit_code);
   const trident::dist::FailureAgreement agreed = trident::dist::agree_on_failure(line);
-  if (agreed.print) {
-    const int rank = trident::error_rank();
-    const std::string where =
-        agreed.name_rank && rank >= 0 && detail.empty() ? fmt::format("rank {}: ", rank) : std::string();
-    std::fprintf(stderr, "trident: error: %s%s\n", where.c_str(), (detail.empty() ? line : detail).c_str());
-  }
+  std::signal(SIGTERM, SIG_DFL);
+  if (agreed.print) std::fputs(line_of(agreed.name_rank).c_str(), stderr);
   std::fflush(stderr);
   if (agreed.together) trident::dist::finalize_and_exit(exit_code);
   trident::dist::abort_job(exit_code);

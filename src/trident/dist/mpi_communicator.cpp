@@ -1,15 +1,19 @@
 #include "trident/dist/mpi_communicator.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <csignal>
 #include <mutex>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -397,6 +401,13 @@ std::string Communicator::broadcast_text(const std::string& text, int root) {
   return std::string(chars, chars + bytes);
 }
 
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(v); value != nullptr && *value != '\0') return std::atoi(value);
+  }
+  return -1;
+}
+
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
     if (std::getenv(v) != nullptr) return true;
@@ -408,6 +419,8 @@ namespace {
 // Reserved for agree_on_failure: ranks that fail meet here, never on a communicator a healthy rank
 // may be using (collectives on one communicator must come in the same order on every rank).
 MPI_Comm g_failure_comm = MPI_COMM_NULL;
+// Set when MPI_Init (started by agree_on_failure) did not return in time: MPI must not be called.
+std::atomic<bool> g_mpi_unusable{false};
 }  // namespace
 
 std::shared_ptr<Communicator> mpi_world(double timeout_s) {
@@ -429,6 +442,7 @@ std::shared_ptr<Communicator> mpi_world(double timeout_s) {
 }
 
 void abort_job(int exit_code) {
+  if (g_mpi_unusable) std::_Exit(exit_code);  // the launcher ends the job on this exit status
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -456,20 +470,77 @@ std::uint64_t fnv1a(std::string_view s) {
 }
 }  // namespace
 
+namespace {
+FailureAgreement agree_on_started_mpi(std::string_view message, double window_s);
+}  // namespace
+
+namespace {
+// The line a rank waiting in agree_on_failure prints if the launcher ends the job first (SIGTERM).
+char g_last_words[2048];
+std::size_t g_last_words_size = 0;
+volatile int g_last_words_status = 1;
+extern "C" void on_term_while_agreeing(int) {
+  (void)!::write(STDERR_FILENO, g_last_words, g_last_words_size);
+  ::_exit(g_last_words_status);
+}
+}  // namespace
+
+void set_last_words(std::string_view line, int exit_code) {
+  g_last_words_size = std::min(line.size(), sizeof(g_last_words));
+  std::memcpy(g_last_words, line.data(), g_last_words_size);
+  g_last_words_status = exit_code;
+  std::signal(SIGTERM, on_term_while_agreeing);
+}
+
 FailureAgreement agree_on_failure(std::string_view message, double window_s) {
   if (!launched_by_mpi()) return {};
-  int finalized = 0;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized) return {false, true, true};
-  if (g_failure_comm == MPI_COMM_NULL) {
-    // Failed before meeting MPI (command line, config file): the healthy ranks start MPI in mpi_world,
-    // and so does this one, so that all of them can meet.
-    try {
-      (void)mpi_world();
-    } catch (const Error&) {
+  if (!initialized) {
+    // Failed before meeting MPI (command line, config file). The ranks of a command that uses MPI
+    // start it in mpi_world, so this one starts it too and they can meet. But the others may never
+    // start it (a command without MPI), and MPI_Init would then wait for them forever: it runs in a
+    // thread of its own, and a rank whose MPI_Init has not returned in time reports alone.
+    struct State {
+      std::mutex mutex;
+      std::condition_variable done_cv;
+      bool done = false;
+      FailureAgreement result{false, true, true};
+    };
+    auto state = std::make_shared<State>();
+    std::thread([state, text = std::string(message), window_s] {
+      FailureAgreement r{false, true, true};
+      try {
+        int provided = 0;
+        // SERIALIZED: this thread starts MPI, the main thread may finalize it afterwards.
+        if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) == MPI_SUCCESS) {
+          (void)mpi_world();
+          r = agree_on_started_mpi(text, window_s);
+        }
+      } catch (const Error&) {
+      }
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->result = r;
+      state->done = true;
+      state->done_cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(state->mutex);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(window_s + 10.0));
+    if (!state->done_cv.wait_until(lock, deadline, [&] { return state->done; })) {
+      g_mpi_unusable = true;
       return {false, true, true};
     }
+    return state->result;
   }
+  return agree_on_started_mpi(message, window_s);
+}
+
+namespace {
+FailureAgreement agree_on_started_mpi(std::string_view message, double window_s) {
   if (g_failure_comm == MPI_COMM_NULL) return {false, true, true};  // MPI started by someone else
   int rank = 0, size = 1;
   MPI_Comm_rank(g_failure_comm, &rank);
@@ -495,10 +566,12 @@ FailureAgreement agree_on_failure(std::string_view message, double window_s) {
   const bool same = most[0] == h && most[1] == ~h;
   return {true, !same || rank == 0, !same};
 }
+}  // namespace
 
 void finalize_and_exit(int exit_code) {
   std::fflush(stdout);
   std::fflush(stderr);
+  if (g_mpi_unusable) std::_Exit(exit_code);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

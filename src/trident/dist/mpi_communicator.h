@@ -19,6 +19,8 @@ namespace trident::dist {
 std::shared_ptr<Communicator> mpi_world(double timeout_s = 300.0);
 // True when the process was started by an MPI launcher (mpirun, srun --mpi=pmix).
 bool launched_by_mpi();
+// This process's rank as the launcher's environment gives it (before MPI starts); -1 without one.
+int launcher_rank();
 // Ends every rank of the job after a fatal error on this one (MPI_Abort); no-op without MPI.
 [[noreturn]] void abort_job(int exit_code);
 
@@ -31,13 +33,18 @@ bool launched_by_mpi();
 //    its rank and brings the job down with abort_job (its peers may wait in a collective).
 // Without MPI (one process, not started by a launcher) the answer is together/print. Under a
 // launcher but before MPI started (an error in parsing the command line or the config), MPI is
-// started here first.
+// started here first, in a thread: when the other ranks never start it (a command without MPI)
+// this rank reports alone after window_s + 10 s, and abort_job / finalize_and_exit then only exit.
 struct FailureAgreement {
   bool together = true;
   bool print = true;
   bool name_rank = false;
 };
 FailureAgreement agree_on_failure(std::string_view message, double window_s = 10.0);
+// The line to print (and the status to exit with) should the launcher end the job with SIGTERM while
+// this rank waits in agree_on_failure (e.g. a peer that never starts MPI exited): installs a SIGTERM
+// handler that writes `line` to stderr and exits.
+void set_last_words(std::string_view line, int exit_code);
 // Finalises MPI (if started) and exits the process with `exit_code`, after flushing stdio; a
 // finalize that hangs is cut off after 30 s.
 [[noreturn]] void finalize_and_exit(int exit_code);
