@@ -88,9 +88,12 @@ IndexContent parse_index(std::span<const std::byte> idx, std::uint64_t bin_bytes
   c.sequence_lengths.resize(n);
   c.sequence_pointers.resize(n);
   c.document_indices.resize(d);
-  std::memcpy(c.sequence_lengths.data(), p + kIndexHeaderBytes, 4 * n);
-  std::memcpy(c.sequence_pointers.data(), p + kIndexHeaderBytes + 4 * n, 8 * n);
-  std::memcpy(c.document_indices.data(), p + kIndexHeaderBytes + 12 * n, 8 * d);
+  // An empty vector's data() may be null, which memcpy must not get even for 0 bytes (an empty dataset).
+  if (n > 0) {
+    std::memcpy(c.sequence_lengths.data(), p + kIndexHeaderBytes, 4 * n);
+    std::memcpy(c.sequence_pointers.data(), p + kIndexHeaderBytes + 4 * n, 8 * n);
+  }
+  if (d > 0) std::memcpy(c.document_indices.data(), p + kIndexHeaderBytes + 12 * n, 8 * d);
   std::uint64_t offset = 0;
   for (std::uint64_t i = 0; i < n; ++i) {
     TRIDENT_CHECK(c.sequence_lengths[i] >= 0, "{}: sequence {} has negative length {}", idx_name, i,
