@@ -14,6 +14,9 @@ work=$(mktemp -d /tmp/trident-resume-model.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export TRIDENT_NUM_THREADS=1
 cd "$work" || exit 1
+# Multi-rank parts need mpirun, and not a sanitizer build (Open MPI's own allocations read as leaks there).
+sanitized=""
+ldd "$trident" 2>/dev/null | grep -q 'libasan\|libubsan' && sanitized=1
 
 make_tiny_corpus "$trident" "$work"
 args=(train --run-dir "$work/run" --set model.n_head=2 --set model.d_model=16
@@ -44,7 +47,7 @@ grep -q "model.vocab_size: checkpoint step_00000005 has 300, the configuration h
 echo "ok: $(cat vocab.err)"
 
 # 2. The same model resumes; under another layout as well when MPI is there.
-if command -v mpirun > /dev/null; then
+if command -v mpirun > /dev/null && [[ -z $sanitized ]]; then
   "$trident" launch -n 2 -- "$trident" "${args[@]}" --set model.n_layer=4 --set train.steps=6 --resume \
     > layout.log 2>&1 || fail "resuming the same model under dp=2: $(tail -5 layout.log)"
   grep -q "resumed from .*step_00000005 at step 5" layout.log || fail "no resume under dp=2: $(head -5 layout.log)"

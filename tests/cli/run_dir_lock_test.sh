@@ -13,6 +13,9 @@ holder=""
 trap '[[ -n $holder ]] && kill -KILL $holder 2>/dev/null; rm -rf "$work"' EXIT
 export TRIDENT_NUM_THREADS=1
 cd "$work" || exit 1
+# Multi-rank parts need mpirun, and not a sanitizer build (Open MPI's own allocations read as leaks there).
+sanitized=""
+ldd "$trident" 2>/dev/null | grep -q 'libasan\|libubsan' && sanitized=1
 
 make_tiny_corpus "$trident" "$work"
 args=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
@@ -38,7 +41,7 @@ grep -q "^seed = 1$" run/config.toml || fail "run/config.toml is not the first t
 echo "ok: refused: $(cat second.err)"
 
 # 3. A multi-rank job on the same directory: refused once, every rank gone, quickly.
-if command -v mpirun > /dev/null; then
+if command -v mpirun > /dev/null && [[ -z $sanitized ]]; then
   timeout 60 "$trident" launch -n 2 -- "$trident" "${args[@]}" --set train.seed=3 --set train.steps=3 \
     > mpi.log 2> mpi.err
   rc=$?
