@@ -17,6 +17,25 @@ void Optimizer::zero_grad() {
   for (nn::Parameter* p : params_) p->var.zero_grad();
 }
 
+double Optimizer::grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) {
+  return optim::grad_sum_of_squares(subset);
+}
+
+std::map<std::string, Optimizer::Shard> Optimizer::owned_state() const {
+  std::map<std::string, Shard> out;
+  for (auto& [key, tensor] : state()) out.emplace(key, Shard{tensor, 0});
+  return out;
+}
+
+void Optimizer::load_owned_state(const ReadRows& read) {
+  std::map<std::string, Tensor> loaded;
+  for (const auto& [key, tensor] : state()) {
+    const std::int64_t rows = tensor.rank() ? tensor.shape()[0] : 1;
+    loaded[key] = read(key, 0, rows, tensor.dtype());
+  }
+  load_state(loaded);
+}
+
 namespace {
 Tensor zeros_like_param(const nn::Parameter& p) {
   MemoryCategoryScope scope(MemoryCategory::optimizer);

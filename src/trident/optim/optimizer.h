@@ -8,8 +8,16 @@
 // step(lr, grad_scale) multiplies every gradient by grad_scale first — the
 // product of the global-norm clipping coefficient and 1/loss_scale — inside
 // the fused update, so neither clipping nor un-scaling costs a pass.
+//
+// The interface also covers optimisers whose state is partitioned over the
+// data-parallel ranks (parallel::ZeroOptimizer): they reduce the gradients
+// after each micro-batch (reduce_gradients), measure the gradient norm over
+// the group (grad_sum_of_squares) and save and restore only the rows they own
+// (owned_state, load_owned_state). A replicated optimiser's defaults do
+// nothing there, measure locally and own every row.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,14 +47,42 @@ class Optimizer {
 
   // One update of every parameter that has a gradient.
   virtual void step(double lr, double grad_scale = 1.0) = 0;
-  void zero_grad();
+  // Zeroes the gradients before a step's first micro-batch.
+  virtual void zero_grad();
+  // After each micro-batch's backward (`last`: the step's final one): an
+  // optimiser that partitions gradients over data-parallel ranks reduces them
+  // here. The default does nothing.
+  virtual void reduce_gradients(bool last) { (void)last; }
+  // Sum of squares of the gradients of `subset` as step() will use them (a
+  // partitioned optimiser: its reduced rows, summed over its group, so every
+  // rank gets the total). The default is optim::grad_sum_of_squares(subset).
+  virtual double grad_sum_of_squares(const std::vector<nn::Parameter*>& subset);
   std::int64_t steps_taken() const noexcept { return step_; }
   const std::vector<nn::Parameter*>& params() const noexcept { return params_; }
 
-  // Optimiser state by name ("exp_avg/<param>", ...) for checkpoints; set_step restores the count.
+  // Optimiser state by name ("exp_avg/<param>", ...) held by this rank; set_step restores the count.
   virtual std::map<std::string, Tensor> state() const = 0;
   virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
   void set_step(std::int64_t step) noexcept { step_ = step; }
+
+  // For checkpoints in global coordinates: a piece of state and the first row
+  // of its parameter that it holds.
+  struct Shard {
+    Tensor data;
+    std::int64_t row_offset = 0;
+  };
+  // True when each data-parallel rank holds its own rows of the state (every
+  // rank writes its part); false when the state is replicated.
+  virtual bool partitioned() const noexcept { return false; }
+  // The state this rank holds, by key; the default is state() at row 0.
+  virtual std::map<std::string, Shard> owned_state() const;
+  // Reads rows [row_begin, row_begin + rows) of the state `key` (in global
+  // coordinates of the parameter's first dimension) in `dtype`.
+  using ReadRows =
+      std::function<Tensor(const std::string& key, std::int64_t row_begin, std::int64_t rows, DType dtype)>;
+  // Restores what owned_state() lists from `read`; the default reads every
+  // key of state() whole, in its dtype, and calls load_state.
+  virtual void load_owned_state(const ReadRows& read);
 
  protected:
   std::vector<nn::Parameter*> params_;

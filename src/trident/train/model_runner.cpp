@@ -52,7 +52,7 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     local += loss.data().item();
     if (loss_scale != 1.0) loss = autograd::scale(loss, loss_scale);
     loss.backward();
-    if (par_.zero) par_.zero->reduce_gradients(last);
+    par_.optimizer->reduce_gradients(last);
   }
   if (par_.grad_sync) par_.grad_sync->finish();
   // Each rank's loss is its share of the global-batch mean.
@@ -98,7 +98,7 @@ void ModelRunner::reduce_gradients() {
     all_reduce_tied_embeddings();  // after DP: the buckets may still have been in flight
   } else {
     all_reduce_tied_embeddings();
-    if (par_.zero) par_.zero->reduce_gradients(true);
+    par_.optimizer->reduce_gradients(true);
   }
 }
 
@@ -136,7 +136,7 @@ double ModelRunner::grad_sum_of_squares() {
     std::vector<nn::Parameter*> subset;
     for (nn::Parameter* p : params_)
       if (!p->tied_copy && p->tensor_parallel == sharded) subset.push_back(p);
-    return par_.zero ? par_.zero->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
+    return par_.optimizer->grad_sum_of_squares(subset);
   };
   // Under ZeRO each part is a collective: run them in one order on every rank.
   double s = part(false);

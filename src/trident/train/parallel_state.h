@@ -32,9 +32,11 @@ struct ParallelState {
   int chunks = 1;  // model chunks per rank (dist.virtual_pipeline_size)
   bool sequence_parallel = false;
   int zero_stage = 0;
-  std::unique_ptr<optim::Optimizer> optimizer;      // stage 0 (replicated update)
-  std::unique_ptr<parallel::GradSync> grad_sync;    // stage 0 with dp > 1
-  std::unique_ptr<parallel::ZeroOptimizer> zero;    // stages 1–3
+  // Every stage: AdamW or SGD replicated (stage 0), else parallel::ZeroOptimizer (stages 1–3), which
+  // reduces its gradients itself (Optimizer::reduce_gradients).
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<parallel::GradSync> grad_sync;    // stage 0 with dp > 1: the overlapped all-reduce
+  nn::ParameterGatherer* gatherer = nullptr;        // stage 3: the optimizer, gathering parameter shards
 
   bool is_root() const noexcept { return rank == 0; }
   bool pipelined() const noexcept { return pp_size > 1; }
@@ -45,7 +47,7 @@ struct ParallelState {
   nn::TensorParallel tensor_parallel() const {
     return tp_size > 1 ? nn::TensorParallel{tp, sequence_parallel} : nn::TensorParallel{};
   }
-  std::int64_t optimizer_steps() const { return zero ? zero->steps_taken() : optimizer->steps_taken(); }
+  std::int64_t optimizer_steps() const { return optimizer->steps_taken(); }
 };
 
 }  // namespace trident::train::detail

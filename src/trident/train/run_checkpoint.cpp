@@ -86,15 +86,11 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
     for (const nn::Parameter* p : params)
       if (writes(*p)) add_pieces(pieces, "model/" + p->name, *p, p->var.data());
   }
-  if (par.zero) {
-    for (const auto& [key, shard] : par.zero->owned_state()) {
+  // Partitioned state (ZeRO): every rank its rows; replicated state: the ranks of data-parallel rank 0.
+  if (par.optimizer->partitioned() || par.dp_rank == 0) {
+    for (const auto& [key, shard] : par.optimizer->owned_state()) {
       const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
       if (writes(p)) add_pieces(pieces, key, p, shard.data, shard.row_offset);
-    }
-  } else if (par.dp_rank == 0) {
-    for (const auto& [key, tensor] : par.optimizer->state()) {
-      const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
-      if (writes(p)) add_pieces(pieces, key, p, tensor);
     }
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
@@ -208,20 +204,10 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
   auto param_of = [&](const std::string& key) -> const nn::Parameter& {
     return parameter_named(params, key.substr(key.find('/') + 1));
   };
-  if (par.zero) {
-    par.zero->load_state([&](const std::string& key, std::int64_t row_begin, std::int64_t rows) {
-      return read_local(reader, key, param_of(key), row_begin, rows, DType::f32);
-    });
-    par.zero->set_step(meta.value("optimizer_step", std::int64_t{0}));
-  } else {
-    std::map<std::string, Tensor> state;
-    for (const auto& [key, tensor] : par.optimizer->state()) {
-      const nn::Parameter& p = param_of(key);
-      state[key] = read_local(reader, key, p, 0, local_rows(p), tensor.dtype());
-    }
-    par.optimizer->load_state(state);
-    par.optimizer->set_step(meta.value("optimizer_step", std::int64_t{0}));
-  }
+  par.optimizer->load_owned_state([&](const std::string& key, std::int64_t row_begin, std::int64_t rows, DType dtype) {
+    return read_local(reader, key, param_of(key), row_begin, rows, dtype);
+  });
+  par.optimizer->set_step(meta.value("optimizer_step", std::int64_t{0}));
   TRIDENT_CHECK(meta.contains("step") && meta.contains("consumed_samples"),
                 "checkpoint '{}': meta.json records no step or consumed_samples: not a training checkpoint",
                 reader.dir());

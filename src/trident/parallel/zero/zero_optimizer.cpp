@@ -17,10 +17,10 @@ Shape rows_shape(const Shape& full, std::int64_t rows) {
 
 ZeroOptimizer::ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp,
                              optim::AdamWOptions options)
-    : stage_(stage), dp_(std::move(dp)), options_(options) {
+    : Optimizer(std::move(params)), stage_(stage), dp_(std::move(dp)), options_(options) {
   TRIDENT_CHECK(stage >= 1 && stage <= 3, "dist.zero_stage must be 0, 1, 2 or 3, got {}", stage);
   const std::int64_t d = dp_->size(), r = dp_->rank();
-  for (nn::Parameter* p : params) {
+  for (nn::Parameter* p : params_) {
     TRIDENT_CHECK(p->var.defined(), "ZeRO: parameter '{}' is not initialised", p->name);
     Entry e;
     e.param = p;
@@ -196,15 +196,33 @@ std::map<std::string, ZeroOptimizer::Shard> ZeroOptimizer::owned_state() const {
   return out;
 }
 
-void ZeroOptimizer::load_state(
-    const std::function<Tensor(const std::string& key, std::int64_t row_begin, std::int64_t rows)>& read) {
+void ZeroOptimizer::load_owned_state(const ReadRows& read) {
   for (Entry& e : entries_) {
     const std::int64_t rows = e.end - e.begin;
     if (rows <= 0) continue;
-    e.exp_avg.copy_from(read("exp_avg/" + e.param->name, e.begin, rows).to(e.exp_avg.dtype()));
-    e.exp_avg_sq.copy_from(read("exp_avg_sq/" + e.param->name, e.begin, rows).to(e.exp_avg_sq.dtype()));
-    if (stage_ == 3) e.param_shard.copy_from(read("model/" + e.param->name, e.begin, rows).to(e.param_shard.dtype()));
+    e.exp_avg.copy_from(read("exp_avg/" + e.param->name, e.begin, rows, DType::f32).to(e.exp_avg.dtype()));
+    e.exp_avg_sq.copy_from(read("exp_avg_sq/" + e.param->name, e.begin, rows, DType::f32).to(e.exp_avg_sq.dtype()));
+    if (stage_ == 3) {
+      e.param_shard.copy_from(read("model/" + e.param->name, e.begin, rows, DType::f32).to(e.param_shard.dtype()));
+    }
   }
+}
+
+std::map<std::string, Tensor> ZeroOptimizer::state() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [key, shard] : owned_state()) out.emplace(key, shard.data);
+  return out;
+}
+
+void ZeroOptimizer::load_state(const std::map<std::string, Tensor>& state) {
+  load_owned_state([&](const std::string& key, std::int64_t, std::int64_t rows, DType) {
+    auto it = state.find(key);
+    TRIDENT_CHECK(it != state.end(), "ZeRO optimizer state: missing '{}'", key);
+    const Tensor& t = it->second;
+    TRIDENT_CHECK((t.rank() ? t.shape()[0] : 1) == rows,
+                  "ZeRO optimizer state '{}' has shape {}, expected this rank's {} rows", key, t.shape(), rows);
+    return t;
+  });
 }
 
 }  // namespace trident::parallel

@@ -33,7 +33,11 @@
 
 namespace trident::parallel {
 
-class ZeroOptimizer final : public nn::ParameterGatherer {
+// An optim::Optimizer: the trainer drives it like a replicated one (zero_grad,
+// reduce_gradients after each micro-batch, grad_sum_of_squares, step, and
+// owned_state/load_owned_state for checkpoints), and under stage 3 also hands
+// it to the model as its nn::ParameterGatherer.
+class ZeroOptimizer final : public optim::Optimizer, public nn::ParameterGatherer {
  public:
   ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp,
                 optim::AdamWOptions options);
@@ -42,31 +46,30 @@ class ZeroOptimizer final : public nn::ParameterGatherer {
   // Rows [begin, end) of parameter `p` owned by this rank.
   std::pair<std::int64_t, std::int64_t> owned_rows(const nn::Parameter& p) const;
 
-  void zero_grad();
+  void zero_grad() override;
   // After each micro-batch's backward (`last`: the step's final micro-batch).
-  void reduce_gradients(bool last);
+  void reduce_gradients(bool last) override;
   // Sum of squares of the reduced gradients of `subset` over the whole group
   // (every rank gets the total).
-  double grad_sum_of_squares(const std::vector<nn::Parameter*>& subset);
+  double grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) override;
   // AdamW on the owned rows (grads multiplied by grad_scale), then (stages 1, 2)
   // all-gather of the updated parameters.
-  void step(double lr, double grad_scale);
-  std::int64_t steps_taken() const noexcept { return step_; }
-  void set_step(std::int64_t s) noexcept { step_ = s; }
+  void step(double lr, double grad_scale) override;
 
   // ZeRO-3 gathering (nn::ParameterGatherer); no-ops for stages 1 and 2.
   void gather(const std::vector<nn::Parameter*>& params) override;
   void release(const std::vector<nn::Parameter*>& params) override;
 
+  // Every rank holds (and a checkpoint writes) its own rows.
+  bool partitioned() const noexcept override { return true; }
   // The shards this rank owns, for checkpoints: key "exp_avg/<name>" etc. →
   // (tensor, row offset). Stage 3 also lists "model/<name>" (its parameter shard).
-  struct Shard {
-    Tensor data;
-    std::int64_t row_offset;
-  };
-  std::map<std::string, Shard> owned_state() const;
-  // Restores moments (and stage-3 parameter shards) from full tensors read by key.
-  void load_state(const std::function<Tensor(const std::string& key, std::int64_t row_begin, std::int64_t rows)>& read);
+  std::map<std::string, Shard> owned_state() const override;
+  // Restores moments (and stage-3 parameter shards) from the rows `read` gives (read in f32).
+  void load_owned_state(const ReadRows& read) override;
+  // owned_state() without the offsets, and its inverse: tensors of the owned rows by key.
+  std::map<std::string, Tensor> state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
 
   // Stage 3: the parameter's owned rows (the persistent copy).
   const Tensor& parameter_shard(const nn::Parameter& p) const;
@@ -94,7 +97,6 @@ class ZeroOptimizer final : public nn::ParameterGatherer {
   optim::AdamWOptions options_;
   std::vector<Entry> entries_;
   std::map<const nn::Parameter*, std::size_t> index_;
-  std::int64_t step_ = 0;
 };
 
 }  // namespace trident::parallel

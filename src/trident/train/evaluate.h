@@ -1,0 +1,30 @@
+// Internal to the train module: the validation loss of a Run.
+//
+// An evaluation reads train.eval_steps global batches of the validation stream
+// from its start (the same samples under every layout and at every call) and
+// returns their token-mean loss, the same on every rank.
+#pragma once
+
+#include "trident/train/run.h"
+
+namespace trident::train::detail {
+
+class Evaluator {
+ public:
+  // Over `run`'s model and validation data (run.data.valid, which must exist).
+  explicit Evaluator(Run& run);
+
+  double evaluate();
+  // The batches one evaluation runs on each data-parallel rank.
+  std::int64_t micro_batches() const noexcept { return eval_steps_ * run_.accum; }
+
+ private:
+  Run& run_;
+  std::int64_t eval_steps_;  // global batches: train.eval_steps, at least 1
+  double labels_ = 0;        // the labels one evaluation trains on (the same samples every time), counted once
+};
+
+// The forward context of an evaluation (no dropout).
+nn::ForwardContext evaluation_context(const Run& run);
+
+}  // namespace trident::train::detail

@@ -1,0 +1,324 @@
+#include "trident/train/run.h"
+
+#include <xxhash.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "trident/core/memory.h"
+#include "trident/core/parallel.h"
+#include "trident/dist/mpi_communicator.h"
+#include "trident/dist/self_communicator.h"
+#include "trident/kernels/cpu/matmul.h"
+#include "trident/models/hf.h"
+#include "trident/train/memory_estimate.h"
+
+namespace trident::train::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every rank must have resolved the same configuration; compare hashes.
+void check_same_config(dist::Communicator& world, const Config& config) {
+  const std::string text = to_toml(config);
+  const auto h = static_cast<double>(XXH64(text.data(), text.size(), 0) >> 12);  // exact in a double
+  const double lo = world.all_reduce_scalar(h, dist::ReduceOp::min);
+  const double hi = world.all_reduce_scalar(h, dist::ReduceOp::max);
+  TRIDENT_CHECK(lo == hi,
+                "the ranks resolved different configurations (this rank's hash {}, range [{}, {}]): give every rank "
+                "the same config file and --set overrides",
+                h, lo, hi);
+}
+
+void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dist::Communicator> world, Device device) {
+  if (world) {
+    par.world = std::move(world);
+  } else {
+    par.world = dist::launched_by_mpi() ? dist::mpi_world(config.dist.timeout_s) : dist::self_communicator();
+  }
+  par.rank = par.world->rank();
+  validate_config(config, par.world->size());
+  check_same_config(*par.world, config);
+  par.mesh = std::make_unique<dist::Mesh>(par.world->size(), static_cast<int>(config.dist.tensor_parallel_size),
+                                          static_cast<int>(config.dist.pipeline_parallel_size),
+                                          static_cast<int>(config.dist.data_parallel_size));
+  // GPU tensors travel over NCCL (host values over its MPI twin); the world
+  // communicator stays MPI for the trainer's host-side agreement checks.
+  const std::shared_ptr<dist::Communicator> groups_of = group_parent(par.world, device, config);
+  par.dp = groups_of->split(par.mesh->groups(dist::GroupKind::dp), "dp");
+  par.dp_rank = par.dp->rank();
+  par.dp_size = par.dp->size();
+  par.tp = groups_of->split(par.mesh->groups(dist::GroupKind::tp), "tp");
+  par.tp_rank = par.tp->rank();
+  par.tp_size = par.tp->size();
+  par.pp = groups_of->split(par.mesh->groups(dist::GroupKind::pp), "pp");
+  par.pp_rank = par.pp->rank();
+  par.pp_size = par.pp->size();
+  par.chunks = static_cast<int>(config.dist.virtual_pipeline_size);
+  // Megatron's embedding groups (first and last stage of each pipeline); a middle stage is a group of its own.
+  std::vector<std::vector<int>> embedding = par.mesh->groups(dist::GroupKind::embedding);
+  for (int r = 0; r < par.world->size(); ++r) {
+    const auto covered = [r](const std::vector<int>& g) { return std::find(g.begin(), g.end(), r) != g.end(); };
+    if (std::none_of(embedding.begin(), embedding.end(), covered)) embedding.push_back({r});
+  }
+  par.embedding = groups_of->split(embedding, "embedding");
+  par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
+  par.zero_stage = static_cast<int>(config.dist.zero_stage);
+}
+
+// One optimizer for every stage: ZeRO partitions AdamW (and under stage 3 gathers the parameters the
+// model runs); stage 0 updates replicated parameters, with GradSync's overlapped all-reduce when dp > 1.
+void make_optimizer(ParallelState& par, const Config& config, const std::vector<nn::Parameter*>& params) {
+  const optim::AdamWOptions adamw{config.optim.betas[0], config.optim.betas[1], config.optim.eps,
+                                  config.optim.weight_decay};
+  if (par.zero_stage > 0) {
+    auto zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, params, par.dp, adamw);
+    if (par.zero_stage == 3) par.gatherer = zero.get();
+    par.optimizer = std::move(zero);
+    return;
+  }
+  if (config.optim.name == "adamw") {
+    par.optimizer = std::make_unique<optim::AdamW>(params, adamw);
+  } else {
+    par.optimizer = std::make_unique<optim::SGD>(
+        params, optim::SGDOptions{config.optim.momentum, config.optim.weight_decay, false});
+  }
+  (void)par.optimizer->state();  // allocate the moments now (a resume fills them)
+  if (par.dp_size > 1) {
+    par.grad_sync = std::make_unique<parallel::GradSync>(params, par.dp, parallel::GradSyncOptions{});
+  }
+}
+
+std::string resume_directory(const Config& config, const TrainOptions& options, const std::string& ckpt_root,
+                             MetricsLogger& log) {
+  if (options.resume || config.checkpoint.resume == "auto") {
+    // The newest checkpoint whose files all verify: a crash mid-save never costs more than that save.
+    std::vector<std::string> skipped;
+    std::string dir = checkpoint::latest_valid_checkpoint(ckpt_root, &skipped);
+    for (const std::string& why : skipped) log.message("skipping a checkpoint that does not verify: " + why);
+    TRIDENT_CHECK(!dir.empty() || config.checkpoint.resume == "auto", "--resume: no valid checkpoint found under '{}'",
+                  ckpt_root);
+    // Starting over would later replace (and prune) checkpoints that exist but
+    // do not verify, whose weights may be intact: a person decides.
+    TRIDENT_CHECK(!dir.empty() || skipped.empty(),
+                  "checkpoint.resume='auto': none of the {} checkpoints under '{}' verifies (the newest: {}); move "
+                  "them aside to start over, or name one in checkpoint.resume",
+                  skipped.size(), ckpt_root, skipped.front());
+    return dir;
+  }
+  return config.checkpoint.resume;
+}
+
+// One training per run directory: rank 0, which writes it, holds the lock until the end. A refusal is
+// passed to every rank, so all fail alike with the same line (printed once) and nobody waits.
+void open_run_dir(Run& run, const TrainOptions& options) {
+  const ParallelState& par = run.par;
+  std::string refused;
+  if (par.is_root()) {
+    try {
+      run.lock = RunDirLock(run.run_dir);
+    } catch (const Error& e) {
+      refused = e.message();
+    }
+  }
+  refused = par.world->broadcast_text(refused);
+  TRIDENT_CHECK(refused.empty(), "{}", refused);
+  if (par.is_root()) std::ofstream(fs::path(run.run_dir) / "config.toml") << to_toml(run.config);
+  par.world->barrier();
+  run.log = std::make_unique<MetricsLogger>((fs::path(run.run_dir) / run.config.log.metrics_file).string(),
+                                            run.config.log.progress, !options.quiet && par.is_root());
+  run.log->message("# resolved configuration (also in " + (fs::path(run.run_dir) / "config.toml").string() + ")\n" +
+                   to_toml(run.config));
+}
+
+// The model's sizes and the datasets, after every check that needs no allocation.
+void open_model_and_data(Run& run) {
+  const Config& config = run.config;
+  const std::int64_t mb = run.micro_batch, accum = run.accum, global_batch = run.global_batch, T = run.seq_len;
+  const int dp = run.par.dp_size;
+  data::Tokenizer tokenizer = data::Tokenizer::load(config.data.tokenizer);
+  run.spec = with_token_ids(model_spec(config.model, tokenizer.vocab_size(), T), tokenizer);
+  const models::TransformerSpec& spec = run.spec;
+  TRIDENT_CHECK(T <= spec.max_seq_len, "train.seq_len={} exceeds the model's max_seq_len={}", T, spec.max_seq_len);
+  TRIDENT_CHECK(tokenizer.vocab_size() <= spec.vocab_size,
+                "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
+                tokenizer.vocab_size());
+  TRIDENT_CHECK(!config.data.eod_mask_loss || tokenizer.eod_id().has_value(),
+                "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none "
+                "(<|endoftext|>, <|end_of_text|>, </s> or <eos>)",
+                config.data.tokenizer);
+  // Sizes that cannot fit are refused before anything is allocated (or wraps around).
+  const MemoryLayout memory = memory_layout(config, run.par.world->size());
+  // On a GPU only the parameters pass through host memory (initialised there, then moved); the device's
+  // own size is not queried here yet, so a GPU run is checked for its parameters only.
+  check_memory_fits(config, spec, memory, host_memory_bytes(), "this host", run.device.is_cuda());
+  // A step of more micro-batches than an epoch has samples would run for ever (and ignore signals until
+  // it ends): surely a mistake.
+  if (accum > 1) {
+    const std::int64_t epoch = epoch_samples(config);
+    TRIDENT_CHECK(epoch == 0 || accum <= epoch,  // 0: no sample at all, which open_data names
+                  "train.global_batch_size={} means {} accumulation steps (global_batch_size / (micro_batch_size {} × "
+                  "data-parallel {})) per optimizer step, more than the {} samples of one epoch of the training data "
+                  "(the bound)",
+                  config.train.global_batch_size, accum, mb, dp, epoch);
+  }
+  std::int64_t train_samples = 0, valid_samples = 0;
+  TRIDENT_CHECK(
+      !__builtin_mul_overflow(config.train.steps, global_batch, &train_samples) &&
+          !__builtin_mul_overflow(std::max<std::int64_t>(config.train.eval_steps, 1), global_batch, &valid_samples),
+      "train.steps={} (or train.eval_steps={}) × the global batch of {} samples overflows a 64-bit count",
+      config.train.steps, config.train.eval_steps, global_batch);
+  run.data = open_data(config, std::move(tokenizer), train_samples, valid_samples);
+}
+
+// This rank's chunks, initialised (and loaded) on the host, where the counter RNG runs, then moved.
+void build_model(Run& run) {
+  const Config& config = run.config;
+  run.runner = std::make_unique<ModelRunner>(
+      run.spec, run.par,
+      ModelRunner::Options{config.dist.pipeline_num_layers,
+                           parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), run.micro_batch,
+                           run.seq_len, run.compute_dtype, run.device});
+  for (const auto& chunk : run.runner->chunks()) {
+    chunk->initialize(static_cast<std::uint64_t>(config.train.seed));
+    if (!config.model.from_pretrained.empty()) models::load_hf_weights(*chunk, config.model.from_pretrained);
+    chunk->to(run.device);
+    chunk->set_activation_checkpointing(config.train.activation_checkpointing);
+  }
+  if (!config.model.from_pretrained.empty()) {
+    run.log->message(fmt::format("loaded pretrained weights from {}", config.model.from_pretrained));
+  }
+}
+
+// The checkpoint to resume from ("" for a fresh run). Rank 0 chooses and the others follow: a rank that
+// judged on its own after a transient read error could resume from an older step than the rest. Its
+// refusals reach every rank, so all fail alike with one line.
+std::string agree_resume_directory(Run& run, const TrainOptions& options) {
+  const ParallelState& par = run.par;
+  std::string chosen, refused;
+  if (par.is_root()) {
+    try {
+      chosen = resume_directory(run.config, options, run.ckpt_root, *run.log);
+      if (chosen.empty()) check_no_other_model(run.ckpt_root, run.spec);
+    } catch (const Error& e) {
+      refused = e.message();
+      chosen.clear();
+    }
+  }
+  chosen = par.world->broadcast_text(chosen);
+  refused = par.world->broadcast_text(refused);
+  TRIDENT_CHECK(refused.empty(), "{}", refused);
+  return chosen;
+}
+
+// The model's weights before the optimizer exists (ZeRO-3 then keeps only its shards), the optimizer,
+// then its state and the run's.
+void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
+  if (!resume_from.empty()) {
+    reader = std::make_unique<checkpoint::CheckpointReader>(resume_from);
+    check_same_model(*reader, run.spec);
+    load_model(*reader, run.params());
+  }
+  make_optimizer(run.par, run.config, run.params());
+  run.scaler = optim::DynamicLossScaler(run.config.optim.initial_loss_scale);
+  if (!reader) return;
+  run.state = load_optimizer_and_state(*reader, run.params(), run.par);
+  if (run.fp16 && run.state.loss_scale > 0) {
+    run.scaler.set_scale(run.state.loss_scale);
+    run.scaler.set_good_steps(run.state.loss_scale_good_steps);
+  }
+  run.log->message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, run.state.step,
+                               run.state.consumed_samples));
+  // The steps after the checkpoint are done again: their old lines go, so metrics.jsonl is one curve.
+  run.log->truncate_after(run.state.step);
+}
+
+void log_description(const Run& run) {
+  const Config& config = run.config;
+  const ParallelState& par = run.par;
+  const models::TransformerSpec& spec = run.spec;
+  run.log->message(fmt::format(
+      "trident: {} {} ({:.2f}M parameters), {} precision, {}, {} threads/rank, global batch {} × {} tokens "
+      "(micro-batch {} × {} {} × {} data-parallel), ZeRO stage {}, on {}, matmul peak {:.0f} GFLOP/s",
+      config.model.preset.empty() ? config.model.arch : config.model.preset,
+      spec.arch == nn::Arch::gpt2 ? "GPT-2" : "LLaMA", static_cast<double>(spec.num_parameters()) / 1e6,
+      config.train.precision, par.mesh->describe(), num_threads(), run.global_batch, run.seq_len, run.micro_batch,
+      run.accum,
+      par.pipelined() ? fmt::format("micro-batches through the {} pipeline schedule{}", config.dist.pipeline_schedule,
+                                    par.chunks > 1 ? fmt::format(" ({} chunks per rank)", par.chunks) : "")
+                      : std::string("accumulation"),
+      par.dp_size, par.zero_stage, run.device, run.peak_gflops));
+}
+
+// The training stream from the run's position; middle pipeline stages need no data (they receive hidden states).
+void open_loader(Run& run) {
+  const Config& config = run.config;
+  data::LoaderOptions& lo = run.loader_options;
+  lo.micro_batch_size = run.micro_batch;
+  lo.dp_rank = run.par.dp_rank;
+  lo.dp_size = run.par.dp_size;
+  lo.consumed_samples = run.state.consumed_samples;
+  lo.seed = static_cast<std::uint64_t>(config.train.seed);
+  lo.prefetch = static_cast<int>(config.data.prefetch);
+  if (config.data.eod_mask_loss)
+    lo.masked_input_token = *run.data.tokenizer.eod_id();  // checked in open_model_and_data
+  if (run.runner->reads_data()) {
+    run.loader = std::make_unique<data::DataLoader>(run.data.train, lo);
+    // The training stream's order, for counting the labels of each step under data.eod_mask_loss.
+    run.train_order = std::make_unique<data::EpochOrder>(run.data.train->size(), lo.seed);
+  }
+  run.on_device = std::make_unique<BatchMover>(run.device);
+}
+
+}  // namespace
+
+std::string Run::save_checkpoint() {
+  std::string dir = detail::save_checkpoint(ckpt_root, params(), spec, par, state, config, config.data.tokenizer);
+  log->message(fmt::format("saved checkpoint {}", dir));
+  return dir;
+}
+
+double labels_in(const Run& run, const data::SampleSource& source, data::EpochOrder& order, std::int64_t first,
+                 std::int64_t count) {
+  return static_cast<double>(std::max<std::int64_t>(
+      data::trained_labels(source, order, first, count, run.loader_options.masked_input_token), 1));
+}
+
+std::unique_ptr<Run> build_run(const TrainOptions& options) {
+  auto run = std::make_unique<Run>();
+  run->job_start = std::chrono::steady_clock::now();
+  run->config = load_config(options.config_path, options.overrides);
+  const Config& config = run->config;
+  if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
+  run->device = training_device(config);
+  make_parallel(run->par, config, options.world, run->device);
+
+  run->run_dir = options.run_dir;
+  run->ckpt_root =
+      config.checkpoint.dir.empty() ? (fs::path(run->run_dir) / "checkpoints").string() : config.checkpoint.dir;
+  open_run_dir(*run, options);
+
+  run->micro_batch = config.train.micro_batch_size;
+  run->accum = accumulation_steps(config, run->par.dp_size);
+  run->global_batch = run->micro_batch * run->accum * run->par.dp_size;
+  run->seq_len = config.train.seq_len;
+  open_model_and_data(*run);
+
+  run->compute_dtype = compute_dtype(config.train.precision);
+  run->fp16 = run->compute_dtype == DType::f16;
+  build_model(*run);
+  resume_and_make_optimizer(*run, agree_resume_directory(*run, options));
+
+  run->peak_gflops =
+      config.train.peak_gflops > 0 ? config.train.peak_gflops : matmul_peak_gflops(run->device, run->compute_dtype);
+  log_description(*run);
+  run->schedule = schedule_options(config);
+  open_loader(*run);
+  run->flops_per_token = run->runner->chunks().front()->flops_per_token(run->seq_len);
+  run->tokens_per_step = static_cast<double>(run->global_batch * run->seq_len);
+  return run;
+}
+
+}  // namespace trident::train::detail

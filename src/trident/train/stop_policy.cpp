@@ -1,0 +1,63 @@
+#include "trident/train/stop_policy.h"
+
+#include <atomic>
+#include <csignal>
+
+#include "trident/train/trainer.h"
+
+namespace trident::train {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+}  // namespace
+
+void request_stop() noexcept {
+  g_stop.store(true);
+}
+
+namespace detail {
+
+StopReason stop_reason(bool requested, double minutes, double limit_minutes) {
+  if (limit_minutes > 0 && minutes >= limit_minutes) return StopReason::time_limit;
+  return requested ? StopReason::signal : StopReason::none;
+}
+
+StopReason agree_stop(dist::Communicator& world, StopReason mine) {
+  const double why = world.all_reduce_scalar(static_cast<double>(mine), dist::ReduceOp::max);
+  return why > 1 ? StopReason::time_limit : why > 0 ? StopReason::signal : StopReason::none;
+}
+
+bool stop_requested() noexcept {
+  return g_stop.load();
+}
+
+StopPolicy::StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start)
+    : world_(world), steps_(steps), limit_minutes_(limit_minutes), job_start_(job_start) {
+  g_stop.store(false);
+  int_ = std::signal(SIGINT, on_stop_signal);
+  term_ = std::signal(SIGTERM, on_stop_signal);
+}
+
+StopPolicy::~StopPolicy() {
+  std::signal(SIGINT, int_);
+  std::signal(SIGTERM, term_);
+}
+
+bool StopPolicy::stop_before_micro_batch() {
+  return world_.all_reduce_scalar(stop_requested() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
+}
+
+StopReason StopPolicy::after_step() {
+  const double minutes = std::chrono::duration<double>(Clock::now() - job_start_).count() / 60;
+  return agree_stop(world_, stop_reason(stop_requested(), minutes, limit_minutes_));
+}
+
+}  // namespace detail
+}  // namespace trident::train

@@ -1,0 +1,59 @@
+// Internal to the train module: when a run stops before train.steps.
+//
+// Three things end a run early: SIGINT/SIGTERM (or request_stop), and
+// train.exit_duration_minutes passing. A signal may reach only some ranks
+// (Ctrl-C reaches all; kill one) and clocks differ, so the ranks agree before
+// acting: each contributes its reason and all act on the largest (one scalar
+// all-reduce over the world). After a step the time limit outranks a signal;
+// between the micro-batches of a step only signals count (see
+// ModelRunner::train_step).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "trident/dist/communicator.h"
+
+namespace trident::train::detail {
+
+// Ordered: the agreed reason is the largest any rank has.
+enum class StopReason { none = 0, signal = 1, time_limit = 2 };
+
+// This rank's reason after a step, from its inputs: `minutes` since the job started against
+// train.exit_duration_minutes (`limit_minutes`, 0 = none), then whether a stop was requested.
+StopReason stop_reason(bool requested, double minutes, double limit_minutes);
+// The reason every rank of `world` acts on: the largest of theirs.
+StopReason agree_stop(dist::Communicator& world, StopReason mine);
+
+// Whether SIGINT/SIGTERM or request_stop() asked for a stop since the current StopPolicy was made.
+bool stop_requested() noexcept;
+
+// The stop policy of one training: clears a pending request and handles SIGINT/SIGTERM while it lives
+// (the first signal asks for a checkpoint and a clean stop; the handler then steps aside, so a second
+// one ends a stop that hangs). Not copyable: one at a time.
+class StopPolicy {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `steps`: train.steps; `limit_minutes`: train.exit_duration_minutes (0 = none), counted from `job_start`.
+  StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start);
+  ~StopPolicy();
+  StopPolicy(const StopPolicy&) = delete;
+  StopPolicy& operator=(const StopPolicy&) = delete;
+
+  // The step limit: true once `step` optimizer steps are done.
+  bool reached_step_limit(std::int64_t step) const noexcept { return step >= steps_; }
+  // Before micro-batch m >= 1 of a step: true when a stop was requested on any rank (all ranks agree).
+  bool stop_before_micro_batch();
+  // After a step: the reason every rank stops for, or none.
+  StopReason after_step();
+
+ private:
+  using Handler = void (*)(int);
+  dist::Communicator& world_;
+  std::int64_t steps_;
+  double limit_minutes_;
+  Clock::time_point job_start_;
+  Handler int_, term_;
+};
+
+}  // namespace trident::train::detail
