@@ -52,7 +52,6 @@ class Node {
   virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs);
   // Drops the saved tensors (after a backward without retain_graph).
   virtual void release();
-  bool released() const noexcept { return released_; }
   // Recording order; backward runs later-recorded nodes first.
   std::uint64_t sequence_nr() const noexcept { return sequence_nr_; }
 

@@ -319,16 +319,6 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::string reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-  }
-  return "?";
-}
-
 double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   Tensor t = Tensor::full(Shape{1}, value, DType::f64);
   all_reduce(t, CollectiveOptions{op, 0, true})->wait();
