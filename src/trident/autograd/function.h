@@ -67,6 +67,12 @@ class Node {
 };
 
 // Records `outputs` as produced from `inputs` by a function with this backward.
+// When on, make_result(s) fails for a name that is not in the op registry
+// (ops/registry.h) nor "checkpoint": every op the tests record must be listed.
+// Off by default (tests of the engine record made-up names); also turned on by
+// the environment variable TRIDENT_VERIFY_OP_NAMES=1.
+void set_verify_op_names(bool on) noexcept;
+bool verify_op_names() noexcept;
 Variable make_result(Tensor output, const std::vector<Variable>& inputs, std::string_view name, BackwardFn backward);
 std::vector<Variable> make_results(std::vector<Tensor> outputs, const std::vector<Variable>& inputs,
                                    std::string_view name, BackwardFn backward);
