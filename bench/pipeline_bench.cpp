@@ -41,7 +41,7 @@
 // every category together (adds the received inputs stashed beside them, the
 // received gradients and the gradients waiting to be sent).
 //
-// Bubble, printed both ways (REFERENCE.md §3 quotes the first):
+// Bubble, printed both ways (docs/parallelism.md#pipeline-schedules quotes the first):
 //   bubble / ideal = (wall − ideal) / ideal, theory (p − 1)/m, interleaved (p − 1)/(v·m)
 //   idle fraction  = 1 − ideal / wall,       theory (p − 1)/(m + p − 1), interleaved (p − 1)/(v·m + p − 1)
 // with ideal = m·3F (one stage's compute) and wall = the step's time on the slowest rank

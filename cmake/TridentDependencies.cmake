@@ -54,7 +54,7 @@ if(TRIDENT_CUDA)
 endif()
 
 # trident_module(NAME SOURCES... [DEPS targets...] [PRIVATE_DEPS targets...])
-# One CMake library per folder under src/trident (DESIGN.md §2). DEPS are the
+# One CMake library per folder under src/trident (docs/conventions.md#modules-and-their-dependency-order). DEPS are the
 # trident modules (and third-party libraries) whose types appear in this
 # module's public headers; PRIVATE_DEPS are implementation details (oneDNN,
 # OpenBLAS, PCRE2...) that never leak to consumers. A module can only use what

@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "trident/checkpoint/sharded.h"
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/models/hf.h"
 
@@ -52,15 +53,8 @@ std::uint64_t parse_size(const std::string& text) {
   TRIDENT_FAIL("--max-shard-size '{}' is not a size (e.g. 5GB, 500MB, 2GiB or a number of bytes)", text);
 }
 
-DType parse_dtype(const std::string& name) {
-  if (name == "fp32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "fp16") return DType::f16;
-  TRIDENT_FAIL("--dtype must be fp32, bf16 or fp16, got '{}'", name);
-}
-
 void export_checkpoint(const ExportOptions& o) {
-  const DType dtype = parse_dtype(o.dtype);
+  const DType dtype = parse_precision(o.dtype, "--dtype");
   const std::uint64_t limit = parse_size(o.max_shard_size);
   prepare_output_option("--output", o.output, true);
   const auto opened = open_checkpoint(o.checkpoint);  // every file's checksum verified

@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "trident/core/dtype.h"
+#include "trident/core/error.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/models/hf.h"
 #include "trident/train/trainer.h"
@@ -49,12 +51,21 @@ InferenceModel load_inference_model(const std::string& checkpoint) {
 
 void add_precision_option(CLI::App& command, std::string& precision) {
   command.add_option("--precision", precision, "Compute dtype of the forward pass (weights stay f32)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            try {
+              parse_precision(text, "--precision");
+              return std::string();
+            } catch (const Error& e) {
+              return e.message();
+            }
+          },
+          "fp32|bf16|fp16"))
       ->capture_default_str();
 }
 
 DType precision_dtype(const std::string& precision) {
-  return precision == "bf16" ? DType::bf16 : precision == "fp16" ? DType::f16 : DType::f32;
+  return parse_precision(precision, "--precision");
 }
 
 }  // namespace trident::cli

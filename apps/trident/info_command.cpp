@@ -12,6 +12,9 @@
 #ifdef TRIDENT_HAVE_CUDA
 #include "trident/kernels/cuda/device.h"
 #endif
+#ifdef TRIDENT_HAVE_NCCL
+#include "trident/dist/nccl_communicator.h"
+#endif
 
 namespace trident::cli {
 
@@ -30,7 +33,7 @@ void add_info_command(CLI::App& app) {
     fmt::print("cuda:            not built (no nvcc when configured)\n");
 #endif
 #ifdef TRIDENT_HAVE_NCCL
-    fmt::print("nccl:            built (multi-GPU training)\n");
+    fmt::print("nccl:            built ({}; multi-GPU training)\n", dist::nccl_library_version());
 #else
     fmt::print("nccl:            not built (no CUDA backend, or no NCCL when configured)\n");
 #endif

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "trident/core/error.h"
 
@@ -41,6 +42,55 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
   EXPECT_EQ(parse_dtype("fp16"), DType::f16);
   EXPECT_THROW(parse_dtype("float8"), Error);
+}
+
+// Thrown message of f(), "" when it does not throw.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST(DType, OneParserForEverySpelling) {
+  for (const char* name : {"f32", "fp32", "float32", "float"}) EXPECT_EQ(parse_dtype(name), DType::f32) << name;
+  for (const char* name : {"f64", "fp64", "float64", "double"}) EXPECT_EQ(parse_dtype(name), DType::f64) << name;
+  for (const char* name : {"f16", "fp16", "float16", "half"}) EXPECT_EQ(parse_dtype(name), DType::f16) << name;
+  EXPECT_EQ(parse_dtype("int64"), DType::i64);
+  EXPECT_EQ(parse_dtype("uint16"), DType::u16);
+  // Every canonical name reads back.
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64, DType::u8, DType::u16}) {
+    EXPECT_EQ(parse_dtype(dtype_name(d)), d) << dtype_name(d);
+  }
+  // The error names the key the value came from and the accepted values.
+  EXPECT_EQ(error_of([] { parse_dtype("float8", "data.dtype"); }),
+            "data.dtype must be one of f32, bf16, f16, f64, i32, i64, u8, u16, got 'float8'");
+  EXPECT_EQ(error_of([] { parse_dtype("F32"); }).substr(0, 10), "dtype must");
+}
+
+TEST(DType, PrecisionsAreTheFloatingComputeTypes) {
+  EXPECT_EQ(parse_precision("fp32", "train.precision"), DType::f32);
+  EXPECT_EQ(parse_precision("float32", "train.precision"), DType::f32);
+  EXPECT_EQ(parse_precision("bf16", "--precision"), DType::bf16);
+  EXPECT_EQ(parse_precision("bfloat16", "--precision"), DType::bf16);
+  EXPECT_EQ(parse_precision("fp16", "--dtype"), DType::f16);
+  EXPECT_EQ(error_of([] { parse_precision("fp8", "train.precision"); }),
+            "train.precision must be fp32, bf16 or fp16, got 'fp8'");
+  // A dtype that is not a compute precision fails the same way.
+  EXPECT_EQ(error_of([] { parse_precision("f64", "--dtype"); }), "--dtype must be fp32, bf16 or fp16, got 'f64'");
+  EXPECT_EQ(error_of([] { parse_precision("", "--precision"); }), "--precision must be fp32, bf16 or fp16, got ''");
+}
+
+TEST(DType, TorchDtypeNames) {
+  EXPECT_EQ(torch_dtype_name(DType::f32), "float32");
+  EXPECT_EQ(torch_dtype_name(DType::bf16), "bfloat16");
+  EXPECT_EQ(torch_dtype_name(DType::f16), "float16");
+  EXPECT_THROW(torch_dtype_name(DType::i64), Error);
+  // What Hugging Face writes reads back through the one parser.
+  for (DType d : {DType::f32, DType::bf16, DType::f16}) EXPECT_EQ(parse_precision(torch_dtype_name(d), "torch_dtype"), d);
 }
 
 TEST(DType, Bf16RoundsToNearestEven) {

@@ -41,7 +41,7 @@ TEST(IndexedDataset, GoldenLayout) {
   b.add_document(std::vector<std::int32_t>{4});
   b.add_document(std::vector<std::int32_t>{5, 6});
   b.finalize();
-  // Hand-computed layout (REFERENCE.md §5): 3 sequences, 4 document indices.
+  // Hand-computed layout (docs/data.md#the-binidx-format): 3 sequences, 4 document indices.
   std::string want("MMIDIDX\0\0", 9);
   want += le<std::uint64_t>(1) + le<std::uint8_t>(8) + le<std::uint64_t>(3) + le<std::uint64_t>(4);
   want += le<std::int32_t>(3) + le<std::int32_t>(1) + le<std::int32_t>(2);

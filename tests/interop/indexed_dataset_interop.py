@@ -1,5 +1,5 @@
 """Interop: an independent reader of Megatron's .bin/.idx layout (a few lines
-of numpy, written from REFERENCE.md §5) reads what `trident preprocess` wrote
+of numpy, written from docs/data.md#the-binidx-format) reads what `trident preprocess` wrote
 back to the token ids Hugging Face `tokenizers` gives for each document, for
 uint16 (small vocabulary) and int32 (vocabulary >= 65500) datasets.
 

@@ -173,10 +173,10 @@ void activation_cases(CaseTable& t) {
     auto g = ops::bias_gelu_tanh_backward(in[0], in[1], in[2]);
     return Tensors{g.dx, g.dbias};
   };
-  t.add("bias_gelu_tanh", Op::gelu_tanh, kFloat, {{37, 1000}, {1000}}, bias_gelu, wide);
-  t.add("bias_gelu_tanh_gpt2", Op::gelu_tanh, kRealistic, {{8, 64, 3072}, {3072}}, bias_gelu, wide);
-  t.add("bias_gelu_tanh_backward", Op::gelu_tanh, kFloat, {{37, 1000}, {37, 1000}, {1000}}, bias_gelu_bwd, wide);
-  t.add("bias_gelu_tanh_backward_gpt2", Op::gelu_tanh, kRealistic, {{8, 64, 3072}, {8, 64, 3072}, {3072}},
+  t.add("bias_gelu_tanh", Op::bias_gelu_tanh, kFloat, {{37, 1000}, {1000}}, bias_gelu, wide);
+  t.add("bias_gelu_tanh_gpt2", Op::bias_gelu_tanh, kRealistic, {{8, 64, 3072}, {3072}}, bias_gelu, wide);
+  t.add("bias_gelu_tanh_backward", Op::bias_gelu_tanh, kFloat, {{37, 1000}, {37, 1000}, {1000}}, bias_gelu_bwd, wide);
+  t.add("bias_gelu_tanh_backward_gpt2", Op::bias_gelu_tanh, kRealistic, {{8, 64, 3072}, {8, 64, 3072}, {3072}},
         bias_gelu_bwd, wide);
 }
 
@@ -522,7 +522,7 @@ void shape_cases(CaseTable& t) {
   t.add("permute_4d", Op::permute, kAnyDType, {{3, 37, 5, 24}}, permute({2, 0, 3, 1}));
   t.add("permute_3d", Op::permute, kAnyDType, {{5, 7, 11}}, permute({2, 1, 0}));
   t.add("permute_heads_gpt2", Op::permute, kRealistic, {{8, 64, 12, 64}}, permute({0, 2, 1, 3}));
-  t.add("transpose", Op::permute, kAnyDType, {{3, 37, 5, 24}}, [](const Tensors& in, Device) {
+  t.add("transpose", Op::transpose, kAnyDType, {{3, 37, 5, 24}}, [](const Tensors& in, Device) {
     return Tensors{ops::transpose(in[0], 1, 2), ops::transpose(in[0], -1, 0)};
   });
 
@@ -598,7 +598,7 @@ void optimizer_cases(CaseTable& t) {
         adamw_inputs(DType::bf16, false));
   // Three tensors of unequal sizes (one smaller than a chunk, one spanning several) in one launch.
   t.add(
-      "adamw_step_multi", Op::adamw, kMaster, {{37, 1001}, {5}, {70000}},
+      "adamw_step_multi", Op::adamw_step_multi, kMaster, {{37, 1001}, {5}, {70000}},
       [config](const Tensors& in, Device) {
         Tensors p, g, m, v;
         for (std::size_t i = 0; i < 12; i += 4) {
@@ -628,11 +628,11 @@ void optimizer_cases(CaseTable& t) {
       return Tensors{p, buf};
     };
   };
-  t.add("sgd_step_first_momentum", Op::adamw, kMaster, {{37, 1001}, {37, 1001}}, sgd(0.9, false, true),
+  t.add("sgd_step_first_momentum", Op::sgd_step, kMaster, {{37, 1001}, {37, 1001}}, sgd(0.9, false, true),
         uniform_in(-1e-2, 1e-2));
-  t.add("sgd_step_nesterov", Op::adamw, kMaster, {{37, 1001}, {37, 1001}, {37, 1001}}, sgd(0.9, true, false),
+  t.add("sgd_step_nesterov", Op::sgd_step, kMaster, {{37, 1001}, {37, 1001}, {37, 1001}}, sgd(0.9, true, false),
         uniform_in(-1e-2, 1e-2));
-  t.add("sgd_step_plain", Op::adamw, kMaster, {{37, 1001}, {37, 1001}}, sgd(0, false, false), uniform_in(-1e-2, 1e-2));
+  t.add("sgd_step_plain", Op::sgd_step, kMaster, {{37, 1001}, {37, 1001}}, sgd(0, false, false), uniform_in(-1e-2, 1e-2));
 
   const RunOp sum_of_squares = [](const Tensors& in, Device) {
     return Tensors{Tensor::scalar(ops::sum_of_squares(in[0]), DType::f64)};
@@ -684,9 +684,9 @@ void matmul_cases(CaseTable& t) {
 
   const RunOp linear = [](const Tensors& in, Device) { return Tensors{ops::linear(in[0], in[1], in[2])}; };
   const RunOp linear_no_bias = [](const Tensors& in, Device) { return Tensors{ops::linear(in[0], in[1])}; };
-  t.add("linear", Op::matmul, kFloat, {{2, 37, 100}, {45, 100}, {45}}, linear);
-  t.add("linear_no_bias", Op::matmul, kFloat, {{2, 37, 100}, {45, 100}}, linear_no_bias);
-  t.add("linear_gpt2_qkv", Op::matmul, kRealistic, {{8, 64, 768}, {2304, 768}, {2304}}, linear);
+  t.add("linear", Op::linear, kFloat, {{2, 37, 100}, {45, 100}, {45}}, linear);
+  t.add("linear_no_bias", Op::linear, kFloat, {{2, 37, 100}, {45, 100}}, linear_no_bias);
+  t.add("linear_gpt2_qkv", Op::linear, kRealistic, {{8, 64, 768}, {2304, 768}, {2304}}, linear);
 }
 
 }  // namespace

@@ -179,6 +179,7 @@ TEST(CudaConsistencyTable, EveryRegistryOpHasACase) {
   }
   std::string missing;
   for (const ops::OpInfo& info : ops::kOps) {
+    if (info.family == "parallel") continue;  // communication over a group: the multi-rank NCCL tests cover these
     if (!covered.contains(info.name)) missing += (missing.empty() ? "" : ", ") + std::string(info.name);
   }
   EXPECT_TRUE(missing.empty()) << "ops of ops::kOps without a CPU/CUDA consistency case in "

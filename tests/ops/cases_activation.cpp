@@ -56,7 +56,7 @@ std::vector<OpCase> make_activation_cases() {
   swiglu.dtypes.push_back({DType::f16, 2e-3});
   cases.push_back(swiglu);
 
-  OpCase bias_gelu{"bias_gelu_tanh", Op::gelu_tanh,
+  OpCase bias_gelu{"bias_gelu_tanh", Op::bias_gelu_tanh,
                    [](std::mt19937_64& g) {
                      return std::vector<Variable>{param(g, {2, 3, 11}, -4.0, 4.0), param(g, {11})};
                    },

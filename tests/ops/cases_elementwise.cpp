@@ -113,6 +113,9 @@ std::vector<OpCase> make_elementwise_cases() {
   cases.push_back({"permute_4d_heads", Op::permute, [](auto& g) { return std::vector<Variable>{param(g, {2, 3, 2, 4})}; },
                    [](auto& in) { return ag::permute(in[0], {0, 2, 1, 3}); },
                    [](auto& in) { return reference_permute(in[0], {0, 2, 1, 3}); }});
+  cases.push_back({"transpose", Op::transpose, [](auto& g) { return std::vector<Variable>{param(g, {2, 3, 4})}; },
+                   [](auto& in) { return ag::transpose(in[0], -1, 0); },
+                   [](auto& in) { return reference_permute(in[0], {2, 1, 0}); }});
   // split: pieces recombined in a different order, so each piece's gradient is routed correctly.
   cases.push_back({"split", Op::split, [](auto& g) { return std::vector<Variable>{param(g, {2, 7, 3})}; },
                    [](auto& in) {

@@ -94,19 +94,19 @@ std::vector<OpCase> make_matmul_cases() {
   cases.push_back(matmul_case("matmul_broadcast_a", {5, 4}, {3, 4, 6}, false, false));
   cases.push_back(matmul_case("matmul_broadcast_a_tt", {4, 5}, {2, 3, 6, 4}, true, true));
 
-  OpCase with_bias{"linear_bias", Op::matmul,
+  OpCase with_bias{"linear_bias", Op::linear,
                    [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {2, 3, 5}), param(g, {4, 5}), param(g, {4})}; },
                    [](const std::vector<Variable>& in) { return ag::linear(in[0], in[1], in[2]); }, reference_linear};
   with_bias.dtypes.push_back({DType::bf16, 1e-2});
   with_bias.dtypes.push_back({DType::f16, 1e-2});
   cases.push_back(with_bias);
-  OpCase no_bias{"linear_no_bias", Op::matmul,
+  OpCase no_bias{"linear_no_bias", Op::linear,
                  [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {7, 5}), param(g, {3, 5})}; },
                  [](const std::vector<Variable>& in) { return ag::linear(in[0], in[1]); }, reference_linear};
   no_bias.dtypes.push_back({DType::bf16, 1e-2});
   cases.push_back(no_bias);
   // A frozen weight (no gradient) with a trainable bias, and a single 1-D input row.
-  OpCase frozen{"linear_frozen_weight_1d", Op::matmul,
+  OpCase frozen{"linear_frozen_weight_1d", Op::linear,
                 [](std::mt19937_64& g) {
                   return std::vector<Variable>{param(g, {6}), constant(random_tensor(g, {5, 6})), param(g, {5})};
                 },

@@ -9,6 +9,7 @@
 #include "op_table.h"
 #include "trident/autograd/autograd.h"
 #include "trident/ops/optimizer.h"
+#include "trident/ops/shape.h"
 
 namespace trident::testing {
 namespace {
@@ -75,6 +76,103 @@ OpCase adamw_case(std::string name, Shape shape, AdamWCase k, bool bf16_grads) {
   return c;
 }
 
+// adamw_step_multi over two tensors of different shapes; returns both updated
+// parameters, flattened and concatenated. Inputs: (param, exp_avg, exp_avg_sq,
+// grad_1 .. grad_kSteps) for the first tensor, then the same for the second.
+OpCase adamw_multi_case(std::string name, Shape a, Shape b, AdamWCase k) {
+  OpCase c;
+  c.name = std::move(name);
+  c.op = ops::Op::adamw_step_multi;
+  c.gradcheck = false;
+  constexpr std::size_t kPer = 3 + kSteps;
+  c.make_inputs = [=](std::mt19937_64& g) {
+    std::vector<Variable> in;
+    for (const Shape& s : {a, b}) {
+      in.push_back(constant(random_tensor(g, s)));
+      in.push_back(constant(random_tensor(g, s, -0.1, 0.1)));
+      in.push_back(constant(random_tensor(g, s, 0.0, 0.02)));
+      for (int step = 0; step < kSteps; ++step) in.push_back(constant(random_tensor(g, s)));
+    }
+    return in;
+  };
+  c.forward = [k](const std::vector<Variable>& in) {
+    const DType master = in[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
+    std::vector<Tensor> state;
+    for (std::size_t t = 0; t < 2; ++t) {
+      for (std::size_t j = 0; j < 3; ++j) state.push_back(in[t * kPer + j].data().to(master).clone());
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<Tensor> grads;
+      for (std::size_t t = 0; t < 2; ++t) grads.push_back(in[t * kPer + 3 + static_cast<std::size_t>(s)].data());
+      std::vector<ops::AdamWTensors> list;
+      for (std::size_t t = 0; t < 2; ++t) {
+        list.push_back({&state[3 * t], &grads[t], &state[3 * t + 1], &state[3 * t + 2]});
+      }
+      ops::adamw_step_multi(list, k.config, k.first_step + s, k.grad_scale);
+    }
+    return Variable(ops::concat({ops::reshape(state[0], {-1}), ops::reshape(state[3], {-1})}, 0), false);
+  };
+  c.reference = [k](const std::vector<Tensor>& in) {
+    std::vector<Tensor> first(in.begin(), in.begin() + kPer), second(in.begin() + kPer, in.end());
+    auto p = values(reference_adamw(first, k));
+    const auto q = values(reference_adamw(second, k));
+    p.insert(p.end(), q.begin(), q.end());
+    return tensor_from(p, Shape{static_cast<std::int64_t>(p.size())});
+  };
+  c.dtypes = {{DType::f64, 1e-14}, {DType::f32, 2e-6}};
+  return c;
+}
+
+struct SgdCase {
+  double lr = 0.1, momentum = 0.0, weight_decay = 0.0, dampening = 0.0;
+  bool nesterov = false;
+  double grad_scale = 1.0;
+};
+
+// torch.optim.SGD's single-tensor algorithm in f64; inputs: param, grad_1 .. grad_kSteps.
+Tensor reference_sgd(const std::vector<Tensor>& in, const SgdCase& k) {
+  auto p = values(in[0]);
+  std::vector<double> buf;
+  for (int s = 0; s < kSteps; ++s) {
+    const auto grad = values(in[static_cast<std::size_t>(1 + s)]);
+    if (buf.empty()) buf.assign(p.size(), 0.0);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      double g = grad[i] * k.grad_scale + k.weight_decay * p[i];
+      if (k.momentum != 0) {
+        buf[i] = s == 0 ? g : k.momentum * buf[i] + (1 - k.dampening) * g;
+        g = k.nesterov ? g + k.momentum * buf[i] : buf[i];
+      }
+      p[i] -= k.lr * g;
+    }
+  }
+  return tensor_from(p, in[0].shape());
+}
+
+OpCase sgd_case(std::string name, Shape shape, SgdCase k) {
+  OpCase c;
+  c.name = std::move(name);
+  c.op = ops::Op::sgd_step;
+  c.gradcheck = false;
+  c.make_inputs = [=](std::mt19937_64& g) {
+    std::vector<Variable> in{constant(random_tensor(g, shape))};
+    for (int s = 0; s < kSteps; ++s) in.push_back(constant(random_tensor(g, shape)));
+    return in;
+  };
+  c.forward = [k](const std::vector<Variable>& in) {
+    const DType master = in[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
+    Tensor p = in[0].data().to(master).clone();
+    Tensor buf;  // undefined before the first step, as PyTorch's None
+    for (int s = 0; s < kSteps; ++s) {
+      ops::sgd_step(p, in[static_cast<std::size_t>(1 + s)].data(), buf, k.lr, k.momentum, k.weight_decay, k.dampening,
+                    k.nesterov, k.grad_scale);
+    }
+    return Variable(p, false);
+  };
+  c.reference = [k](const std::vector<Tensor>& in) { return reference_sgd(in, k); };
+  c.dtypes = {{DType::f64, 1e-14}, {DType::f32, 2e-6}};
+  return c;
+}
+
 std::vector<OpCase> make_optimizer_cases() {
   AdamWCase fresh{.config = {.lr = 1e-2, .weight_decay = 0.1}, .grad_scale = 0.5};
   // 1 - beta1 = 0.7 takes PyTorch's other lerp branch; warm state resumes at step 5.
@@ -86,6 +184,11 @@ std::vector<OpCase> make_optimizer_cases() {
       adamw_case("adamw_fresh_state", {4, 9}, fresh, false),
       adamw_case("adamw_warm_state_large_lerp_weight", {37}, warm, false),
       adamw_case("adamw_bf16_grads_bf16_copy", {3, 21}, mixed, true),
+      adamw_multi_case("adamw_step_multi_two_tensors", {4, 9}, {37}, warm),
+      sgd_case("sgd_plain", {4, 9}, SgdCase{.lr = 0.05}),
+      sgd_case("sgd_momentum_weight_decay", {37}, SgdCase{.lr = 0.02, .momentum = 0.9, .weight_decay = 0.01,
+                                                          .dampening = 0.1, .grad_scale = 0.5}),
+      sgd_case("sgd_nesterov", {3, 7}, SgdCase{.lr = 0.03, .momentum = 0.8, .nesterov = true}),
   };
 }
 

@@ -1,4 +1,4 @@
-// Layout equivalence of data parallelism and ZeRO (DESIGN.md §1), under mpirun:
+// Layout equivalence of data parallelism and ZeRO (docs/numerics.md#layout-equivalence), under mpirun:
 // the same config trained on every rank as one process (the reference) and
 // across the job with dp = world size and ZeRO stage 0–3 follows the same
 // loss curve (relative 1e-5 per step over 20 steps, fp32, dropout on) and

@@ -1,4 +1,4 @@
-// What the layout-equivalence tests share (DESIGN.md §1): a job-wide scratch
+// What the layout-equivalence tests share (docs/numerics.md#layout-equivalence): a job-wide scratch
 // directory holding one tiny corpus, training runs in it (the job's, or one
 // process's reference in a per-rank directory), the final parameters read back
 // from the checkpoint — which exercises assembling sharded pieces — and the

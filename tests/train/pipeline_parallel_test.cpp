@@ -1,5 +1,5 @@
 // Layout equivalence of pipeline parallelism and full 3D parallelism
-// (DESIGN.md §1), under mpirun with 2, 4 and 8 ranks: the same config trained
+// (docs/numerics.md#layout-equivalence), under mpirun with 2, 4 and 8 ranks: the same config trained
 // as one process (the reference, on every rank) and across the job with each
 // case's layout follows the same loss curve (relative 1e-5 per step over 20
 // steps, fp32, dropout on) and ends with the same parameters, read back from

@@ -1,4 +1,4 @@
-// Checkpoints across layouts (DESIGN.md §1), under mpirun with 8 ranks: a
+// Checkpoints across layouts (docs/numerics.md#layout-equivalence), under mpirun with 8 ranks: a
 // tiny GPT-2 (tied embeddings, dropout on) trained 20 steps under the seed's
 // dp=2 × tp=2 × pp=2 with ZeRO-1 saves at step 10. Resumed from there
 //   - under the same layout, steps 11–20 repeat the uninterrupted losses bit

@@ -1,4 +1,4 @@
-// Layout equivalence of tensor and sequence parallelism (DESIGN.md §1), under
+// Layout equivalence of tensor and sequence parallelism (docs/numerics.md#layout-equivalence), under
 // mpirun with 2, 4 and 8 ranks: the same config trained as one process (the
 // reference, on every rank) and across the job with the layout of each case
 // follows the same loss curve (relative 1e-5 per step over 20 steps, fp32,

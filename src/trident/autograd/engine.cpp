@@ -6,12 +6,14 @@
 // wants — and the traversal, hence every floating-point sum, is deterministic.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <queue>
 #include <unordered_map>
 
 #include "trident/autograd/function.h"
 #include "trident/autograd/variable_impl.h"
 #include "trident/ops/elementwise.h"
+#include "trident/ops/registry.h"
 
 namespace trident::autograd {
 
@@ -201,8 +203,25 @@ bool any_requires_grad(const std::vector<Variable>& inputs) {
   return false;
 }
 
+namespace {
+std::atomic<bool>& verify_op_names_flag() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("TRIDENT_VERIFY_OP_NAMES");
+    return env != nullptr && std::string_view(env) == "1";
+  }()};
+  return on;
+}
+}  // namespace
+
+void set_verify_op_names(bool on) noexcept { verify_op_names_flag().store(on, std::memory_order_relaxed); }
+bool verify_op_names() noexcept { return verify_op_names_flag().load(std::memory_order_relaxed); }
+
 std::vector<Variable> make_results(std::vector<Tensor> outputs, const std::vector<Variable>& inputs,
                                    std::string_view name, BackwardFn backward_fn) {
+  TRIDENT_CHECK(!verify_op_names() || ops::find_op(name) != nullptr || name == "checkpoint",
+                "autograd: op '{}' is recorded but not listed in the op registry (src/trident/ops/registry.h): add it "
+                "there and follow the add-an-op checklist in CONTRIBUTING.md",
+                name);
   std::vector<Variable> result;
   result.reserve(outputs.size());
   if (!grad_enabled() || !any_requires_grad(inputs)) {

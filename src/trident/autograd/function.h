@@ -52,7 +52,6 @@ class Node {
   virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs);
   // Drops the saved tensors (after a backward without retain_graph).
   virtual void release();
-  bool released() const noexcept { return released_; }
   // Recording order; backward runs later-recorded nodes first.
   std::uint64_t sequence_nr() const noexcept { return sequence_nr_; }
 
@@ -68,6 +67,12 @@ class Node {
 };
 
 // Records `outputs` as produced from `inputs` by a function with this backward.
+// When on, make_result(s) fails for a name that is not in the op registry
+// (ops/registry.h) nor "checkpoint": every op the tests record must be listed.
+// Off by default (tests of the engine record made-up names); also turned on by
+// the environment variable TRIDENT_VERIFY_OP_NAMES=1.
+void set_verify_op_names(bool on) noexcept;
+bool verify_op_names() noexcept;
 Variable make_result(Tensor output, const std::vector<Variable>& inputs, std::string_view name, BackwardFn backward);
 std::vector<Variable> make_results(std::vector<Tensor> outputs, const std::vector<Variable>& inputs,
                                    std::string_view name, BackwardFn backward);

@@ -46,7 +46,6 @@ void AtomicOutputFile::write(const void* data, std::size_t bytes) {
   if (bytes == 0) return;
   TRIDENT_CHECK(std::fwrite(data, 1, bytes, file_) == bytes, "error writing '{}': {}", temp_.string(),
                 std::strerror(errno));
-  written_ += bytes;
 }
 
 void AtomicOutputFile::commit() {

@@ -26,7 +26,6 @@ class AtomicOutputFile {
 
   void write(const void* data, std::size_t bytes);
   void write(std::string_view s) { write(s.data(), s.size()); }
-  std::uint64_t bytes_written() const noexcept { return written_; }
   // Flushes, fsyncs and renames onto the target, then fsyncs its directory.
   void commit();
 
@@ -36,7 +35,6 @@ class AtomicOutputFile {
   std::filesystem::path target_;
   std::filesystem::path temp_;
   std::FILE* file_ = nullptr;
-  std::uint64_t written_ = 0;
   bool committed_ = false;
 };
 

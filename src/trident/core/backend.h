@@ -33,6 +33,5 @@ class DeviceBackend {
 void register_backend(DeviceType type, DeviceBackend* backend) noexcept;
 // The backend for `device`; throws a clear error when that device type was not built or has no such index.
 DeviceBackend& backend_for(Device device);
-bool backend_available(DeviceType type) noexcept;
 
 }  // namespace trident

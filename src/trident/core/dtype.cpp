@@ -35,16 +35,52 @@ std::string_view dtype_name(DType dtype) noexcept {
   return "?";
 }
 
-DType parse_dtype(std::string_view name) {
-  if (name == "f32" || name == "fp32" || name == "float32" || name == "float") return DType::f32;
-  if (name == "bf16" || name == "bfloat16") return DType::bf16;
-  if (name == "f16" || name == "fp16" || name == "float16" || name == "half") return DType::f16;
-  if (name == "f64" || name == "fp64" || name == "float64" || name == "double") return DType::f64;
-  if (name == "i32" || name == "int32") return DType::i32;
-  if (name == "i64" || name == "int64") return DType::i64;
-  if (name == "u8" || name == "uint8") return DType::u8;
-  if (name == "u16" || name == "uint16") return DType::u16;
-  TRIDENT_FAIL("unknown dtype '{}' (expected one of f32, bf16, f16, f64, i32, i64, u8, u16)", name);
+namespace {
+
+struct Spelling {
+  std::string_view name;
+  DType dtype;
+};
+// Every accepted spelling; the first of each dtype is its canonical name.
+constexpr Spelling kSpellings[] = {
+    {"f32", DType::f32},  {"fp32", DType::f32},     {"float32", DType::f32}, {"float", DType::f32},
+    {"bf16", DType::bf16}, {"bfloat16", DType::bf16},
+    {"f16", DType::f16},  {"fp16", DType::f16},     {"float16", DType::f16}, {"half", DType::f16},
+    {"f64", DType::f64},  {"fp64", DType::f64},     {"float64", DType::f64}, {"double", DType::f64},
+    {"i32", DType::i32},  {"int32", DType::i32},    {"i64", DType::i64},     {"int64", DType::i64},
+    {"u8", DType::u8},    {"uint8", DType::u8},     {"u16", DType::u16},     {"uint16", DType::u16},
+};
+
+const Spelling* find_spelling(std::string_view name) {
+  for (const Spelling& s : kSpellings) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+DType parse_dtype(std::string_view name, std::string_view key) {
+  const Spelling* s = find_spelling(name);
+  TRIDENT_CHECK(s != nullptr, "{} must be one of f32, bf16, f16, f64, i32, i64, u8, u16, got '{}'", key, name);
+  return s->dtype;
+}
+
+DType parse_precision(std::string_view name, std::string_view key) {
+  const Spelling* s = find_spelling(name);
+  TRIDENT_CHECK(s != nullptr && (s->dtype == DType::f32 || s->dtype == DType::bf16 || s->dtype == DType::f16),
+                "{} must be fp32, bf16 or fp16, got '{}'", key, name);
+  return s->dtype;
+}
+
+std::string_view torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
+    default: break;
+  }
+  TRIDENT_FAIL("torch_dtype: no Hugging Face precision for {} (expected f32, bf16 or f16)", dtype_name(dtype));
 }
 
 bool is_floating(DType dtype) noexcept {

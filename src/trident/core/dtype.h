@@ -17,8 +17,18 @@
 
 namespace trident {
 
-// Parses "f32", "float32", "bf16", "bfloat16", "fp16", ... ; throws on anything else.
-DType parse_dtype(std::string_view name);
+// The one parser of dtype names. Accepted spellings: f32 fp32 float32 float, bf16
+// bfloat16, f16 fp16 float16 half, f64 fp64 float64 double, i32 int32, i64
+// int64, u8 uint8, u16 uint16. `key` names the config key or flag the name came
+// from; anything else fails with "<key> must be one of f32, bf16, ..., got '<name>'".
+DType parse_dtype(std::string_view name, std::string_view key = "dtype");
+// A compute precision (train.precision, --precision, export's --dtype): the
+// spellings of f32, bf16 and f16 above. Anything else fails with
+// "<key> must be fp32, bf16 or fp16, got '<name>'".
+DType parse_precision(std::string_view name, std::string_view key);
+// The name Hugging Face's config.json gives a precision in "torch_dtype":
+// "float32", "bfloat16" or "float16"; throws for the other dtypes.
+std::string_view torch_dtype_name(DType dtype);
 bool is_floating(DType dtype) noexcept;
 
 // --- 16-bit float conversions (bit patterns) -------------------------------
@@ -45,11 +55,6 @@ struct bf16 {
   bf16() = default;
   explicit bf16(float v) noexcept : bits(float_to_bf16_bits(v)) {}
   explicit bf16(double v) noexcept : bits(double_to_bf16_bits(v)) {}
-  static bf16 from_bits(std::uint16_t b) noexcept {
-    bf16 r;
-    r.bits = b;
-    return r;
-  }
   explicit operator float() const noexcept { return bf16_bits_to_float(bits); }
   explicit operator double() const noexcept { return bf16_bits_to_float(bits); }
 };
@@ -59,11 +64,6 @@ struct f16 {
   f16() = default;
   explicit f16(float v) noexcept : bits(float_to_f16_bits(v)) {}
   explicit f16(double v) noexcept : bits(double_to_f16_bits(v)) {}
-  static f16 from_bits(std::uint16_t b) noexcept {
-    f16 r;
-    r.bits = b;
-    return r;
-  }
   explicit operator float() const noexcept { return f16_bits_to_float(bits); }
   explicit operator double() const noexcept { return f16_bits_to_float(bits); }
 };

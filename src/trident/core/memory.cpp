@@ -34,18 +34,6 @@ void add(Counters& c, std::int64_t bytes) noexcept {
 
 }  // namespace
 
-std::string_view memory_category_name(MemoryCategory c) noexcept {
-  switch (c) {
-    case MemoryCategory::other: return "other";
-    case MemoryCategory::parameters: return "parameters";
-    case MemoryCategory::gradients: return "gradients";
-    case MemoryCategory::optimizer: return "optimizer";
-    case MemoryCategory::activations: return "activations";
-    case MemoryCategory::communication: return "communication";
-  }
-  return "?";
-}
-
 MemoryStats memory_stats(Device device) {
   const DeviceCounters& d = g_counters[static_cast<std::size_t>(slot(device))];
   MemoryStats s;

@@ -16,7 +16,6 @@ namespace trident {
 
 enum class MemoryCategory : std::uint8_t { other, parameters, gradients, optimizer, activations, communication };
 inline constexpr int kNumMemoryCategories = 6;
-std::string_view memory_category_name(MemoryCategory c) noexcept;
 
 struct MemoryStats {
   std::int64_t current = 0;

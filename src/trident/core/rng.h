@@ -5,7 +5,7 @@
 // string (a parameter's canonical name, "dropout/layer3/mb7", "data/shuffle").
 // Filling a slice of a logical tensor therefore yields exactly the numbers the
 // whole tensor would have at those global positions — which is what makes
-// every parallel layout initialise and drop out identically (DESIGN.md §1).
+// every parallel layout initialise and drop out identically (docs/numerics.md#counter-based-randomness).
 //
 // Element i of a stream: uniform(i) uses 32-bit word i%4 of Philox block i/4;
 // normal(i) applies Box–Muller to words (2(i%2), 2(i%2)+1) of block i/2.

@@ -127,8 +127,6 @@ void register_backend(DeviceType type, DeviceBackend* backend) noexcept {
   g_backends[static_cast<int>(type)] = backend;
 }
 
-bool backend_available(DeviceType type) noexcept { return g_backends[static_cast<int>(type)] != nullptr; }
-
 DeviceBackend& backend_for(Device device) {
   DeviceBackend* b = g_backends[static_cast<int>(device.type)];
   TRIDENT_CHECK(b != nullptr, "device {} is not available: no CUDA backend is registered (this build has no CUDA support, or "

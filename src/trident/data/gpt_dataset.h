@@ -2,7 +2,7 @@
 // DatasetForCausalLM): fixed windows of seq_len + 1 tokens that run across
 // document boundaries, in a shuffled order.
 //
-// Three indices, built as in Megatron (REFERENCE.md §5), with trident's
+// Three indices, built as in Megatron (docs/data.md#datasets-and-loading-c), with trident's
 // counter-based shuffles in place of numpy's (so an order is a pure function
 // of the seed, not bit-identical to Megatron's):
 //  - document index: the range's documents tiled over enough epochs for

@@ -1,5 +1,5 @@
 // Megatron's indexed dataset: PREFIX.bin (token arrays, concatenated, no
-// header) and PREFIX.idx (REFERENCE.md §5), byte-compatible with Megatron-LM's
+// header) and PREFIX.idx (docs/data.md#the-binidx-format), byte-compatible with Megatron-LM's
 // and oslo's MMapIndexedDataset, so either side reads what the other writes.
 //
 //   .idx: "MMIDIDX\0\0" | u64 version 1 | u8 dtype code | u64 N sequences |

@@ -8,7 +8,7 @@
 // for every later epoch. So the stream never ends, and it is a pure function
 // of (source, seed).
 //
-// Global batch semantics (DESIGN.md §1): a global micro-batch is the next
+// Global batch semantics (docs/numerics.md#global-batch-semantics-and-the-loss): a global micro-batch is the next
 // micro_batch_size * dp_size samples of that stream; data-parallel rank d
 // takes its contiguous slice [d * micro_batch_size, (d + 1) * micro_batch_size).
 // The union over ranks is the same samples whatever dp_size is, and resuming

@@ -22,7 +22,6 @@
 namespace trident::dist {
 
 enum class ReduceOp { sum, avg, max, min };
-std::string reduce_op_name(ReduceOp op);
 
 struct CollectiveOptions {
   ReduceOp op = ReduceOp::sum;

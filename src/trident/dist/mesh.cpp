@@ -9,17 +9,6 @@
 
 namespace trident::dist {
 
-std::string group_kind_name(GroupKind kind) {
-  switch (kind) {
-    case GroupKind::tp: return "tp";
-    case GroupKind::dp: return "dp";
-    case GroupKind::pp: return "pp";
-    case GroupKind::model_parallel: return "model-parallel";
-    case GroupKind::embedding: return "embedding";
-  }
-  return "?";
-}
-
 Mesh::Mesh(int world_size, int tp, int pp, int dp) : world_(world_size), tp_(tp), pp_(pp), dp_(dp) {
   TRIDENT_CHECK(world_size >= 1, "dist: world size must be at least 1, got {}", world_size);
   TRIDENT_CHECK(tp >= 1 && (tp & (tp - 1)) == 0, "dist.tensor_parallel_size must be a power of two, got {}", tp);

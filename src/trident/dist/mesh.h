@@ -21,7 +21,6 @@ struct Coords {
 };
 
 enum class GroupKind { tp, dp, pp, model_parallel, embedding };
-std::string group_kind_name(GroupKind kind);
 
 class Mesh {
  public:

@@ -19,6 +19,7 @@
 
 #include "trident/core/convert.h"
 #include "trident/core/error.h"
+#include "trident/dist/watchdog.h"
 #include "trident/ops/elementwise.h"
 
 namespace trident::dist {
@@ -66,63 +67,6 @@ int count_of(const Tensor& t, const std::string& what) {
   TRIDENT_CHECK(t.numel() <= INT_MAX, "{}: {} elements exceed MPI's count limit", what, t.numel());
   return static_cast<int>(t.numel());
 }
-
-// Guards blocking MPI calls: if one outlives its deadline, prints the same line a
-// timed-out Work would throw and ends the process, which brings the job down
-// (mpirun and srun end every rank when one exits). One watchdog thread per process.
-class Watchdog {
- public:
-  static Watchdog& instance() {
-    static Watchdog* w = new Watchdog();  // never destroyed: may be needed until exit
-    return *w;
-  }
-  void arm(std::string what, double timeout_s) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    what_ = std::move(what);
-    timeout_s_ = timeout_s;
-    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                       std::chrono::duration<double>(timeout_s));
-    armed_ = true;
-    // Wake the watchdog only from its untimed sleep; otherwise it is already waiting
-    // on some deadline and re-checks when that passes (waking it each call would cost
-    // a context switch per collective).
-    if (idle_) cv_.notify_one();
-  }
-  void disarm() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    armed_ = false;
-  }
-
- private:
-  Watchdog() : thread_([this] { run(); }) { thread_.detach(); }
-  void run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      if (!armed_) {
-        idle_ = true;
-        cv_.wait(lock);
-        idle_ = false;
-        continue;
-      }
-      const auto deadline = deadline_;
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && armed_ && deadline_ == deadline) {
-        const int rank = error_rank();
-        std::fprintf(stderr, "trident: error: %s%s timed out after %.0f s (a peer rank is stuck, dead or did not call it)\n",
-                     rank >= 0 ? fmt::format("rank {}: ", rank).c_str() : "", what_.c_str(), timeout_s_);
-        std::fflush(stderr);
-        std::_Exit(1);
-      }
-    }
-  }
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::string what_;
-  double timeout_s_ = 0;
-  std::chrono::steady_clock::time_point deadline_;
-  bool armed_ = false;
-  bool idle_ = false;
-  std::thread thread_;
-};
 
 class DoneWork final : public Work {
  public:
@@ -350,6 +294,8 @@ class MpiCommunicator final : public Communicator {
   // Runs a blocking MPI call under the watchdog, then the completion step.
   std::unique_ptr<Work> run_blocking(const std::string& op, const CollectiveOptions& o, const std::function<int()>& call,
                                      const std::function<void()>& done) {
+    // A call that outlives its deadline prints the line a timed-out Work would throw and ends the process,
+    // which brings the job down (mpirun and srun end every rank when one exits).
     Watchdog& w = Watchdog::instance();
     w.arm(fmt::format("{} on {} (rank {} of {})", op, name_, rank_, size_), o.timeout_s > 0 ? o.timeout_s : timeout_s_);
     const int rc = call();
@@ -372,16 +318,6 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
-
-std::string reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-  }
-  return "?";
-}
 
 double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   Tensor t = Tensor::full(Shape{1}, value, DType::f64);

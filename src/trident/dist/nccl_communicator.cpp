@@ -6,8 +6,6 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,12 +14,12 @@
 #include <map>
 #include <mutex>
 #include <numeric>
-#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "trident/core/error.h"
+#include "trident/dist/watchdog.h"
 #include "trident/kernels/cuda/device.h"
 #include "trident/ops/elementwise.h"
 
@@ -30,7 +28,6 @@ namespace trident::dist {
 namespace {
 
 namespace kc = kernels::cuda;
-using Clock = std::chrono::steady_clock;
 
 static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES);
 constexpr std::int64_t kIdBytes = sizeof(ncclUniqueId);
@@ -57,12 +54,6 @@ void check_nccl(ncclResult_t rc, const char* call, ncclComm_t comm, const std::s
 }
 
 cudaStream_t compute_stream_of(int device) { return static_cast<cudaStream_t>(kc::compute_stream(device).native()); }
-
-Clock::time_point deadline_after(double seconds) {
-  // Clamped so that a "never" timeout cannot overflow the clock.
-  const double s = std::min(seconds, 1e8);
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
 
 // One NCCL communicator and the stream its operations run on. Shared with the
 // Works in flight and the watchdog, which may outlive the NcclCommunicator;
@@ -166,143 +157,59 @@ struct CommHandle {
   }
 };
 
+// How the watchdog ends the process after a failure of `comm` (null: none to abort yet).
+WatchdogFailure nccl_failure(std::shared_ptr<CommHandle> comm) {
+  WatchdogFailure f;
+  f.name_host = true;
+  f.consequence = "; aborting the NCCL communicator and ending this process";
+  if (comm != nullptr) f.before_exit = [comm = std::move(comm)] { comm->try_abort(); };
+  return f;
+}
+
 // An operation in flight: what it is, its deadline and the event recorded on the
-// communicator's stream after it.
-struct WorkState {
-  WorkState() = default;
-  WorkState(const WorkState&) = delete;
-  WorkState& operator=(const WorkState&) = delete;
-  ~WorkState() {
+// communicator's stream after it. The watchdog polls it every 100 ms; on a
+// timeout or an NCCL error it prints one line, aborts the communicator and ends
+// the process (see the header).
+class WorkState final : public Watched {
+ public:
+  WorkState(std::string what, double timeout_s, int dev, std::shared_ptr<CommHandle> handle)
+      : Watched(std::move(what), timeout_s, nccl_failure(handle)), device(dev), comm(std::move(handle)) {}
+  ~WorkState() override {
     if (done != nullptr) cudaEventDestroy(done);
   }
-  std::string what;  // "all_reduce on dp group [0, 2] (rank 0 of 2)"
-  double timeout_s = 0;
-  Clock::time_point deadline;
-  int device = 0;
+
+  Status poll(std::string& failure) override {
+    cudaSetDevice(device);
+    const cudaError_t rc = cudaEventQuery(done);
+    if (rc == cudaSuccess) return Status::done;
+    // The process is exiting and the CUDA runtime is being torn down under the watchdog's detached
+    // thread: stop watching, quietly, or a run that finished would end with its line and exit code 1.
+    if (rc == cudaErrorCudartUnloading) return Status::exiting;
+    if (rc != cudaErrorNotReady) {
+      failure = fmt::format("CUDA reported {} ({}) while {} was in flight", cudaGetErrorString(rc),
+                            cudaGetErrorName(rc), what());
+      return Status::failed;
+    }
+    if (const std::string e = comm->async_error(false); !e.empty()) {
+      failure = fmt::format("{} failed: NCCL reported {}", what(), e);
+      return Status::failed;
+    }
+    return Status::running;
+  }
+
+  int device;
   cudaEvent_t done = nullptr;
   std::shared_ptr<CommHandle> comm;
 };
 
-// Keeps the deadlines that a non-blocking wait() cannot: every operation in
-// flight, and the one blocking host call of the moment (creation, split, a
-// channel's first transfer). Checked every 100 ms; on a timeout or an NCCL
-// error it prints one line, aborts the communicator and ends the process (see
-// the header). One thread per process, started on first use.
-class Watchdog {
- public:
-  static Watchdog& instance() {
-    static Watchdog* w = new Watchdog();  // never destroyed: operations may be in flight at exit
-    return *w;
-  }
-
-  void track(std::shared_ptr<WorkState> work) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const bool idle = idle_locked();
-    inflight_.push_back(std::move(work));
-    if (idle) cv_.notify_one();
-  }
-
-  void arm(std::string what, double timeout_s, std::shared_ptr<CommHandle> comm) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const bool idle = idle_locked();
-    armed_ = true;
-    armed_what_ = std::move(what);
-    armed_timeout_s_ = timeout_s;
-    armed_deadline_ = deadline_after(timeout_s);
-    armed_comm_ = std::move(comm);
-    if (idle) cv_.notify_one();
-  }
-
-  void disarm() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    armed_ = false;
-    armed_comm_.reset();  // not the last owner: the caller holds the communicator
-  }
-
- private:
-  Watchdog() : thread_([this] { run(); }) { thread_.detach(); }
-
-  bool idle_locked() const { return inflight_.empty() && !armed_; }
-
-  void run() {
-    std::vector<std::shared_ptr<WorkState>> finished;
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      if (idle_locked()) {
-        cv_.wait(lock);
-        continue;
-      }
-      cv_.wait_for(lock, std::chrono::milliseconds(100));
-      const Clock::time_point now = Clock::now();
-      if (armed_ && now > armed_deadline_) {
-        fatal(fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it)", armed_what_,
-                          armed_timeout_s_),
-              armed_comm_.get());
-      }
-      for (std::shared_ptr<WorkState>& w : inflight_) {
-        cudaSetDevice(w->device);
-        const cudaError_t rc = cudaEventQuery(w->done);
-        if (rc == cudaSuccess) {
-          finished.push_back(std::move(w));
-          continue;
-        }
-        // The process is exiting and the CUDA runtime is being torn down under this detached thread: stop
-        // watching, quietly, or a run that finished would end with this line and exit code 1.
-        if (rc == cudaErrorCudartUnloading) return;
-        if (rc != cudaErrorNotReady) {
-          fatal(fmt::format("CUDA reported {} ({}) while {} was in flight", cudaGetErrorString(rc),
-                            cudaGetErrorName(rc), w->what),
-                w->comm.get());
-        }
-        if (const std::string e = w->comm->async_error(false); !e.empty()) {
-          fatal(fmt::format("{} failed: NCCL reported {}", w->what, e), w->comm.get());
-        }
-        if (now > w->deadline) {
-          fatal(fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it)", w->what,
-                            w->timeout_s),
-                w->comm.get());
-        }
-      }
-      std::erase(inflight_, nullptr);
-      if (!finished.empty()) {
-        // Dropped outside the lock: the last owner of a communicator releases it.
-        lock.unlock();
-        finished.clear();
-        lock.lock();
-      }
-    }
-  }
-
-  [[noreturn]] static void fatal(const std::string& message, CommHandle* comm) {
-    const int rank = error_rank();
-    const std::string who = rank >= 0 ? fmt::format("rank {} on {}: ", rank, host_name()) : std::string();
-    std::fprintf(stderr, "trident: error: %s%s; aborting the NCCL communicator and ending this process\n", who.c_str(),
-                 message.c_str());
-    std::fflush(stderr);
-    if (comm != nullptr) comm->try_abort();
-    std::_Exit(1);
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<std::shared_ptr<WorkState>> inflight_;
-  bool armed_ = false;
-  std::string armed_what_;
-  double armed_timeout_s_ = 0;
-  Clock::time_point armed_deadline_;
-  std::shared_ptr<CommHandle> armed_comm_;
-  std::thread thread_;
-};
-
-// Guards one blocking host call with the watchdog.
+// Guards one blocking host call (creation, split, a channel's first transfer) with the watchdog.
 class Armed {
  public:
-  Armed(std::string what, double timeout_s, std::shared_ptr<CommHandle> comm) {
-    Watchdog::instance().arm(std::move(what), timeout_s, std::move(comm));
-  }
-  ~Armed() { Watchdog::instance().disarm(); }
-  Armed(const Armed&) = delete;
-  Armed& operator=(const Armed&) = delete;
+  Armed(std::string what, double timeout_s, std::shared_ptr<CommHandle> comm)
+      : call_(std::move(what), timeout_s, nccl_failure(std::move(comm))) {}
+
+ private:
+  ArmedCall call_;
 };
 
 class NcclWork final : public Work {
@@ -329,7 +236,7 @@ class NcclWork final : public Work {
       return true;
     }
     if (rc != cudaErrorNotReady) {
-      error_ = fmt::format("{} failed: CUDA reported {} ({})", state_->what, cudaGetErrorString(rc),
+      error_ = fmt::format("{} failed: CUDA reported {} ({})", state_->what(), cudaGetErrorString(rc),
                            cudaGetErrorName(rc));
       return true;
     }
@@ -365,7 +272,7 @@ class NcclWork final : public Work {
   bool failed_async() {
     const std::string e = state_->comm->async_error(true);
     if (e.empty()) return false;
-    error_ = fmt::format("{} failed: NCCL reported {}", state_->what, e);
+    error_ = fmt::format("{} failed: NCCL reported {}", state_->what(), e);
     state_->comm->abort(error_);  // its peers must not wait on this rank any longer
     return true;
   }
@@ -467,12 +374,7 @@ struct NcclCommunicator::Impl {
       rc = launch(comm, h->stream);
     }
     check_nccl(rc, call, comm, what);
-    auto state = std::make_shared<WorkState>();
-    state->what = what;
-    state->timeout_s = timeout;
-    state->deadline = deadline_after(timeout);
-    state->device = device;
-    state->comm = h;
+    auto state = std::make_shared<WorkState>(what, timeout, device, h);
     state->done = make_event(device);
     CUDA_CHECK(cudaEventRecord(state->done, h->stream));
     Watchdog::instance().track(state);

@@ -1,7 +1,7 @@
 // nn::Module: named parameters with canonical names and global shapes.
 //
 // Every parameter carries the name Hugging Face uses for it (the canonical
-// name, DESIGN.md §1), its global shape, and where this rank's local tensor
+// name, docs/numerics.md#canonical-names-and-global-shapes), its global shape, and where this rank's local tensor
 // sits inside it (a ShardSpec: one or more boxes — several for fused tensors
 // such as GPT-2's c_attn whose tensor-parallel shard takes whole heads from
 // each of q, k and v). Initial values are drawn by the counter-based RNG from

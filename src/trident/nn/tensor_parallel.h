@@ -1,5 +1,5 @@
 // TensorParallel: a module's place in a tensor-parallel group, and the region
-// boundaries of Megatron's intra-layer model parallelism (REFERENCE.md §2).
+// boundaries of Megatron's intra-layer model parallelism (docs/parallelism.md#tensor-parallelism).
 //
 // A transformer block alternates between two regions:
 //   replicated region  norms, dropout, residual adds. Activations [B, T, D] are

@@ -23,16 +23,6 @@
 
 namespace trident::ops {
 
-// For ops that only have a CPU implementation (host-side bookkeeping).
-inline void require_cpu(std::string_view op, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    if (t->defined()) {
-      TRIDENT_CHECK(t->device().is_cpu(), "{}: no kernel for device {} in this build (tensor {})", op, t->device(),
-                    t->describe());
-    }
-  }
-}
-
 namespace detail {
 template <typename R>
 R no_cuda_kernel(const char* kernel) {

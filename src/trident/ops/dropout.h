@@ -5,7 +5,7 @@
 // is dropped iff rng.uniform(g) < p; kept elements are scaled by 1 / (1 - p).
 // Because the mask depends only on (rng, g), a tensor-, sequence- or
 // data-parallel shard drops exactly the elements the unsharded tensor would
-// (DESIGN.md §1), and backward regenerates the mask from the same arguments.
+// (docs/numerics.md#counter-based-randomness), and backward regenerates the mask from the same arguments.
 // Callers derive a fresh stream per use, e.g. rng.derive("layer3/attn/mb7").
 //
 // p must be in [0, 1). dtypes: f32, f64, bf16, f16 (scaling in f32 for the

@@ -1,5 +1,5 @@
 // The training device: the one file where a run's backend choice lives
-// (STYLE.md: not #ifs through the trainer). Everything the trainer does
+// (docs/conventions.md#the-backend-choice-stays-in-one-place). Everything the trainer does
 // differently on a GPU — which communicator its groups are split from, how
 // batches reach the device, the peak MFU is measured against, waiting for
 // queued work — is a function here; the CPU answers need no CUDA build.

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "trident/core/dtype.h"
 #include "trident/core/error.h"
 
 namespace trident::train {
@@ -90,7 +91,7 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   e.gradients = share * 4 / (l.zero_stage >= 2 ? dp : 1);
   e.optimizer = share * (c.optim.name == "sgd" ? 4 : 8) / (l.zero_stage >= 1 ? dp : 1);
 
-  const LD value = c.train.precision == "fp32" ? 4 : 2;
+  const LD value = parse_precision(c.train.precision, "train.precision") == DType::f32 ? 4 : 2;
   const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len);
   const LD D = ld(s.d_model), F = ld(s.d_ff);
   const LD layers = std::ceil(ld(s.n_layer) / pp);

@@ -23,10 +23,7 @@ namespace fs = std::filesystem;
 namespace detail {
 
 DType compute_dtype(const std::string& precision) {
-  if (precision == "fp32") return DType::f32;
-  if (precision == "bf16") return DType::bf16;
-  if (precision == "fp16") return DType::f16;
-  TRIDENT_FAIL("train.precision must be fp32, bf16 or fp16, got '{}'", precision);
+  return parse_precision(precision, "train.precision");
 }
 
 std::int64_t accumulation_steps(const Config& c, int dp) {

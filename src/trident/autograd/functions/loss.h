@@ -14,7 +14,7 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
   // When > 0, loss = (sum of token losses) / normalizer whatever `reduction` says.
   // Pass the global batch's non-ignored token count so that each micro-batch's
-  // loss is its share of the global token mean (DESIGN.md §1) and gradients
+  // loss is its share of the global token mean (docs/numerics.md#global-batch-semantics-and-the-loss) and gradients
   // summed over micro-batches and ranks equal those of the whole batch.
   double normalizer = 0;
 };

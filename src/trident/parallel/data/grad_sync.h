@@ -10,7 +10,7 @@
 // waits for everything.
 //
 // The sum (not the mean) is right because each rank's loss is already divided
-// by the global batch's token count (DESIGN.md §1).
+// by the global batch's token count (docs/numerics.md#global-batch-semantics-and-the-loss).
 #pragma once
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// Pipeline schedules as pure functions (REFERENCE.md §3): for one optimizer
+// Pipeline schedules as pure functions (docs/parallelism.md#pipeline-schedules): for one optimizer
 // step, the ordered list of instructions each pipeline stage executes. No
 // communication happens here; an executor walks the list.
 //

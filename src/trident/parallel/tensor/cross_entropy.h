@@ -1,4 +1,4 @@
-// Vocabulary-parallel cross-entropy (Megatron, REFERENCE.md §2): each
+// Vocabulary-parallel cross-entropy (Megatron; docs/parallelism.md#tensor-parallelism): each
 // tensor-parallel rank holds the logits of its slice of the padded vocabulary,
 // and the loss is computed without ever gathering the full logits.
 //

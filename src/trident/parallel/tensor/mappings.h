@@ -1,5 +1,5 @@
 // Megatron's conjugate region operators for tensor parallelism, as autograd
-// functions over the tensor-parallel group (REFERENCE.md §2):
+// functions over the tensor-parallel group (docs/parallelism.md#tensor-parallelism):
 //
 //   operator         forward                     backward
 //   copy_to_tp       identity                    all-reduce

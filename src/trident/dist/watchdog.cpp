@@ -1,0 +1,141 @@
+#include "trident/dist/watchdog.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "trident/core/error.h"
+
+namespace trident::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often operations in flight are polled.
+constexpr std::chrono::milliseconds kPollInterval{100};
+
+std::string timed_out(const std::string& what, double timeout_s) {
+  return fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it)", what, timeout_s);
+}
+
+}  // namespace
+
+Clock::time_point watchdog_deadline_after(double seconds) {
+  const double s = std::clamp(seconds, 0.0, 1e8);
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+Watched::Watched(std::string what, double timeout_s, WatchdogFailure on_failure)
+    : what_(std::move(what)),
+      timeout_s_(timeout_s),
+      deadline_(watchdog_deadline_after(timeout_s)),
+      on_failure_(std::move(on_failure)) {}
+
+struct Watchdog::State {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<Watched>> inflight;
+  bool armed = false;
+  std::string armed_what;
+  double armed_timeout_s = 0;
+  Clock::time_point armed_deadline;
+  WatchdogFailure armed_failure;
+  // The thread sleeps untimed (idle) or until `wake`; arm() and track() wake it
+  // only when it would otherwise sleep past their deadline (waking it on every
+  // call would cost a context switch per collective).
+  bool idle = true;
+  Clock::time_point wake = Clock::time_point::max();
+  std::thread thread;
+};
+
+Watchdog& Watchdog::instance() {
+  static Watchdog* w = new Watchdog();  // never destroyed: calls may be in flight at exit
+  return *w;
+}
+
+Watchdog::Watchdog() : state_(std::make_unique<State>()) {
+  state_->thread = std::thread([this] { run(); });
+  state_->thread.detach();
+}
+
+void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failure) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.armed = true;
+  s.armed_what = std::move(what);
+  s.armed_timeout_s = timeout_s;
+  s.armed_deadline = watchdog_deadline_after(timeout_s);
+  s.armed_failure = std::move(on_failure);
+  if (s.idle || s.armed_deadline < s.wake) s.cv.notify_one();
+}
+
+void Watchdog::disarm() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.armed = false;
+  s.armed_failure = {};  // drops what its before_exit holds (not the last owner: the caller holds it)
+}
+
+void Watchdog::track(std::shared_ptr<Watched> op) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.inflight.push_back(std::move(op));
+  if (s.idle || Clock::now() + kPollInterval < s.wake) s.cv.notify_one();
+}
+
+void Watchdog::fatal(const std::string& message, const WatchdogFailure& on_failure) {
+  const int rank = error_rank();
+  std::string who;
+  if (rank >= 0) who = on_failure.name_host ? fmt::format("rank {} on {}: ", rank, host_name()) : fmt::format("rank {}: ", rank);
+  std::fprintf(stderr, "trident: error: %s%s%s\n", who.c_str(), message.c_str(), on_failure.consequence.c_str());
+  std::fflush(stderr);
+  if (on_failure.before_exit) on_failure.before_exit();
+  std::_Exit(1);
+}
+
+void Watchdog::run() {
+  State& s = *state_;
+  std::vector<std::shared_ptr<Watched>> finished;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  for (;;) {
+    if (!s.armed && s.inflight.empty()) {
+      s.idle = true;
+      s.wake = Clock::time_point::max();
+      s.cv.wait(lock);
+      s.idle = false;
+      continue;
+    }
+    s.wake = s.armed ? s.armed_deadline : Clock::time_point::max();
+    if (!s.inflight.empty()) s.wake = std::min(s.wake, Clock::now() + kPollInterval);
+    s.cv.wait_until(lock, s.wake);
+    const Clock::time_point now = Clock::now();
+    if (s.armed && now >= s.armed_deadline) fatal(timed_out(s.armed_what, s.armed_timeout_s), s.armed_failure);
+    std::string failure;
+    for (std::shared_ptr<Watched>& op : s.inflight) {
+      switch (op->poll(failure)) {
+        case Watched::Status::done: finished.push_back(std::move(op)); continue;
+        case Watched::Status::failed: fatal(failure, op->on_failure());
+        case Watched::Status::exiting: return;  // a finished run must not end with this thread's line
+        case Watched::Status::running: break;
+      }
+      if (now > op->deadline()) fatal(timed_out(op->what(), op->timeout_s()), op->on_failure());
+    }
+    std::erase(s.inflight, nullptr);
+    if (!finished.empty()) {
+      // Dropped outside the lock: the last owner of a communicator may release it.
+      lock.unlock();
+      finished.clear();
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace trident::dist
