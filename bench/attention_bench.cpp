@@ -17,7 +17,13 @@
 // neighbours' load does not distort. With more than one thread the CPU clock
 // also counts the OpenMP workers' spin-waiting, so read it with --threads 1.
 //
-//   attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--no-peak]
+// Sliding window: for each size T > W, causal forward+backward with
+// window = W against the full causal call, timed in the same run; prints the
+// ratio windowed / full next to the ratio of visible (query, key) pairs
+// (W(W+1)/2 + (T−W)·W against T(T+1)/2), which the kernels' 64-key tiles
+// round up.
+//
+//   attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--window W] [--no-peak]
 #include <fmt/format.h>
 #include <time.h>
 
@@ -97,6 +103,7 @@ int main(int argc, char** argv) {
   int min_reps = 3;
   double seconds = 1.0;
   bool peak = true;
+  std::int64_t window = 128;
   std::vector<std::int64_t> sizes = {64, 256, 1024};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -110,11 +117,14 @@ int main(int argc, char** argv) {
       sizes.clear();
       std::stringstream ss(argv[++i]);
       for (std::string item; std::getline(ss, item, ',');) sizes.push_back(std::atoll(item.c_str()));
+    } else if (arg == "--window" && i + 1 < argc) {
+      window = std::atoll(argv[++i]);
     } else if (arg == "--no-peak") {
       peak = false;
     } else {
       fmt::print(stderr,
-                 "usage: attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--no-peak]\n");
+                 "usage: attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] "
+                 "[--window W] [--no-peak]\n");
       return 2;
     }
   }
@@ -149,6 +159,36 @@ int main(int argc, char** argv) {
                  trident::dtype_name(dtype), T, fwd.median * 1e3, fwd_gflop / fwd.median, fwd_gflop / fwd.best,
                  both.median * 1e3, both_gflop / both.median, both_gflop / both.best,
                  ratio(both_gflop / both.median, peak_wall), both_gflop / both.cpu, ratio(both_gflop / both.cpu, peak_cpu));
+    }
+  }
+
+  fmt::print("\nsliding window W={}: causal fwd+bwd, full vs windowed in the same run: median wall ms and median "
+             "process CPU ms (use --threads 1 on a loaded machine)\n",
+             window);
+  fmt::print("{:<5} {:>5} {:>9} {:>9} {:>7} {:>11} {:>13} {:>9} {:>11}\n", "dtype", "T=S", "full ms", "window ms",
+             "ratio", "full cpu-ms", "window cpu-ms", "cpu ratio", "pair ratio");
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (std::int64_t T : sizes) {
+      if (window <= 0 || T <= window) continue;
+      Tensor q = filled({B, T, H, D}, dtype, 1), k = filled({B, T, H, D}, dtype, 2), v = filled({B, T, H, D}, dtype, 3);
+      Tensor dout = filled({B, T, H, D}, dtype, 4);
+      trident::ops::AttentionOptions full, windowed;
+      windowed.window = window;
+      auto step = [&](const trident::ops::AttentionOptions& o) {
+        return [&, o] {
+          auto [out, lse] = trident::ops::attention(q, k, v, o);
+          (void)trident::ops::attention_backward(q, k, v, out, lse, dout, o);
+        };
+      };
+      const Timing t_full = time_runs(step(full), min_reps, seconds);
+      const Timing t_window = time_runs(step(windowed), min_reps, seconds);
+      const double pairs_full = 0.5 * static_cast<double>(T) * static_cast<double>(T + 1);
+      const double pairs_window =
+          0.5 * static_cast<double>(window) * static_cast<double>(window + 1) + static_cast<double>((T - window) * window);
+      fmt::print("{:<5} {:>5} {:>9.2f} {:>9.2f} {:>7.3f} {:>11.2f} {:>13.2f} {:>9.3f} {:>11.3f}\n",
+                 trident::dtype_name(dtype), T, t_full.median * 1e3, t_window.median * 1e3,
+                 t_window.median / t_full.median, t_full.cpu * 1e3, t_window.cpu * 1e3, t_window.cpu / t_full.cpu,
+                 pairs_window / pairs_full);
     }
   }
 

@@ -273,6 +273,7 @@ void attention_cases(CaseTable& t) {
     double scale = 0;
     bool mask = false;
     std::vector<DType> dtypes = kFloat;
+    std::int64_t window = 0;  // sliding window (causal only)
   };
   const std::vector<Config> configs = {
       {"causal", {2, 37, 4, 64}, {2, 37, 4, 64}},
@@ -290,11 +291,22 @@ void attention_cases(CaseTable& t) {
       {"head_dim_20", {2, 45, 4, 20}, {2, 45, 4, 20}, true, 0, false, {DType::f32, DType::bf16, DType::f16}},
       {"more_queries_than_keys", {2, 70, 4, 64}, {2, 33, 4, 64}, true, 0, false, kRealistic},
       {"partial_tiles", {1, 130, 4, 64}, {1, 130, 4, 64}},
+      // Sliding windows: ends inside a tile (skipped tiles on both sides), window 1, one tile, with a KV cache,
+      // GQA with a mask, head_dim 128, and a window past every key (same as full causal).
+      {"window_70", {2, 200, 4, 64}, {2, 200, 4, 64}, true, 0, false, kFloat, 70},
+      {"window_1", {1, 130, 4, 64}, {1, 130, 4, 64}, true, 0, false, kFloat, 1},
+      {"window_64_head_dim_40", {2, 150, 4, 40}, {2, 150, 4, 40}, true, 0, false, kNoF64, 64},
+      {"window_kv_cache", {2, 5, 4, 64}, {2, 300, 4, 64}, true, 0, false, kFloat, 100},
+      {"window_kv_cache_prefill", {1, 70, 4, 64}, {1, 260, 4, 64}, true, 0, false, kFloat, 90},
+      {"window_gqa_mask", {1, 150, 8, 32}, {1, 150, 2, 32}, true, 0, true, kNoF64, 50},
+      {"window_gqa_head_dim_128", {1, 200, 8, 128}, {1, 200, 2, 128}, true, 0, false, kRealistic, 96},
+      {"window_past_keys", {2, 37, 4, 64}, {2, 37, 4, 64}, true, 0, false, kNoF64, 1000},
   };
   for (const Config& cfg : configs) {
     ops::AttentionOptions options;
     options.causal = cfg.causal;
     options.scale = cfg.scale;
+    options.window = cfg.window;
     const bool with_mask = cfg.mask;
     const auto inputs = [options, with_mask](bool backward) -> MakeInputs {
       return [=](Rng& gen, DType d, const Shapes& s) {

@@ -1,6 +1,7 @@
 // Naive f64 attention for tests: the full T×S score matrix per (batch, head),
 // softmax(scale · Q·Kᵀ + mask)·V with the causal rule of ops::attention
-// (key s visible to query t iff s ≤ t + S − T), and the textbook backward.
+// (key s visible to query t iff s ≤ t + S − T, and with a sliding window w > 0
+// also s > t + S − T − w), and the textbook backward.
 // Written independently of the blocked kernel (no online softmax, no tiles).
 #pragma once
 
@@ -17,6 +18,13 @@ struct NaiveAttention {
   bool causal;
   double scale;  // resolved (never 0)
   std::vector<double> mask;  // [T, S] or empty
+  std::int64_t window = 0;   // sliding window (causal only); 0 = unlimited
+
+  bool visible(std::int64_t t, std::int64_t s) const {
+    if (!causal) return true;
+    const std::int64_t p = t + S - T;  // the query's absolute position
+    return s <= p && (window == 0 || s > p - window);
+  }
 
   // P[b][h][t][s] (softmax probabilities, 0 where hidden; a row with no visible key is all 0).
   std::vector<double> probs(const std::vector<double>& q, const std::vector<double>& k) const {
@@ -30,7 +38,7 @@ struct NaiveAttention {
           double mx = -inf;
           for (std::int64_t s = 0; s < S; ++s) {
             double x = -inf;
-            if (!causal || s <= t + S - T) {
+            if (visible(t, s)) {
               double dot = 0;
               for (std::int64_t d = 0; d < D; ++d) dot += q[qi(b, t, h, d)] * k[ki(b, s, hk, d)];
               x = scale * dot + (mask.empty() ? 0.0 : mask[static_cast<std::size_t>(t * S + s)]);

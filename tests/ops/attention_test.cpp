@@ -1,6 +1,7 @@
 // Blocked attention kernel vs the naive f64 attention at sizes that cross tile
-// boundaries (and are not multiples of the tile), forward and backward;
-// thread-count invariance; fully masked rows; argument errors.
+// boundaries (and are not multiples of the tile), forward and backward, with
+// and without a sliding window; thread-count invariance; fully masked rows;
+// argument errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,6 +51,7 @@ struct Problem {
   std::int64_t B, T, S, H, Hkv, D;
   bool causal;
   bool with_mask = false;
+  std::int64_t window = 0;
 };
 
 // Runs the blocked kernel in `dtype` (forward and backward) and the naive f64
@@ -63,7 +65,9 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
   Tensor dout = random_f64(gen, {p.B, p.T, p.H, p.D}).to(dtype);
   ops::AttentionOptions options;
   options.causal = p.causal;
-  NaiveAttention naive{p.B, p.T, p.S, p.H, p.Hkv, p.D, p.causal, 1.0 / std::sqrt(static_cast<double>(p.D)), {}};
+  options.window = p.window;
+  NaiveAttention naive{p.B,      p.T, p.S, p.H, p.Hkv, p.D, p.causal, 1.0 / std::sqrt(static_cast<double>(p.D)),
+                       {},       p.window};
   if (p.with_mask) {
     Tensor mask = random_f64(gen, {p.T, p.S});
     auto m = mask.span<double>();
@@ -77,12 +81,20 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
   const auto qv = values(q), kv = values(k), vv = values(v), dov = values(dout);
   std::vector<double> rdq, rdk, rdv;
   naive.backward(qv, kv, vv, dov, rdq, rdk, rdv);
-  const std::string what = fmt::format("T={} S={} H={} Hkv={} D={} causal={} mask={} {}", p.T, p.S, p.H, p.Hkv, p.D,
-                                       p.causal, p.with_mask, dtype_name(dtype));
+  const std::string what = fmt::format("T={} S={} H={} Hkv={} D={} causal={} mask={} window={} {}", p.T, p.S, p.H,
+                                       p.Hkv, p.D, p.causal, p.with_mask, p.window, dtype_name(dtype));
   EXPECT_LE(relative_error(values(out), naive.forward(qv, kv, vv)), tol) << "out, " << what;
+  EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
+  if (p.causal && p.window == 1) {
+    // One visible key: P = 1 and dS = dP − Di = 0, so dq and dk are exactly zero; measure them against dv.
+    double dv_scale = 0;
+    for (double x : rdv) dv_scale = std::max(dv_scale, std::abs(x));
+    for (const auto& [name, grad] : {std::pair{"dq", values(dq)}, std::pair{"dk", values(dk)}})
+      for (double x : grad) ASSERT_LE(std::abs(x), tol * dv_scale) << name << ", " << what;
+    return;
+  }
   EXPECT_LE(relative_error(values(dq), rdq), tol) << "dq, " << what;
   EXPECT_LE(relative_error(values(dk), rdk), tol) << "dk, " << what;
-  EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
   if (elem_tol > 0) {
     EXPECT_LE(max_error(values(out), naive.forward(qv, kv, vv)), elem_tol) << "out (largest element error), " << what;
     EXPECT_LE(max_error(values(dq), rdq), elem_tol) << "dq (largest element error), " << what;
@@ -129,6 +141,60 @@ TEST(AttentionKernel, Bf16DotProductPath) {
   compare_with_naive({2, 64, 64, 3, 3, 40, false}, DType::bf16, tol, elem);        // D = 40 (48 padded)
 }
 
+// Sliding windows across 64-key tiles: windows that end inside a tile, span
+// several, equal a tile, cover everything, and window 1 (each query sees only
+// itself); with a KV cache (S > T), more queries than keys, GQA and a mask.
+TEST(AttentionKernel, SlidingWindowMatchesNaive) {
+  for (std::int64_t w : {1, 5, 64, 70, 129, 300, 1000}) {
+    compare_with_naive({1, 300, 300, 2, 2, 32, true, false, w}, DType::f64, 1e-12);
+  }
+  compare_with_naive({1, 300, 300, 2, 2, 40, true, false, 100}, DType::f32, 2e-5);
+  compare_with_naive({2, 131, 131, 4, 2, 32, true, false, 37}, DType::f64, 1e-12);     // GQA
+  compare_with_naive({1, 70, 300, 6, 2, 16, true, false, 100}, DType::f64, 1e-12);     // S > T (cache)
+  compare_with_naive({1, 70, 300, 6, 2, 16, true, false, 20}, DType::f64, 1e-12);      // cache, small window
+  compare_with_naive({1, 1, 257, 4, 1, 64, true, false, 65}, DType::f32, 2e-5);        // one decoding step
+  compare_with_naive({1, 200, 150, 2, 1, 24, true, false, 30}, DType::f64, 1e-12);     // S < T: rows see nothing
+  compare_with_naive({1, 129, 129, 4, 4, 8, true, true, 50}, DType::f64, 1e-12);       // window and mask
+  compare_with_naive({1, 150, 150, 4, 2, 64, true, false, 70}, DType::bf16, 2e-2);
+  compare_with_naive({1, 150, 150, 2, 2, 64, true, false, 70}, DType::f16, 5e-3);
+  compare_with_naive({1, 150, 150, 2, 2, 64, true, false, 1}, DType::f32, 2e-5);
+}
+
+TEST(AttentionKernel, SlidingWindowBf16DotProductPath) {
+  if (!kernels::cpu::attention_uses_bf16_dot_products()) {
+    GTEST_SKIP() << "built without AVX512-BF16: bf16 takes the f32-compute path";
+  }
+  const double tol = 1e-2, elem = 2e-2;
+  compare_with_naive({2, 131, 131, 4, 2, 32, true, false, 37}, DType::bf16, tol, elem);
+  compare_with_naive({1, 70, 300, 6, 2, 16, true, false, 100}, DType::bf16, tol, elem);
+  compare_with_naive({1, 1, 257, 4, 1, 64, true, false, 65}, DType::bf16, tol, elem);
+  compare_with_naive({1, 200, 150, 2, 1, 24, true, false, 30}, DType::bf16, tol, elem);
+  compare_with_naive({1, 129, 129, 4, 4, 8, true, true, 64}, DType::bf16, tol, elem);
+  compare_with_naive({1, 150, 150, 2, 2, 40, true, false, 1}, DType::bf16, tol, elem);
+}
+
+// A window at least as long as the keys changes nothing: bit-identical to window 0.
+TEST(AttentionKernel, WindowCoveringEverythingEqualsFullAttention) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    std::mt19937_64 gen(3);
+    Tensor q = random_f64(gen, {1, 150, 2, 32}).to(dtype);
+    Tensor k = random_f64(gen, {1, 190, 2, 32}).to(dtype);
+    Tensor v = random_f64(gen, {1, 190, 2, 32}).to(dtype);
+    Tensor dout = random_f64(gen, {1, 150, 2, 32}).to(dtype);
+    ops::AttentionOptions full, windowed;
+    windowed.window = 190;
+    auto [o1, l1] = ops::attention(q, k, v, full);
+    auto [o2, l2] = ops::attention(q, k, v, windowed);
+    auto [dq1, dk1, dv1] = ops::attention_backward(q, k, v, o1, l1, dout, full);
+    auto [dq2, dk2, dv2] = ops::attention_backward(q, k, v, o2, l2, dout, windowed);
+    EXPECT_EQ(values(o1), values(o2)) << dtype_name(dtype);
+    EXPECT_EQ(values(l1), values(l2)) << dtype_name(dtype);
+    EXPECT_EQ(values(dq1), values(dq2)) << dtype_name(dtype);
+    EXPECT_EQ(values(dk1), values(dk2)) << dtype_name(dtype);
+    EXPECT_EQ(values(dv1), values(dv2)) << dtype_name(dtype);
+  }
+}
+
 TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     std::mt19937_64 gen(7);
@@ -140,10 +206,14 @@ TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
     std::vector<std::vector<float>> runs[2];
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      auto [out, lse] = ops::attention(q, k, v);
-      auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout);
-      for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) {
-        runs[threads - 1].push_back(t->to(DType::f32).to_vector<float>());
+      for (std::int64_t window : {0, 70}) {
+        ops::AttentionOptions options;
+        options.window = window;
+        auto [out, lse] = ops::attention(q, k, v, options);
+        auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, options);
+        for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) {
+          runs[threads - 1].push_back(t->to(DType::f32).to_vector<float>());
+        }
       }
     }
     set_num_threads(saved);
@@ -224,6 +294,15 @@ TEST(AttentionKernel, BadArgumentsNameTheOpAndShapes) {
                {"attention_backward", "[1, 5, 4, 7]"});
   expect_error([&] { ops::attention_backward(q4, k, v, out, Tensor::zeros({1, 5, 4}), out); },
                {"attention_backward", "lse", "[1, 5, 4]", "[1, 4, 5]"});
+  ops::AttentionOptions negative_window;
+  negative_window.window = -3;
+  expect_error([&] { ops::attention(q4, k, v, negative_window); }, {"attention", "window -3", ">= 0"});
+  expect_error([&] { ops::attention_backward(q4, k, v, out, lse, out, negative_window); },
+               {"attention_backward", "window -3"});
+  ops::AttentionOptions window_not_causal;
+  window_not_causal.window = 4;
+  window_not_causal.causal = false;
+  expect_error([&] { ops::attention(q4, k, v, window_not_causal); }, {"attention", "window 4", "causal"});
 }
 
 }  // namespace

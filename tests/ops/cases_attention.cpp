@@ -1,5 +1,6 @@
 // Op-table cases for attention: causal and not, grouped-query heads, a KV
-// cache (S > T), an additive mask and odd sizes, against the naive f64
+// cache (S > T), an additive mask, odd sizes and sliding windows (smaller
+// than, equal to and larger than T, window 1, with a cache, GQA), against the naive f64
 // softmax(scale·QKᵀ + mask)·V of attention_reference.h.
 #include <cmath>
 #include <limits>
@@ -19,6 +20,7 @@ struct Config {
   bool causal;
   double scale;    // 0: 1/sqrt(D)
   bool with_mask;  // random additive mask [T, S] with a few -inf entries
+  std::int64_t window = 0;
 };
 
 // A random mask in [-1, 1) with roughly one entry in five hidden (-inf),
@@ -47,12 +49,13 @@ OpCase make_case(const Config& c) {
     ops::AttentionOptions o;
     o.causal = c.causal;
     o.scale = c.scale;
+    o.window = c.window;
     if (c.with_mask) o.mask = in[3].data();
     return ag::attention(in[0], in[1], in[2], o);
   };
   oc.reference = [c](const std::vector<Tensor>& in) {
     NaiveAttention n{c.B, c.T, c.S, c.H, c.Hkv, c.D, c.causal,
-                     c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D)), {}};
+                     c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D)), {}, c.window};
     if (c.with_mask) n.mask = values(in[3]);
     return tensor_from(n.forward(values(in[0]), values(in[1]), values(in[2])), in[0].shape());
   };
@@ -68,6 +71,12 @@ std::vector<OpCase> make_attention_cases() {
       {"attention_kv_cache_s_gt_t", 2, 3, 7, 2, 1, 4, true, 0, false},
       {"attention_mask_scale", 1, 5, 7, 2, 2, 5, false, 0.3, true},
       {"attention_mask_causal_gqa", 1, 7, 7, 4, 2, 6, true, 0, true},
+      {"attention_window_lt_t", 2, 9, 9, 2, 2, 4, true, 0, false, 3},
+      {"attention_window_eq_t", 1, 6, 6, 2, 2, 4, true, 0, false, 6},
+      {"attention_window_gt_t", 1, 5, 5, 2, 1, 4, true, 0.4, false, 8},
+      {"attention_window_1", 1, 5, 5, 2, 2, 3, true, 0, false, 1},
+      {"attention_window_kv_cache", 2, 3, 8, 2, 1, 4, true, 0, false, 4},
+      {"attention_window_gqa_mask", 1, 8, 8, 4, 2, 5, true, 0, true, 3},
   };
   std::vector<OpCase> cases;
   for (const Config& c : configs) cases.push_back(make_case(c));

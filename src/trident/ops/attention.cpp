@@ -44,6 +44,11 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
     check_same_device(q, mask, op);
   }
   TRIDENT_CHECK(std::isfinite(options.scale), "{}: scale {} must be finite", op, options.scale);
+  TRIDENT_CHECK(options.window >= 0, "{}: window {} must be >= 0 (0 = unlimited, n = the n most recent keys)", op,
+                options.window);
+  TRIDENT_CHECK(options.window == 0 || options.causal,
+                "{}: window {} needs causal = true (a sliding window is defined for causal attention only)", op,
+                options.window);
   kernels::cpu::AttentionDims dims;
   dims.batch = q.size(0);
   dims.q_len = q.size(1);
@@ -52,6 +57,7 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
   dims.kv_len = k.size(1);
   dims.kv_heads = k.size(2);
   dims.causal = options.causal;
+  dims.window = options.window;
   dims.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   return dims;
 }

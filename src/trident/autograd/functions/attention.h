@@ -9,7 +9,9 @@ namespace trident::autograd {
 
 // out [B, T, H, D] from q [B, T, H, D], k and v [B, S, Hkv, D]. Saves q, k, v,
 // out and the row log-sum-exp (B·H·T values) for the backward pass, which
-// recomputes the scores block by block; options.mask is a constant.
+// recomputes the scores block by block with the same options (causal, scale,
+// sliding window), so gradients flow only through the visible keys;
+// options.mask is a constant.
 Variable attention(const Variable& q, const Variable& k, const Variable& v, const ops::AttentionOptions& options = {});
 
 }  // namespace trident::autograd

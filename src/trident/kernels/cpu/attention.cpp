@@ -28,6 +28,7 @@
 #include <limits>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
@@ -179,6 +180,8 @@ void pack_cols(const T* src, i64 stride, i64 n, i64 D, A* dst) {
 
 // The keys and values of one (batch, kv head), packed for the forward pass
 // (transposed keys, value rows) or the dq pass (transposed keys and values, key rows).
+// Blocks are packed when first asked for, so a windowed or decoding task packs
+// only the key blocks it visits.
 template <typename A>
 class HeadPack {
  public:
@@ -186,13 +189,18 @@ class HeadPack {
   HeadPack(const Geometry& g, Layout layout)
       : layout_(layout), keys_t_(g.k_blocks * g.D * kTile), second_(layout == kForward ? g.k_blocks * kTile * g.Dp
                                                                                          : g.k_blocks * g.D * kTile),
-        key_rows_(layout == kGradQ ? g.k_blocks * kTile * g.Dp : 1) {}
+        key_rows_(layout == kGradQ ? g.k_blocks * kTile * g.Dp : 1),
+        packed_(static_cast<std::size_t>(g.k_blocks), 0) {}
 
-  // Packs (b, hk) unless it is already the packed head.
+  // Packs key blocks [kb_begin, kb_end) of (b, hk) that are not packed yet.
   template <typename T>
-  void pack(const Geometry& g, const T* k, const T* v, i64 b, i64 hk) {
-    if (b == b_ && hk == hk_) return;
-    for (i64 kb = 0; kb < g.k_blocks; ++kb) {
+  void pack(const Geometry& g, const T* k, const T* v, i64 b, i64 hk, i64 kb_begin, i64 kb_end) {
+    if (b != b_ || hk != hk_) std::fill(packed_.begin(), packed_.end(), 0);
+    b_ = b;
+    hk_ = hk;
+    for (i64 kb = kb_begin; kb < kb_end; ++kb) {
+      if (packed_[static_cast<std::size_t>(kb)] != 0) continue;
+      packed_[static_cast<std::size_t>(kb)] = 1;
       const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
       const T* kr = k + g.kv_offset(b, s0, hk);
       const T* vr = v + g.kv_offset(b, s0, hk);
@@ -204,8 +212,6 @@ class HeadPack {
         pack_rows(kr, g.kv_stride(), nk, kTile, g.D, g.Dp, A(1), key_rows_.get() + kb * kTile * g.Dp);
       }
     }
-    b_ = b;
-    hk_ = hk;
   }
   // [D × 64] transposed keys of block kb.
   const A* keys_t(const Geometry& g, i64 kb) const { return keys_t_.get() + kb * g.D * kTile; }
@@ -219,6 +225,7 @@ class HeadPack {
   Layout layout_;
   i64 b_ = -1, hk_ = -1;
   Scratch<A> keys_t_, second_, key_rows_;
+  std::vector<char> packed_;  // per key block of (b_, hk_)
 };
 
 // ---------------------------------------------------------------------------
@@ -231,7 +238,7 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
   const Geometry g(dims);
   const A scale = static_cast<A>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
-  const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.S * g.Dp);
+  const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp);
   parallel_for(0, tasks, grain, [&](i64 lo, i64 hi) {
     HeadPack<A> head(g, HeadPack<A>::kForward);
     Scratch<A> qs(kTile * g.Dp), sc(kTile * kTile), acc(kTile * g.Dp);
@@ -239,19 +246,20 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
-      const i64 kv_end = g.kv_end(t0, nq);
-      if (kv_end > 0) head.pack(g, k, v, b, h / g.group);
+      const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
+      head.pack(g, k, v, b, h / g.group, kb_begin, kb_end);
       pack_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, scale, qs.get());
       std::fill_n(acc.get(), M * g.Dp, A(0));
       std::fill_n(running_max, kTile, kNegInf<A>);
       std::fill_n(running_sum, kTile, A(0));
-      for (i64 kb = 0; kb * kTile < kv_end; ++kb) {
+      for (i64 kb = kb_begin; kb < kb_end; ++kb) {
         const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
         gemm_tile<A, false>(M, kTile, g.D, qs.get(), g.Dp, 1, head.keys_t(g, kb), kTile, sc.get(), kTile);
         for (i64 i = 0; i < M; ++i) {
           const i64 lim = i < nq ? g.visible(t0 + i, s0, nk) : 0;
-          const T* mask_row = mask != nullptr && lim > 0 ? mask + (t0 + i) * g.S + s0 : nullptr;
-          online_softmax_row(sc.get() + i * kTile, mask_row, lim, running_max[i], running_sum[i],
+          const i64 first = i < nq ? g.visible_first(t0 + i, s0, nk) : 0;
+          const T* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
+          online_softmax_row(sc.get() + i * kTile, mask_row, first, lim, running_max[i], running_sum[i],
                              acc.get() + i * g.Dp, g.Dp);
         }
         gemm_tile<A, true>(M, g.Dp, nk, sc.get(), kTile, 1, head.value_rows(g, kb), g.Dp, acc.get(), g.Dp);
@@ -340,13 +348,13 @@ void backward_kv_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, KvS
   pack_cols(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.values_t.get());
   std::fill_n(w.dk.get(), Mk * g.Dp, A(0));
   std::fill_n(w.dv.get(), Mk * g.Dp, A(0));
-  // Query t sees key s when t ≥ s − shift, so the tile's first key bounds the first query block.
-  const i64 t_first = g.causal ? std::max<i64>(0, s0 - g.shift) : 0;
-  if (t_first < g.T) w.queries.pack(g, a, b, hk * g.group, 0);
+  // Only queries [q_begin, q_end) see a key of this tile (causal: t ≥ s − shift; window: t < s − shift + window).
+  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);
+  if (t_first < t_end) w.queries.pack(g, a, b, hk * g.group, 0);
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
     const i64 j = h - hk * g.group;
     const A* lse_h = a.lse + (b * g.H + h) * g.T;
-    for (i64 qb = t_first / kTile; qb < g.q_blocks; ++qb) {
+    for (i64 qb = t_first / kTile; qb * kTile < t_end; ++qb) {
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
       const A* q_rows = w.queries.q(g, j, t0);
       const A* dout_rows = w.queries.dout(g, j, t0);
@@ -386,13 +394,13 @@ void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScr
   const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
   const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
   const A* lse_h = a.lse + (b * g.H + h) * g.T;
-  const i64 kv_end = g.kv_end(t0, nq);
+  const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
   std::fill_n(w.dq.get(), M * g.Dp, A(0));
-  if (kv_end > 0) {
-    w.head.pack(g, a.k, a.v, b, h / g.group);
+  if (kb_begin < kb_end) {
+    w.head.pack(g, a.k, a.v, b, h / g.group, kb_begin, kb_end);
     w.queries.pack(g, a, b, h, t0);
   }
-  for (i64 kb = 0; kb * kTile < kv_end; ++kb) {
+  for (i64 kb = kb_begin; kb < kb_end; ++kb) {
     const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
     tile_softmax_grad(g, a, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
                       w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.ds.get());

@@ -13,7 +13,11 @@
 //
 // Score of query t and key s: scale · q_t·k_s + mask[t, s]; with `causal`,
 // keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
-// S > T). A row with no visible key gets out = 0 and lse = −inf.
+// S > T), and with a sliding `window` > 0 also keys s ≤ t + (S − T) − window
+// (ops/attention.h). Each query block visits only the key tiles that meet its
+// visible range [first, last] (and each key block only the query tiles that see
+// it), masking per element inside partial tiles, so a windowed call costs
+// O(T·window), not O(T·S). A row with no visible key gets out = 0 and lse = −inf.
 //
 // The T×S score matrix is never formed: a task holds one 64-query × 64-key
 // tile of scores; a thread holds acc_t copies of the K/V (or Q/dout) rows of
@@ -39,6 +43,7 @@ struct AttentionDims {
   std::int64_t kv_heads = 0;  // Hkv, divides H
   std::int64_t head_dim = 0;  // D
   bool causal = true;
+  std::int64_t window = 0;  // with causal: query p = t + S − T sees keys (p − window, p]; 0 = unlimited
   double scale = 1.0;  // the factor on q·k (already resolved; never 0 here)
 };
 

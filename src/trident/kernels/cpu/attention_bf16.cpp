@@ -24,6 +24,7 @@
 #ifdef TRIDENT_ATTENTION_BF16_DOT
 
 #include <cstring>
+#include <vector>
 
 #include "trident/core/parallel.h"
 
@@ -182,6 +183,7 @@ void scale_rows(float* s, i64 M, float scale) {
 // The keys and values of one (batch, kv head): per key block, K and V
 // transposed in pairs ([Dp/2][64][2], for Q·Kᵀ and dout·Vᵀ) and, for the
 // forward, V interleaved ([32][Dp][2], for P·V) or, for dq, K interleaved (dS·K).
+// Blocks are packed when first asked for (a windowed task visits only a few).
 class HeadPairs {
  public:
   enum Layout { kForward, kGradQ };
@@ -189,19 +191,22 @@ class HeadPairs {
       : layout_(layout),
         keys_t_(g.k_blocks * g.Dp * kTile),
         values_t_(layout == kGradQ ? g.k_blocks * g.Dp * kTile : 1),
-        rows_(g.k_blocks * kTile * g.Dp) {}
+        rows_(g.k_blocks * kTile * g.Dp), packed_(static_cast<std::size_t>(g.k_blocks), 0) {}
 
-  void pack(const Geometry& g, const bf16* k, const bf16* v, i64 b, i64 hk) {
-    if (b == b_ && hk == hk_) return;
-    for (i64 kb = 0; kb < g.k_blocks; ++kb) {
+  // Packs key blocks [kb_begin, kb_end) of (b, hk) that are not packed yet.
+  void pack(const Geometry& g, const bf16* k, const bf16* v, i64 b, i64 hk, i64 kb_begin, i64 kb_end) {
+    if (b != b_ || hk != hk_) std::fill(packed_.begin(), packed_.end(), 0);
+    b_ = b;
+    hk_ = hk;
+    for (i64 kb = kb_begin; kb < kb_end; ++kb) {
+      if (packed_[static_cast<std::size_t>(kb)] != 0) continue;
+      packed_[static_cast<std::size_t>(kb)] = 1;
       const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0), at = g.kv_offset(b, s0, hk);
       transpose_pairs(k + at, g.kv_stride(), nk, g.D, g.Dp, keys_t_.get() + kb * g.Dp * kTile);
       if (layout_ == kGradQ) transpose_pairs(v + at, g.kv_stride(), nk, g.D, g.Dp, values_t_.get() + kb * g.Dp * kTile);
       interleave_rows(layout_ == kForward ? v + at : k + at, g.kv_stride(), nk, kTile, g.D, g.Dp,
                       rows_.get() + kb * kTile * g.Dp);
     }
-    b_ = b;
-    hk_ = hk;
   }
   const bf16* keys_t(const Geometry& g, i64 kb) const { return keys_t_.get() + kb * g.Dp * kTile; }
   const bf16* values_t(const Geometry& g, i64 kb) const { return values_t_.get() + kb * g.Dp * kTile; }
@@ -212,6 +217,7 @@ class HeadPairs {
   Layout layout_;
   i64 b_ = -1, hk_ = -1;
   Scratch<bf16> keys_t_, values_t_, rows_;
+  std::vector<char> packed_;  // per key block of (b_, hk_)
 };
 
 // ----------------------------------------------------------------- forward --
@@ -221,7 +227,7 @@ void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16
   const Geometry g(dims);
   const auto scale = static_cast<float>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
-  const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.S * g.Dp);
+  const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp);
   parallel_for(0, tasks, grain, [&](i64 lo, i64 hi) {
     HeadPairs head(g, HeadPairs::kForward);
     Scratch<bf16> qs(kTile * g.Dp), p(kTile * kTile);
@@ -230,20 +236,21 @@ void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
-      const i64 kv_end = g.kv_end(t0, nq);
-      if (kv_end > 0) head.pack(g, k, v, b, h / g.group);
+      const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
+      head.pack(g, k, v, b, h / g.group, kb_begin, kb_end);
       copy_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, qs.get());
       std::fill_n(acc.get(), M * g.Dp, 0.0f);
       std::fill_n(running_max, kTile, kNegInf<float>);
       std::fill_n(running_sum, kTile, 0.0f);
-      for (i64 kb = 0; kb * kTile < kv_end; ++kb) {
+      for (i64 kb = kb_begin; kb < kb_end; ++kb) {
         const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
         dot_tile<false>(M, kTile, g.Dp / 2, qs.get(), g.Dp, head.keys_t(g, kb), sc.get(), kTile);
         scale_rows(sc.get(), M, scale);
         for (i64 i = 0; i < M; ++i) {
           const i64 lim = i < nq ? g.visible(t0 + i, s0, nk) : 0;
-          const bf16* mask_row = mask != nullptr && lim > 0 ? mask + (t0 + i) * g.S + s0 : nullptr;
-          online_softmax_row(sc.get() + i * kTile, mask_row, lim, running_max[i], running_sum[i],
+          const i64 first = i < nq ? g.visible_first(t0 + i, s0, nk) : 0;
+          const bf16* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
+          online_softmax_row(sc.get() + i * kTile, mask_row, first, lim, running_max[i], running_sum[i],
                              acc.get() + i * g.Dp, g.Dp);
         }
         round_rows(sc.get(), M, p.get());
@@ -341,12 +348,12 @@ void backward_kv_task(const Geometry& g, const Args& a, i64 task, KvWork& w) {
   transpose_pairs(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, g.Dp, w.values_t.get());
   std::fill_n(w.dk.get(), Mk * g.Dp, 0.0f);
   std::fill_n(w.dv.get(), Mk * g.Dp, 0.0f);
-  const i64 t_first = g.causal ? std::max<i64>(0, s0 - g.shift) : 0;
-  if (t_first < g.T) w.queries.pack(g, a, b, hk * g.group, 0);
+  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);  // the queries that see a key of the tile
+  if (t_first < t_end) w.queries.pack(g, a, b, hk * g.group, 0);
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
     const i64 j = h - hk * g.group;
     const float* lse_h = a.lse + (b * g.H + h) * g.T;
-    for (i64 qb = t_first / kTile; qb < g.q_blocks; ++qb) {
+    for (i64 qb = t_first / kTile; qb * kTile < t_end; ++qb) {
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
       tile_softmax_grad(g, a, w.queries.q(g, j, t0), w.queries.dout(g, j, t0), w.queries.di(j, t0), w.keys_t.get(),
                         w.values_t.get(), lse_h, t0, nq, M, s0, nk, w.s.get(), w.dp.get());
@@ -376,13 +383,13 @@ void backward_q_task(const Geometry& g, const Args& a, i64 task, QWork& w) {
   const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
   const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
   const float* lse_h = a.lse + (b * g.H + h) * g.T;
-  const i64 kv_end = g.kv_end(t0, nq);
+  const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
   std::fill_n(w.dq.get(), M * g.Dp, 0.0f);
-  if (kv_end > 0) {
-    w.head.pack(g, a.k, a.v, b, h / g.group);
+  if (kb_begin < kb_end) {
+    w.head.pack(g, a.k, a.v, b, h / g.group, kb_begin, kb_end);
     w.queries.pack(g, a, b, h, t0);
   }
-  for (i64 kb = 0; kb * kTile < kv_end; ++kb) {
+  for (i64 kb = kb_begin; kb < kb_end; ++kb) {
     const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
     tile_softmax_grad(g, a, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
                       w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.dp.get());

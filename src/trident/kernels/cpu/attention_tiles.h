@@ -72,39 +72,41 @@ inline float lanes_sum(__m512 v) {
 #endif
 
 #ifdef __AVX512F__
-// Lanes x..x+15 of a row whose first `lim` entries are visible.
-inline __mmask16 visible_lanes(i64 lim, i64 x) {
-  return static_cast<__mmask16>((1u << std::clamp<i64>(lim - x, 0, 16)) - 1u);
+// Lanes x..x+15 of a row whose entries [first, lim) are visible.
+inline __mmask16 visible_lanes(i64 first, i64 lim, i64 x) {
+  const unsigned below_lim = (1u << std::clamp<i64>(lim - x, 0, 16)) - 1u;
+  const unsigned below_first = (1u << std::clamp<i64>(first - x, 0, 16)) - 1u;
+  return static_cast<__mmask16>(below_lim & ~below_first);
 }
 #endif
 
-// max(init, row[j] for j < lim).
+// max(init, row[j] for first ≤ j < lim).
 template <typename A>
-A row_max(const A* row, i64 lim, A init) {
+A row_max(const A* row, i64 first, i64 lim, A init) {
 #ifdef __AVX512F__
   if constexpr (std::is_same_v<A, float>) {
     const __m512 neg_inf = _mm512_set1_ps(kNegInf<float>);
     __m512 m = neg_inf;
     for (i64 x = 0; x < kTile; x += 16)
-      m = _mm512_maskz_max_ps(kAllLanes, m, _mm512_mask_loadu_ps(neg_inf, visible_lanes(lim, x), row + x));
+      m = _mm512_maskz_max_ps(kAllLanes, m, _mm512_mask_loadu_ps(neg_inf, visible_lanes(first, lim, x), row + x));
     return std::max(init, lanes_max(m));
   }
 #endif
   A mx = init;
-  for (i64 j = 0; j < lim; ++j) mx = std::max(mx, row[j]);
+  for (i64 j = first; j < lim; ++j) mx = std::max(mx, row[j]);
   return mx;
 }
 
-// row[j] = exp(row[j] − mx) for j < lim and 0 beyond; returns the sum (in a fixed lane order).
+// row[j] = exp(row[j] − mx) for first ≤ j < lim and 0 elsewhere; returns the sum (in a fixed lane order).
 template <typename A>
-A row_exp_sum(A* row, i64 lim, A mx) {
+A row_exp_sum(A* row, i64 first, i64 lim, A mx) {
 #ifdef __AVX512F__
   if constexpr (std::is_same_v<A, float>) {
     const __m512 m = _mm512_set1_ps(mx);
     __m512 sum = _mm512_setzero_ps();
     for (i64 x = 0; x < kTile; x += 16) {
       const __m512 p =
-          _mm512_maskz_mov_ps(visible_lanes(lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(row + x), m)));
+          _mm512_maskz_mov_ps(visible_lanes(first, lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(row + x), m)));
       _mm512_storeu_ps(row + x, p);
       sum = _mm512_add_ps(sum, p);
     }
@@ -112,18 +114,18 @@ A row_exp_sum(A* row, i64 lim, A mx) {
   }
 #endif
   A sum = 0;
-  for (i64 j = 0; j < kTile; ++j) sum += (row[j] = j < lim ? exp_acc(row[j] - mx) : A(0));
+  for (i64 j = 0; j < kTile; ++j) sum += (row[j] = j >= first && j < lim ? exp_acc(row[j] - mx) : A(0));
   return sum;
 }
 
-// For j < lim: p = exp(s[j] − lse), s[j] = p, dp[j] = p·(dp[j] − di); for j ≥ lim both are 0.
+// For first ≤ j < lim: p = exp(s[j] − lse), s[j] = p, dp[j] = p·(dp[j] − di); elsewhere both are 0.
 template <typename A>
-void row_softmax_grad(A* s, A* dp, i64 lim, A lse, A di) {
+void row_softmax_grad(A* s, A* dp, i64 first, i64 lim, A lse, A di) {
 #ifdef __AVX512F__
   if constexpr (std::is_same_v<A, float>) {
     const __m512 l = _mm512_set1_ps(lse), d = _mm512_set1_ps(di);
     for (i64 x = 0; x < kTile; x += 16) {
-      const __m512 p = _mm512_maskz_mov_ps(visible_lanes(lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(s + x), l)));
+      const __m512 p = _mm512_maskz_mov_ps(visible_lanes(first, lim, x), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(s + x), l)));
       _mm512_storeu_ps(s + x, p);
       _mm512_storeu_ps(dp + x, _mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(dp + x), d)));
     }
@@ -131,7 +133,7 @@ void row_softmax_grad(A* s, A* dp, i64 lim, A lse, A di) {
   }
 #endif
   for (i64 j = 0; j < kTile; ++j) {
-    const A p = j < lim ? exp_acc(s[j] - lse) : A(0);
+    const A p = j >= first && j < lim ? exp_acc(s[j] - lse) : A(0);
     s[j] = p;
     dp[j] = p * (dp[j] - di);
   }
@@ -180,37 +182,51 @@ inline i64 task_grain(i64 work_per_task) {
 struct Geometry {
   explicit Geometry(const AttentionDims& d)
       : B(d.batch), T(d.q_len), S(d.kv_len), H(d.heads), Hkv(d.kv_heads), D(d.head_dim),
-        group(d.heads / d.kv_heads), Dp(round_up(d.head_dim, 16)), shift(d.kv_len - d.q_len), causal(d.causal),
-        q_blocks(ceil_div(d.q_len, kTile)), k_blocks(ceil_div(d.kv_len, kTile)) {}
+        group(d.heads / d.kv_heads), Dp(round_up(d.head_dim, 16)), shift(d.kv_len - d.q_len),
+        window(d.causal ? d.window : 0), causal(d.causal), q_blocks(ceil_div(d.q_len, kTile)),
+        k_blocks(ceil_div(d.kv_len, kTile)) {}
   i64 q_offset(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   i64 kv_offset(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
   i64 q_stride() const { return H * D; }
   i64 kv_stride() const { return Hkv * D; }
-  // Keys [0, kv_end) are visible to some query of the block starting at t0 with nq rows.
+  // Query t (absolute position p = t + shift) sees keys s with p − window < s ≤ p under causal (window 0:
+  // no lower bound), every key otherwise. Keys [kv_begin, kv_end) are the ones visible to some query of
+  // the block of nq rows from t0.
+  i64 kv_begin(i64 t0) const { return window > 0 ? std::clamp<i64>(t0 + shift - window + 1, 0, S) : 0; }
   i64 kv_end(i64 t0, i64 nq) const { return causal ? std::clamp<i64>(t0 + nq + shift, 0, S) : S; }
-  // Keys of the tile starting at s0 (nk keys) visible to query t: a prefix of that many.
+  // Queries [q_begin, q_end) are the ones that see some key of the tile of nk keys from s0.
+  i64 q_begin(i64 s0) const { return causal ? std::clamp<i64>(s0 - shift, 0, T) : 0; }
+  i64 q_end(i64 s0, i64 nk) const { return window > 0 ? std::clamp<i64>(s0 + nk - 1 - shift + window, 0, T) : T; }
+  // Keys of the tile starting at s0 (nk keys) visible to query t: tile columns [first, lim).
+  i64 visible_first(i64 t, i64 s0, i64 nk) const {
+    return window > 0 ? std::clamp<i64>(t + shift - window + 1 - s0, 0, nk) : 0;
+  }
   i64 visible(i64 t, i64 s0, i64 nk) const { return causal ? std::clamp<i64>(t + shift - s0 + 1, 0, nk) : nk; }
+  // Keys a query block can see at most (for the work estimates of task_grain).
+  i64 keys_per_query() const { return window > 0 ? std::min(S, window + kTile) : S; }
+  i64 queries_per_key() const { return window > 0 ? std::min(T, window + kTile) : T; }
 
-  i64 B, T, S, H, Hkv, D, group, Dp, shift;
+  i64 B, T, S, H, Hkv, D, group, Dp, shift, window;
   bool causal;
   i64 q_blocks, k_blocks;
 };
 
 // Forward, one score row of a tile (scores already scaled): adds the mask over
-// the visible keys [0, lim), folds them into the query's running max and sum,
+// the visible keys [first, lim), folds them into the query's running max and sum,
 // rescales its output accumulator row (Dp wide) when the max grows, and leaves
-// exp(s − max) in the row (0 past lim; all 0 while nothing is visible).
+// exp(s − max) in the row (0 outside [first, lim); all 0 while nothing is visible).
 template <typename T, typename A>
-void online_softmax_row(A* row, const T* mask_row, i64 lim, A& running_max, A& running_sum, A* acc_row, i64 Dp) {
+void online_softmax_row(A* row, const T* mask_row, i64 first, i64 lim, A& running_max, A& running_sum, A* acc_row,
+                        i64 Dp) {
   if (mask_row != nullptr)
-    for (i64 j = 0; j < lim; ++j) row[j] += load(mask_row[j]);
-  const A mx = row_max(row, lim, running_max);
+    for (i64 j = first; j < lim; ++j) row[j] += load(mask_row[j]);
+  const A mx = row_max(row, first, lim, running_max);
   if (mx == kNegInf<A>) {  // nothing visible to this query yet (or a padding row)
     std::fill_n(row, kTile, A(0));
     return;
   }
   const A alpha = exp_acc(running_max - mx);
-  running_sum = running_sum * alpha + row_exp_sum(row, lim, mx);
+  running_sum = running_sum * alpha + row_exp_sum(row, first, lim, mx);
   running_max = mx;
   if (alpha != A(1))
     for (i64 d = 0; d < Dp; ++d) acc_row[d] *= alpha;
@@ -243,11 +259,12 @@ void softmax_grad_rows(const Geometry& g, const T* mask, const A* lse_h, const A
     const i64 t = t0 + i;
     const bool live = i < nq && lse_h[t] != kNegInf<A>;
     const i64 lim = live ? g.visible(t, s0, nk) : 0;
-    if (mask != nullptr && lim > 0) {
+    const i64 first = live ? g.visible_first(t, s0, nk) : 0;
+    if (mask != nullptr && lim > first) {
       const T* mrow = mask + t * g.S + s0;
-      for (i64 j = 0; j < lim; ++j) srow[j] += load(mrow[j]);
+      for (i64 j = first; j < lim; ++j) srow[j] += load(mrow[j]);
     }
-    row_softmax_grad(srow, dp + i * kTile, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
+    row_softmax_grad(srow, dp + i * kTile, first, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
   }
 }
 
@@ -276,8 +293,8 @@ template <typename KvWork, typename QWork, typename KvTask, typename QTask>
 void for_backward_tasks(const Geometry& g, KvTask&& kv_task, QTask&& q_task) {
   const i64 n_kv = g.B * g.Hkv * g.k_blocks, n_q = g.B * g.H * g.q_blocks, n = n_kv + n_q;
   if (n == 0) return;
-  const i64 work_kv = 4 * std::min(kTile, g.S) * g.group * g.T * g.Dp;
-  const i64 work_q = 3 * std::min(kTile, g.T) * g.S * g.Dp;
+  const i64 work_kv = 4 * std::min(kTile, g.S) * g.group * g.queries_per_key() * g.Dp;
+  const i64 work_q = 3 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp;
   const i64 grain = task_grain((work_kv * n_kv + work_q * n_q) / n);
   parallel_for(0, n, grain, [&](i64 lo, i64 hi) {
     KvWork kv_work(g);

@@ -7,8 +7,8 @@
 // every tile product; Q is pre-multiplied by the scale as on the CPU.
 //
 // Forward: online softmax per query row in f32 (f64) — running max m and sum l, the output rescaled by
-// exp(m_old − m_new); keys past the last visible one of the tile are never loaded; a row with no visible
-// key gets out = 0 and lse = −inf. Backward: Di = Σ_d dout·out per row (its own kernel), then
+// exp(m_old − m_new); key tiles outside the tile's visible range (causal, sliding window) are never
+// loaded, partial ones are masked per element; a row with no visible key gets out = 0 and lse = −inf. Backward: Di = Σ_d dout·out per row (its own kernel), then
 // P = exp(S − lse) recomputed, dS = P ∘ (dP − Di); one kernel per (batch, kv head, key tile) owns dK and
 // dV and sums over the group's heads and the query tiles in order, one per (batch, head, query tile) owns
 // dQ and sums over key tiles in order. Nothing is written by two blocks and no float atomics are used, so
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kFmaThreads)
   A o[RI][DJ] = {};
   const i64 kv_end = g.kv_end(t0, nq);
   __syncthreads();
-  for (i64 s0 = 0; s0 < kv_end; s0 += BK) {
+  for (i64 s0 = g.kv_begin(t0) / BK * BK; s0 < kv_end; s0 += BK) {
     const int nk = static_cast<int>(imin(BK, g.S - s0));
     __syncthreads();
     load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, LD, A(1));
@@ -200,9 +200,9 @@ __global__ void __launch_bounds__(kFmaThreads)
   load_rows<BK, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, LD, A(1));
 
   A dk_acc[KI][DJ] = {}, dv_acc[KI][DJ] = {};
-  const i64 t_first = g.causal ? imax(0, s0 - g.shift) : 0;
+  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);  // the queries that see a key of the tile
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
-    for (i64 t0 = t_first / BQ * BQ; t0 < g.T; t0 += BQ) {
+    for (i64 t0 = t_first / BQ * BQ; t0 < t_end; t0 += BQ) {
       const int nq = static_cast<int>(imin(BQ, g.T - t0));
       __syncthreads();
       load_rows<BQ, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, LD, scale);
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(kFmaThreads)
 
   A acc[QI][DJ] = {};
   const i64 kv_end = g.kv_end(t0, nq);
-  for (i64 s0 = 0; s0 < kv_end; s0 += BK) {
+  for (i64 s0 = g.kv_begin(t0) / BK * BK; s0 < kv_end; s0 += BK) {
     const int nk = static_cast<int>(imin(BK, g.S - s0));
     __syncthreads();
     load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, LD, A(1));

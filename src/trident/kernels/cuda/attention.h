@@ -4,7 +4,9 @@
 // Same signatures and semantics as kernels/cpu/attention.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream. Layouts
 // q/out/dout [B, T, H, D], k/v [B, S, Hkv, D], optional additive mask [T, S]; GQA, bottom-right causal
-// alignment, rows with no visible key giving out = 0 and lse = −inf, all as on the CPU.
+// alignment, the sliding window (only the key tiles of a query tile's visible range are loaded, and only
+// the query tiles that see a key tile), rows with no visible key giving out = 0 and lse = −inf, all as on
+// the CPU.
 //
 // head_dim: 1 to 128 (padded inside to 32, 64 or 128; larger is a clear error). dtypes: bf16 and f16 on
 // tensor cores (mma.sync m16n8k16, f32 accumulation, P and dS rounded to the input dtype as operands of

@@ -17,25 +17,45 @@ using i64 = std::int64_t;
 struct Geometry {
   i64 B, T, S, H, Hkv, D, group, shift;
   bool causal;
+  i64 window;  // sliding window (0: unlimited; only with causal): query t sees keys (t + shift − window, t + shift]
   double scale;
 
   __device__ i64 q_row(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   __device__ i64 kv_row(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
   __device__ i64 stat(i64 b, i64 h, i64 t) const { return (b * H + h) * T + t; }
-  // Keys [0, kv_end) are visible to some query of the tile of nq rows from t0.
+  // Keys [kv_begin, kv_end) are visible to some query of the tile of nq rows from t0 (the CPU kernels'
+  // Geometry: kernels/cpu/attention_tiles.h).
+  __device__ i64 kv_begin(i64 t0) const {
+    if (window <= 0) return 0;
+    const i64 e = t0 + shift - window + 1;
+    return e < 0 ? 0 : (e > S ? S : e);
+  }
   __device__ i64 kv_end(i64 t0, i64 nq) const {
     if (!causal) return S;
     const i64 e = t0 + nq + shift;
     return e < 0 ? 0 : (e > S ? S : e);
   }
-  // Query t sees key s (bottom-right aligned causal mask; t and s may lie past the tensors).
-  __device__ bool visible(i64 t, i64 s) const { return t < T && s < S && (!causal || s <= t + shift); }
+  // Queries [q_begin, q_end) see some key of the tile of nk keys from s0.
+  __device__ i64 q_begin(i64 s0) const {
+    if (!causal) return 0;
+    const i64 e = s0 - shift;
+    return e < 0 ? 0 : (e > T ? T : e);
+  }
+  __device__ i64 q_end(i64 s0, i64 nk) const {
+    if (window <= 0) return T;
+    const i64 e = s0 + nk - 1 - shift + window;
+    return e < 0 ? 0 : (e > T ? T : e);
+  }
+  // Query t sees key s (bottom-right aligned causal mask, sliding window; t and s may lie past the tensors).
+  __device__ bool visible(i64 t, i64 s) const {
+    return t < T && s < S && (!causal || (s <= t + shift && (window <= 0 || s > t + shift - window)));
+  }
 };
 
 inline Geometry make_geometry(const cpu::AttentionDims& d) {
   return Geometry{
       d.batch,  d.q_len, d.kv_len, d.heads, d.kv_heads, d.head_dim, d.heads / d.kv_heads, d.kv_len - d.q_len,
-      d.causal, d.scale};
+      d.causal, d.causal ? d.window : 0, d.scale};
 }
 
 template <typename T>

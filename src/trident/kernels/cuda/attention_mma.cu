@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   float o[Dp / 8][4] = {};
   float m_run[2] = {neg_inf, neg_inf}, l_run[2] = {0.0f, 0.0f};
   const i64 kv_end = g.kv_end(t0, nq);
-  for (i64 s0 = 0; s0 < kv_end; s0 += kMmaTile) {
+  for (i64 s0 = g.kv_begin(t0) / kMmaTile * kMmaTile; s0 < kv_end; s0 += kMmaTile) {
     const int nk = static_cast<int>(imin(kMmaTile, g.S - s0));
     __syncthreads();  // the previous tile's K and V are no longer read
     copy_rows<kMmaTile, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, L::ld, vec);
@@ -320,10 +320,11 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   const i64 key[2] = {s0 + warp * 16 + gr, s0 + warp * 16 + gr + 8};
   float dk_acc[Dp / 8][4] = {}, dv_acc[Dp / 8][4] = {};
-  // Query t sees key s only when t ≥ s − shift: earlier query tiles contribute nothing.
-  const i64 t_first = g.causal ? imax(0, s0 - g.shift) : 0;
+  // Query t sees key s only when t ≥ s − shift and, with a window, t < s − shift + window: the query tiles
+  // outside [t_first, t_end) contribute nothing.
+  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
-    for (i64 t0 = t_first / kMmaTile * kMmaTile; t0 < g.T; t0 += kMmaTile) {
+    for (i64 t0 = t_first / kMmaTile * kMmaTile; t0 < t_end; t0 += kMmaTile) {
       const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
       __syncthreads();  // the previous query tile is no longer read
       const T* q_rows = q + g.q_row(b, t0, h);
@@ -438,7 +439,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
   float dq_acc[Dp / 8][4] = {};
   const i64 kv_end = g.kv_end(t0, nq);
-  for (i64 s0 = 0; s0 < kv_end; s0 += kMmaTile) {
+  for (i64 s0 = g.kv_begin(t0) / kMmaTile * kMmaTile; s0 < kv_end; s0 += kMmaTile) {
     const int nk = static_cast<int>(imin(kMmaTile, g.S - s0));
     __syncthreads();
     const T* k_rows = k + g.kv_row(b, s0, hk);
