@@ -67,7 +67,7 @@ MemoryStats memory_of_stage(const std::shared_ptr<dist::Communicator>& world, in
   std::mt19937_64 gen(static_cast<std::uint64_t>(world->rank()));
   nn::ForwardContext ctx;
   ctx.training = true;
-  ctx.gatherer = stage == 3 ? zero.get() : nullptr;
+  model.set_parameter_gatherer(stage == 3 ? zero.get() : nullptr);
   if (sync) sync->begin_micro_batch(true);
   model.loss(random_ids(gen, 2, 64, 4096), random_ids(gen, 2, 64, 4096), ctx).backward();
   if (sync) sync->finish();
@@ -197,7 +197,7 @@ void bench_overlap(const std::shared_ptr<dist::Communicator>& world) {
 void bench_tensor(const std::shared_ptr<dist::Communicator>& world) {
   const int t = world->size();
   const bool root = world->rank() == 0;
-  nn::TransformerSpec spec = models::preset("gpt2-tiny");
+  models::TransformerSpec spec = models::preset("gpt2-tiny");
   spec.n_head = spec.n_kv_head = 8;
   spec.d_model = 512;
   spec.d_ff = 4 * spec.d_model;
@@ -211,9 +211,10 @@ void bench_tensor(const std::shared_ptr<dist::Communicator>& world) {
                spec.n_head);
   }
   auto stack = [&](const nn::TensorParallel& tp) {
-    std::vector<std::unique_ptr<nn::TransformerBlock>> blocks;
+    const models::Family& family = models::family(spec.family);
+    std::vector<std::unique_ptr<nn::Layer>> blocks;
     for (std::int64_t i = 0; i < L; ++i) {
-      blocks.push_back(std::make_unique<nn::TransformerBlock>(fmt::format("h.{}", i), spec, i, tp));
+      blocks.push_back(family.make_block(fmt::format("h.{}", i), spec, i, tp));
       blocks.back()->initialize(1);
     }
     return blocks;

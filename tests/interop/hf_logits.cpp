@@ -59,7 +59,7 @@ void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<s
   const models::TransformerSpec spec = models::read_hf_config(dir + "/config.json");
   const int stage = pp_group->rank();
   models::CausalLM model(spec, tp > 1 ? nn::TensorParallel{tp_group, false} : nn::TensorParallel{},
-                         models::partition_layers(spec.n_layer, pp)[static_cast<std::size_t>(stage)]);
+                         models::family(spec.family).partition(spec.n_layer, pp, {})[static_cast<std::size_t>(stage)]);
   model.initialize(0);
   models::load_hf_weights(model, dir);
   autograd::NoGradGuard no_grad;
@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
     }
     if (mode == "save" && argc == 6) {
       const std::string arch = argv[2];
-      models::TransformerSpec spec = models::preset(arch == "gpt2" ? "gpt2-tiny" : "llama-tiny");
+      models::TransformerSpec spec = models::preset((arch == "llama3" ? std::string("llama") : arch) + "-tiny");
+      if (spec.sliding_window) spec.sliding_window = 5;  // shorter than the ids, so the window matters
       spec.vocab_size = 97;
       spec.max_seq_len = 32;
       if (arch == "llama3") {  // Llama 3.1's RoPE scaling, with an original context where all its cases occur

@@ -1,16 +1,19 @@
-"""Model interop with Hugging Face transformers.
+"""Model interop with Hugging Face transformers, for every family: GPT-2, LLaMA,
+Mistral (a sliding window shorter than the sequence) and Qwen2 (q/k/v biases,
+tied and untied embeddings).
 
-1. trident saves random GPT-2 and LLaMA models (config.json + model.safetensors);
-   transformers loads them (GPT2LMHeadModel, LlamaForCausalLM) and gives the
-   logits trident gave (max abs diff <= 1e-4, fp32).
+1. trident saves random models (config.json + model.safetensors); transformers
+   loads them (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
+   Qwen2ForCausalLM) and gives the logits trident gave (max abs diff <= 1e-4, fp32).
    The LLaMA is saved once with the plain RoPE and once with Llama 3.1's scaling.
 2. transformers creates random models and save_pretrained()s them; trident loads
    them and gives transformers' logits — on one process, and split tp=2 × pp=2
    over 4 ranks, each rank reading only its slices of the safetensors file.
-3. trident trains GPT-2 and LLaMA under tp=2 × pp=2 (4 ranks; the vocabulary is
+3. trident trains each family under tp=2 × pp=2 (4 ranks; the vocabulary is
    padded for tensor parallelism) and `trident export`s the checkpoint, split
    into several safetensors files with an index; transformers loads the export
-   and gives the logits trident computes from the checkpoint.
+   and gives the logits trident computes from the checkpoint, and greedy
+   generation gives the text `trident generate` gives.
 4. `trident eval` on a text file gives the loss transformers computes on the
    export for the same windows.
 """
@@ -53,7 +56,8 @@ def check(name, ours, theirs):
 
 # 1. trident -> transformers
 for arch, cls in (("gpt2", transformers.GPT2LMHeadModel), ("llama", transformers.LlamaForCausalLM),
-                  ("llama3", transformers.LlamaForCausalLM)):
+                  ("llama3", transformers.LlamaForCausalLM), ("mistral", transformers.MistralForCausalLM),
+                  ("qwen2", transformers.Qwen2ForCausalLM)):
     d = os.path.join(tmp, f"trident-{arch}")
     out = os.path.join(tmp, f"trident-{arch}.bin")
     run([hf_logits, "save", arch, d, csv, out])
@@ -76,6 +80,17 @@ configs = {
                                        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                                         "original_max_position_embeddings": 64}),
+    # A window of 5 over 12 tokens: the later queries no longer see the first keys.
+    "mistral": transformers.MistralConfig(vocab_size=97, hidden_size=48, intermediate_size=112, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                          initializer_range=0.2, sliding_window=5),
+    "qwen2": transformers.Qwen2Config(vocab_size=97, hidden_size=48, intermediate_size=112, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                      initializer_range=0.2, tie_word_embeddings=True, rope_theta=1000000.0),
+    "qwen2-untied": transformers.Qwen2Config(vocab_size=97, hidden_size=48, intermediate_size=112,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                             max_position_embeddings=32, initializer_range=0.2,
+                                             tie_word_embeddings=False),
 }
 hf_models = {}
 for arch, config in configs.items():
@@ -83,8 +98,8 @@ for arch, config in configs.items():
     hf_models[arch] = model
     with torch.no_grad():  # norms away from their initial 1/0 so their layout matters
         for name, p in model.named_parameters():
-            if "norm" in name or "ln_" in name:
-                p.add_(0.1 * torch.randn_like(p))
+            if "norm" in name or "ln_" in name or name.endswith("_proj.bias"):
+                p.add_(0.1 * torch.randn_like(p))  # (Qwen2's q/k/v biases start at zero too)
     d = os.path.join(tmp, f"hf-{arch}")
     model.save_pretrained(d, safe_serialization=True)
     out = os.path.join(tmp, f"hf-{arch}.bin")
@@ -108,7 +123,7 @@ run([trident, "tokenizer", "train", "--input", os.path.join(corpus, "c.txt"), "-
      "--special-token", "<|endoftext|>", "--output", os.path.join(corpus, "tok.json")])
 run([trident, "preprocess", "--input", os.path.join(corpus, "c.txt"), "--tokenizer", os.path.join(corpus, "tok.json"),
      "--output-prefix", os.path.join(corpus, "c"), "--append-eod", "--quiet"])
-for arch in ("gpt2", "llama"):
+for arch in ("gpt2", "llama", "mistral", "qwen2"):
     run_dir = os.path.join(tmp, f"trained-{arch}")
     sets = {"model.arch": f'"{arch}"', "model.n_layer": 4, "model.n_head": 4, "model.d_model": 32,
             "model.max_seq_len": 32, "train.seq_len": 32, "data.tokenizer": os.path.join(corpus, "tok.json"),
@@ -116,8 +131,10 @@ for arch in ("gpt2", "llama"):
             "train.micro_batch_size": 2, "train.global_batch_size": 8, "train.steps": 6, "train.eval_interval": 0,
             "train.peak_gflops": 1, "optim.lr": 3e-3, "dist.tensor_parallel_size": 2,
             "dist.pipeline_parallel_size": 2}
-    if arch == "llama":
+    if arch != "gpt2":
         sets.update({"model.n_kv_head": 2, "model.d_ff": 64})
+    if arch == "mistral":
+        sets["model.sliding_window"] = 8  # shorter than the 32-token sequences
     cmd = [trident, "launch", "-n", "4", "--", trident, "train", "--run-dir", run_dir]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
@@ -139,6 +156,20 @@ for arch in ("gpt2", "llama"):
     run([hf_logits, "checkpoint", step_dir, csv, out])
     check(f"trident {arch} trained under tp=2 x pp=2, exported ({len(shards)} files), loaded by transformers "
           f"{type(model).__name__}", read_logits(out, 300), hf_logits_of(model))
+
+    # Greedy generation with the KV cache: 24 new tokens after the prompt, past Mistral's window of 8.
+    tok = require("tokenizers").Tokenizer.from_file(os.path.join(corpus, "tok.json"))
+    prompt = "line 7 of the"
+    with torch.no_grad():
+        generated = model.generate(torch.tensor([tok.encode(prompt).ids]), max_new_tokens=24, do_sample=False,
+                                   eos_token_id=None, pad_token_id=0)[0].tolist()
+    theirs = tok.decode(generated)
+    ours = run([trident, "generate", "--checkpoint", run_dir, "--prompt", prompt, "--max-new-tokens", "24", "--greedy",
+                "--ignore-eos"]).decode().strip()
+    status = "ok" if ours == theirs.strip() else "FAIL"
+    print(f"{status}: trident generate of the {arch} checkpoint: {ours!r}, transformers {theirs.strip()!r}")
+    if status != "ok":
+        failures.append(f"{arch} generation")
 
     # 4. `trident eval` on a text file gives the loss transformers computes for the same windows: the
     # file's first 300 tokens (tokenizers' own encoding of it), windows of 32 inputs with stride 32.

@@ -30,13 +30,14 @@ std::string test_error(const std::function<void()>& f) {
   return "no error";
 }
 
-TransformerSpec tiny(nn::Arch arch, double dropout = 0.0) {
-  TransformerSpec s = preset(arch == nn::Arch::gpt2 ? "gpt2-tiny" : "llama-tiny");
+TransformerSpec tiny(const std::string& arch, double dropout = 0.0) {
+  TransformerSpec s = preset(arch + "-tiny");
   s.n_layer = 2;
   s.d_model = 16;
   s.n_head = 4;
-  s.n_kv_head = arch == nn::Arch::gpt2 ? 4 : 2;
-  s.d_ff = arch == nn::Arch::gpt2 ? 64 : 40;
+  s.n_kv_head = arch == "gpt2" ? 4 : 2;
+  s.d_ff = arch == "gpt2" ? 64 : 40;
+  if (s.sliding_window) s.sliding_window = 3;  // shorter than the sequences, so the window matters
   s.vocab_size = 23;
   s.max_seq_len = 16;
   s.dropout = dropout;
@@ -60,7 +61,7 @@ void randomise_norms(CausalLM& m, std::mt19937_64& gen) {
   }
 }
 
-class WholeModelGradCheck : public ::testing::TestWithParam<std::pair<nn::Arch, double>> {};
+class WholeModelGradCheck : public ::testing::TestWithParam<std::pair<std::string, double>> {};
 
 // f64 central differences along random directions in parameter space.
 TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
@@ -109,10 +110,11 @@ TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, WholeModelGradCheck,
-                         ::testing::Values(std::pair{nn::Arch::gpt2, 0.0}, std::pair{nn::Arch::llama, 0.0},
-                                           std::pair{nn::Arch::gpt2, 0.2}),
+                         ::testing::Values(std::pair{std::string("gpt2"), 0.0}, std::pair{std::string("llama"), 0.0},
+                                           std::pair{std::string("mistral"), 0.0}, std::pair{std::string("qwen2"), 0.0},
+                                           std::pair{std::string("gpt2"), 0.2}),
                          [](const auto& p) {
-                           return std::string(p.param.first == nn::Arch::gpt2 ? "gpt2" : "llama") +
+                           return p.param.first +
                                   (p.param.second > 0 ? "_dropout" : "");
                          });
 
@@ -140,25 +142,48 @@ TEST(CausalLM, SpecCountsTheParametersOfTheModel) {
   EXPECT_EQ(preset("gpt2").num_parameters(), 124439808);
   TransformerSpec untied = preset("gpt2-tiny");
   untied.tie_embeddings = false;
-  for (const TransformerSpec& s : {preset("gpt2-tiny"), untied, preset("llama-tiny"), tiny(nn::Arch::llama)}) {
+  for (const TransformerSpec& s : {preset("gpt2-tiny"), untied, preset("llama-tiny"), tiny("llama")}) {
+    EXPECT_EQ(s.num_parameters(), CausalLM(s).num_parameters());
+  }
+  // Every family's count from its sizes (Family::block_parameters) against the layout it builds, tied and
+  // untied, at every preset (a layout allocates nothing, so the 7B ones are cheap).
+  for (const std::string& name : preset_names()) {
+    SCOPED_TRACE(name);
+    TransformerSpec s = preset(name);
+    EXPECT_EQ(s.num_parameters(), CausalLM(s).num_parameters());
+    s.tie_embeddings = !s.tie_embeddings;
     EXPECT_EQ(s.num_parameters(), CausalLM(s).num_parameters());
   }
 }
 
+TEST(CausalLM, FamiliesNameTheirPartsAsTransformersDoes) {
+  TransformerSpec q = preset("qwen2-tiny");
+  CausalLM qwen(q);
+  ASSERT_NE(qwen.find_parameter("model.layers.0.self_attn.q_proj.bias"), nullptr);
+  EXPECT_EQ(qwen.find_parameter("model.layers.0.self_attn.k_proj.bias")->global_shape, (Shape{q.n_kv_head * q.head_dim()}));
+  EXPECT_EQ(qwen.find_parameter("model.layers.0.self_attn.o_proj.bias"), nullptr);
+  EXPECT_EQ(qwen.find_parameter("lm_head.weight"), nullptr);  // qwen2-tiny ties, as Qwen2-0.5B does
+  CausalLM mistral(preset("mistral-tiny"));
+  EXPECT_EQ(mistral.find_parameter("model.layers.1.self_attn.q_proj.bias"), nullptr);
+  EXPECT_NE(mistral.find_parameter("lm_head.weight"), nullptr);
+  EXPECT_EQ(preset("mistral-7b").num_parameters(), 7241732096);  // Mistral 7B v0.1
+  EXPECT_EQ(preset("qwen2-0.5b").num_parameters(), 494032768);   // Qwen2-0.5B, tied
+}
+
 TEST(CausalLM, InitIsAFunctionOfNameAndSeed) {
-  CausalLM a(tiny(nn::Arch::llama)), b(tiny(nn::Arch::llama));
+  CausalLM a(tiny("llama")), b(tiny("llama"));
   a.initialize(5);
   b.initialize(5);
   for (std::size_t i = 0; i < a.parameters().size(); ++i) {
     EXPECT_EQ(a.parameters()[i]->var.data().to_vector<float>(), b.parameters()[i]->var.data().to_vector<float>());
   }
-  CausalLM c(tiny(nn::Arch::llama));
+  CausalLM c(tiny("llama"));
   c.initialize(6);
   EXPECT_NE(a.parameters()[0]->var.data().to_vector<float>(), c.parameters()[0]->var.data().to_vector<float>());
 }
 
 TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
-  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
     std::mt19937_64 gen(1);
     Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
     ForwardContext ctx;
@@ -185,7 +210,7 @@ TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
 // the one the update wrote (the next forward converts nothing), and equals a
 // fresh conversion of the updated master weights.
 TEST(CausalLM, Bf16StepLeavesUpdatedComputeCopies) {
-  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
     std::mt19937_64 gen(3);
     Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
     CausalLM model(tiny(arch, 0.0));
@@ -209,7 +234,7 @@ TEST(CausalLM, Bf16StepLeavesUpdatedComputeCopies) {
 // bit-for-bit; a tied model's last stage holds a copy of the token embedding
 // whose gradient, added to the first stage's, is the whole model's.
 TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
-  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
     TransformerSpec spec = tiny(arch, 0.1);
     spec.n_layer = 3;
     std::mt19937_64 gen(2);
@@ -252,8 +277,8 @@ TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
         EXPECT_EQ(sum.to_vector<float>(), p->var.grad().to_vector<float>()) << p->name;
       }
       const bool tied = spec.tie_embeddings && stages.size() > 1;
-      EXPECT_EQ(stages.back()->find_parameter(arch == nn::Arch::gpt2 ? "transformer.wte.weight"
-                                                                     : "model.embed_tokens.weight") != nullptr,
+      EXPECT_EQ(stages.back()->find_parameter(arch == "gpt2" ? "transformer.wte.weight" : "model.embed_tokens.weight") !=
+                    nullptr,
                 tied);
     }
   }
@@ -268,7 +293,7 @@ TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
 }
 
 TEST(CausalLM, KVCacheMatchesFullForward) {
-  for (nn::Arch arch : {nn::Arch::gpt2, nn::Arch::llama}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
     CausalLM model(tiny(arch));
     model.initialize(3, DType::f64);
     std::mt19937_64 gen(2);
@@ -304,9 +329,9 @@ TEST(CausalLM, KVCacheMatchesFullForward) {
 TEST(CausalLM, HuggingFaceRoundTrip) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("trident-hf-{}", ::getpid());
   // One file, then transformers' sharded layout (2 KB limit: several files and an index).
-  for (auto [arch, limit] :
-       {std::pair{nn::Arch::gpt2, kDefaultMaxShardBytes}, std::pair{nn::Arch::llama, kDefaultMaxShardBytes},
-        std::pair{nn::Arch::gpt2, std::uint64_t{2000}}, std::pair{nn::Arch::llama, std::uint64_t{2000}}}) {
+  for (auto [arch, limit] : std::vector<std::pair<std::string, std::uint64_t>>{
+           {"gpt2", kDefaultMaxShardBytes}, {"llama", kDefaultMaxShardBytes}, {"mistral", kDefaultMaxShardBytes},
+           {"qwen2", kDefaultMaxShardBytes}, {"gpt2", 2000}, {"qwen2", 2000}, {"llama", 2000}}) {
     CausalLM model(tiny(arch));
     model.initialize(4);
     save_hf(model, dir.string(), DType::f32, limit);
@@ -334,7 +359,7 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
     }
   }
   {  // An untied GPT-2 keeps its own head through config.json (tie_word_embeddings = false).
-    TransformerSpec untied = tiny(nn::Arch::gpt2);
+    TransformerSpec untied = tiny("gpt2");
     untied.tie_embeddings = false;
     CausalLM model(untied);
     model.initialize(6);
@@ -350,7 +375,7 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
               model.find_parameter("lm_head.weight")->var.data().to_vector<float>());
   }
   {  // GPT2Model's names (OpenAI's GPT-2 on the Hub): no "transformer." prefix, plus attention-mask buffers.
-    CausalLM model(tiny(nn::Arch::gpt2));
+    CausalLM model(tiny("gpt2"));
     model.initialize(8);
     const auto bare_dir = dir / "bare";
     std::filesystem::create_directories(bare_dir);
@@ -361,7 +386,7 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
     }
     w.add("h.0.attn.bias", Tensor::zeros(Shape{1, 1, 4, 4}, DType::f32));
     w.write((bare_dir / "model.safetensors").string());
-    CausalLM loaded(tiny(nn::Arch::gpt2));
+    CausalLM loaded(tiny("gpt2"));
     loaded.initialize(97);
     load_hf_weights(loaded, bare_dir.string());
     for (std::size_t i = 0; i < model.parameters().size(); ++i) {
@@ -370,7 +395,7 @@ TEST(CausalLM, HuggingFaceRoundTrip) {
     }
   }
   // A shape mismatch names the tensor and both shapes.
-  TransformerSpec wrong = tiny(nn::Arch::llama);
+  TransformerSpec wrong = tiny("llama");
   wrong.d_ff = 48;
   CausalLM other(wrong);
   other.initialize(1);
@@ -399,7 +424,7 @@ TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("trident-hf-export-{}", ::getpid());
   fs::remove_all(dir);
-  CausalLM model(tiny(nn::Arch::gpt2));
+  CausalLM model(tiny("gpt2"));
   model.initialize(4);
   save_hf(model, dir.string(), DType::f32, 2000);  // sharded: an index and several files
   std::ofstream(dir / "README.md") << "the user's own file\n";
@@ -408,7 +433,7 @@ TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
 
   // A source that fails part-way (a tensor missing from a checkpoint, a read error) leaves the
   // earlier export exactly as it was, and no staging directory behind.
-  CausalLM other(tiny(nn::Arch::gpt2));
+  CausalLM other(tiny("gpt2"));
   other.initialize(5);
   int served = 0;
   auto failing = [&](const std::string& name, DType dt) {
@@ -448,7 +473,7 @@ std::string write_config(const std::string& model_type, const nlohmann::json& ex
   nlohmann::json j = model_type == "gpt2"
                          ? nlohmann::json{{"model_type", "gpt2"}, {"n_layer", 2},     {"n_head", 4},
                                           {"n_embd", 16},         {"vocab_size", 23}, {"n_positions", 16}}
-                         : nlohmann::json{{"model_type", "llama"},    {"num_hidden_layers", 2},
+                         : nlohmann::json{{"model_type", model_type}, {"num_hidden_layers", 2},
                                           {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                                           {"hidden_size", 16},        {"intermediate_size", 40},
                                           {"vocab_size", 23},         {"max_position_embeddings", 16}};
@@ -591,6 +616,13 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
       {"gpt2", {{"activation_function", "relu"}}},
       {"gpt2", {{"scale_attn_by_inverse_layer_idx", true}}},
       {"gpt2", {{"scale_attn_weights", false}}},
+      {"mistral", {{"hidden_act", "gelu"}}},
+      {"mistral", {{"sliding_window", -3}}},
+      {"qwen2", {{"head_dim", 8}}},
+      // Qwen2 layers that differ in their window (trident builds one window for every layer).
+      {"qwen2", {{"max_window_layers", 1}, {"sliding_window", 4}, {"use_sliding_window", true}}},
+      {"qwen2", {{"layer_types", {"full_attention", "sliding_attention"}}, {"sliding_window", 4}}},
+      {"qwen2", {{"layer_types", {"sliding_attention", "dense"}}, {"sliding_window", 4}}},
   };
   for (const auto& [type, extra] : unsupported) {
     const std::string path = write_config(type, extra);
@@ -607,7 +639,12 @@ TEST(CausalLM, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
             {{"scale_attn_by_inverse_layer_idx", false},
              {"scale_attn_weights", true},
              {"reorder_and_upcast_attn", false}}},
-           {"gpt2", {{"activation_function", "gelu_pytorch_tanh"}, {"reorder_and_upcast_attn", true}}}}) {
+           {"gpt2", {{"activation_function", "gelu_pytorch_tanh"}, {"reorder_and_upcast_attn", true}}},
+           {"mistral", {{"sliding_window", nullptr}}},
+           {"mistral", {{"sliding_window", 4}, {"head_dim", 4}}},
+           {"qwen2", {{"use_sliding_window", false}, {"sliding_window", 4096}, {"max_window_layers", 28}}},
+           {"qwen2", {{"max_window_layers", 0}, {"sliding_window", 4}, {"use_sliding_window", true}}},
+           {"qwen2", {{"layer_types", {"sliding_attention", "sliding_attention"}}, {"sliding_window", 4}}}}) {
     const std::string path = write_config(type, extra);
     EXPECT_EQ(test_error([&] { read_hf_config(path); }), "no error") << extra.dump();
     std::filesystem::remove(path);
@@ -632,8 +669,35 @@ TEST(CausalLM, HuggingFaceConfigKeysOfTheWrongTypeNameTheFileAndKey) {
   }
 }
 
+// Each family's options as read from config.json, and written back the same.
+TEST(CausalLM, MistralAndQwen2ConfigsRoundTrip) {
+  std::string path = write_config("mistral", {{"sliding_window", 4}, {"tie_word_embeddings", true}});
+  TransformerSpec m = read_hf_config(path);
+  EXPECT_EQ(m.family, "mistral");
+  EXPECT_EQ(m.sliding_window, 4);
+  EXPECT_TRUE(m.tie_embeddings);
+  EXPECT_FALSE(m.qkv_bias);
+  path = write_config("qwen2", {{"max_window_layers", 0}, {"sliding_window", 6}, {"use_sliding_window", true}});
+  TransformerSpec q = read_hf_config(path);
+  EXPECT_EQ(q.family, "qwen2");
+  EXPECT_EQ(q.sliding_window, 6);
+  EXPECT_TRUE(q.qkv_bias);
+  EXPECT_FALSE(q.tie_embeddings);  // Qwen2Config's default
+  for (const TransformerSpec& s : {m, q, preset("qwen2-tiny"), preset("mistral-7b")}) {
+    std::ofstream(path) << hf_config_json(s);
+    const TransformerSpec back = read_hf_config(path);
+    EXPECT_EQ(back.family, s.family);
+    EXPECT_EQ(back.sliding_window, s.sliding_window);
+    EXPECT_EQ(back.qkv_bias, s.qkv_bias);
+    EXPECT_EQ(back.tie_embeddings, s.tie_embeddings);
+    EXPECT_EQ(back.rope.theta, s.rope.theta);
+    EXPECT_EQ(back.num_parameters(), s.num_parameters());
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(CausalLM, BadSpecsAreClearErrors) {
-  TransformerSpec s = tiny(nn::Arch::llama);
+  TransformerSpec s = tiny("llama");
   s.n_kv_head = 3;
   EXPECT_THROW(CausalLM{s}, Error);
   EXPECT_THROW(preset("gpt5"), Error);

@@ -10,12 +10,14 @@
 #include "trident/core/convert.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/models/causal_lm.h"
+#include "trident/nn/transformer.h"
 #include "trident/ops/shape.h"
 
 namespace trident::nn {
 namespace {
 
 namespace ag = trident::autograd;
+using models::TransformerSpec;
 using test::f64;
 using test::random_tensor;
 using test::rel_err;
@@ -284,11 +286,11 @@ TEST_F(TensorParallelLayers, VocabParallelEmbeddingRejectsIdsOutsideTheVocabular
   }
 }
 
-TransformerSpec tiny(Arch arch, int t) {
-  TransformerSpec s = arch == Arch::gpt2 ? models::preset("gpt2-tiny") : models::preset("llama-tiny");
+TransformerSpec tiny(const std::string& arch, int t) {
+  TransformerSpec s = models::preset(arch + "-tiny");
   s.n_layer = 2;
   s.n_head = 2 * t;
-  s.n_kv_head = arch == Arch::gpt2 ? s.n_head : t;  // GQA: two query heads per key/value head
+  s.n_kv_head = arch == "gpt2" ? s.n_head : t;  // GQA: two query heads per key/value head
   s.d_model = 8 * s.n_head;
   s.d_ff = 24 * t;
   s.vocab_size = 100;  // padded to 128·t under TP
@@ -299,9 +301,9 @@ TransformerSpec tiny(Arch arch, int t) {
 }
 
 TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
-  for (Arch arch : {Arch::gpt2, Arch::llama}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
     for (bool seq : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch == Arch::gpt2 ? "gpt2" : "llama", seq));
+      SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch, seq));
       const TransformerSpec s = tiny(arch, t_);
       const TensorParallel tp{world_, seq};
       const std::int64_t B = 2, T = 2 * t_;
@@ -312,9 +314,17 @@ TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
       };
       const Tensor x0 = random_tensor({B, T, s.d_model}, 13);
       const Shape out{B, T, s.d_model};
+      // The family's block, unsharded and sharded (fresh ones for each part checked).
+      const models::Family& family = models::family(s.family);
+      auto block = [&](const TensorParallel& p) { return family.make_block("h.0", s, 0, p); };
+      auto part = [](std::unique_ptr<Layer>& b, bool attention) -> Layer& {
+        auto& pre_norm = dynamic_cast<PreNormBlock&>(*b);
+        return attention ? pre_norm.attention() : pre_norm.mlp();
+      };
       {
         SCOPED_TRACE("attention");
-        CausalSelfAttention full("h.0.attn", s, 0), sharded("h.0.attn", s, 0, tp);
+        auto full_block = block({}), sharded_block = block(tp);
+        Layer &full = part(full_block, true), &sharded = part(sharded_block, true);
         full.initialize(14);
         sharded.initialize(14);
         expect_same_initial_values(full, sharded);
@@ -322,14 +332,16 @@ TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
       }
       {
         SCOPED_TRACE("mlp");
-        MLP full("h.0.mlp", s), sharded("h.0.mlp", s, tp);
+        auto full_block = block({}), sharded_block = block(tp);
+        Layer &full = part(full_block, false), &sharded = part(sharded_block, false);
         full.initialize(15);
         sharded.initialize(15);
         expect_same_initial_values(full, sharded);
         compare(full, sharded, x0, out, seq, r_, t_, run);
       }
       SCOPED_TRACE("block");
-      TransformerBlock full("h.0", s, 0), sharded("h.0", s, 0, tp);
+      auto full_block = block({}), sharded_block = block(tp);
+      Layer &full = *full_block, &sharded = *sharded_block;
       full.initialize(12);
       sharded.initialize(12);
       expect_same_initial_values(full, sharded);
@@ -339,9 +351,9 @@ TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
 }
 
 TEST_F(TensorParallelLayers, CausalLMLossAndGradientsMatch) {
-  for (Arch arch : {Arch::gpt2, Arch::llama}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
     for (bool seq : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch == Arch::gpt2 ? "gpt2" : "llama", seq));
+      SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch, seq));
       const TransformerSpec s = tiny(arch, t_);
       models::CausalLM full(s), sharded(s, TensorParallel{world_, seq});
       full.initialize(21);
@@ -373,13 +385,13 @@ TEST_F(TensorParallelLayers, CausalLMLossAndGradientsMatch) {
 
 TEST_F(TensorParallelLayers, HeadsThatDoNotDivideAreAClearError) {
   if (t_ < 2) GTEST_SKIP();
-  TransformerSpec s = tiny(Arch::llama, t_);
+  TransformerSpec s = tiny("llama", t_);
   s.n_head = 3 * t_ + 1;
   s.n_kv_head = s.n_head;
   s.d_model = 2 * s.n_head;
   const std::string msg = test::error_message([&] { models::CausalLM m(s, tp_); });
   EXPECT_NE(msg.find("must divide the number of attention heads n_head="), std::string::npos) << msg;
-  s = tiny(Arch::llama, t_);
+  s = tiny("llama", t_);
   s.n_kv_head = 1;
   const std::string kv = test::error_message([&] { models::CausalLM m(s, tp_); });
   EXPECT_NE(kv.find("n_kv_head=1"), std::string::npos) << kv;

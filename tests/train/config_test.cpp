@@ -31,7 +31,7 @@ pipeline_num_layers = [1, 1]
   EXPECT_EQ(c.model.arch, "llama");
   EXPECT_EQ(c.model.n_layer, 2);
   EXPECT_DOUBLE_EQ(c.model.dropout, 0.1);
-  EXPECT_FALSE(c.model.tie_embeddings);
+  EXPECT_EQ(c.model.tie_embeddings, false);
   EXPECT_EQ(c.data.paths, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(c.data.weights, (std::vector<double>{0.7, 3.0}));  // integers accepted as floats
   EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);

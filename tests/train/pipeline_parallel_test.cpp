@@ -6,8 +6,8 @@
 // the checkpoint the stages wrote together (relative 1e-5).
 //
 // An 8-layer tiny GPT-2 (tied embeddings: the last stage's copy of the token
-// embedding is kept equal through the embedding group) and LLaMA (GQA,
-// SwiGLU, untied head); a global batch of 8 in micro-batches of 2, so a
+// embedding is kept equal through the embedding group), LLaMA (GQA, SwiGLU,
+// untied head), Mistral (a sliding window of 5 tokens) and Qwen2 (q/k/v biases); a global batch of 8 in micro-batches of 2, so a
 // pipeline of one data-parallel replica runs 4 micro-batches per step.
 #include <gtest/gtest.h>
 
@@ -54,11 +54,13 @@ class PipelineParallelTraining : public ::testing::TestWithParam<Layout> {
   static Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
                  std::vector<std::string> extra = {}) {
     extra.emplace_back("model.n_layer=8");
-    if (l.arch == "llama") {
-      // LLaMA runs also mask the loss after end-of-document tokens (data.eod_mask_loss).
-      for (const char* s : {"model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_ff=64",
-                            "data.eod_mask_loss=true"})
-        extra.emplace_back(s);
+    if (l.arch != "gpt2") {
+      // The LLaMA-shaped families (GQA, SwiGLU, untied head; Mistral's window shorter than the sequence,
+      // Qwen2's q/k/v biases). LLaMA runs also mask the loss after end-of-document tokens.
+      extra.push_back("model.arch=" + l.arch);
+      for (const char* s : {"model.n_head=8", "model.n_kv_head=4", "model.d_ff=64"}) extra.emplace_back(s);
+      if (l.arch == "llama") extra.emplace_back("data.eod_mask_loss=true");
+      if (l.arch == "mistral") extra.emplace_back("model.sliding_window=5");
     }
     if (comm->size() > 1) {
       extra.push_back(fmt::format("dist.pipeline_parallel_size={}", l.pp));
@@ -123,7 +125,9 @@ INSTANTIATE_TEST_SUITE_P(
         L("gpt2", 2, "1f1b", 2), L("llama", 2, "interleaved", 1, 2, false, 1),
         // 8 ranks: the seed's dp=2 × tp=2 × pp=2, plain, with sequence parallelism, with ZeRO-1.
         L("gpt2", 2, "1f1b", 2, 2), L("gpt2", 2, "1f1b", 2, 2, true),
-        L("gpt2", 2, "interleaved", 2, 2, false, 1), L("llama", 2, "1f1b", 2, 2, true, 1)),
+        L("gpt2", 2, "interleaved", 2, 2, false, 1), L("llama", 2, "1f1b", 2, 2, true, 1),
+        // 8 ranks, the families added through the registry: dp=2 × tp=2 × pp=2 with ZeRO-1.
+        L("mistral", 2, "1f1b", 2, 2, false, 1), L("qwen2", 2, "1f1b", 2, 2, true, 1)),
     [](const auto& p) { return p.param.name(); });
 
 }  // namespace

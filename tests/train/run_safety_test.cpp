@@ -76,7 +76,7 @@ TEST(RunDirLock, RefusedWhileAnotherProcessHoldsItAndFreedByItsSigkill) {
 
 models::TransformerSpec gpt(std::int64_t layers, std::int64_t d, std::int64_t vocab, std::int64_t positions) {
   models::TransformerSpec s;
-  s.arch = nn::Arch::gpt2;
+  s.family = "gpt2";
   s.n_layer = layers;
   s.n_head = 4;
   s.n_kv_head = 4;

@@ -1,7 +1,9 @@
-// CausalLM: a GPT-2 or LLaMA language model built from nn modules.
+// CausalLM: a decoder language model of any registered family (family.h):
+// token (and learned position) embeddings, the family's blocks, a final norm
+// and the LM head, with the next-token cross-entropy as its loss.
 //
-// Parameter names are exactly those of Hugging Face's GPT2LMHeadModel and
-// LlamaForCausalLM, so weights map one to one (see hf.h). The forward pass is
+// Parameter names are the family's canonical names (for the families so far,
+// those of their Hugging Face classes, mapped by Family::hf_names). The forward pass is
 // exposed in three pieces — embed, block(i), head — so a pipeline stage can
 // run just its share of the layers.
 //
@@ -19,41 +21,22 @@
 #include <string>
 #include <vector>
 
+#include "trident/models/family.h"
+#include "trident/models/spec.h"
+#include "trident/models/stage.h"
 #include "trident/nn/nn.h"
 
 namespace trident::models {
 
 using autograd::Variable;
 using nn::ForwardContext;
-using nn::TransformerSpec;
-
-// Named sizes: "gpt2" (124M), "gpt2-medium" (355M), "gpt2-large", "gpt2-xl",
-// "gpt2-tiny" and "llama-tiny" (tests), "llama-small" (≈ 60M), "llama2-7b".
-TransformerSpec preset(const std::string& name);
-std::vector<std::string> preset_names();
-// The architecture default for d_ff when 0: 4·d (GPT-2); 2/3·4·d rounded up to a multiple of 256 (LLaMA).
-std::int64_t default_d_ff(nn::Arch arch, std::int64_t d_model);
-
-// The part of the model one pipeline stage (one model chunk) holds: blocks
-// [first_layer, last_layer), the embeddings when it is the first stage, the
-// final norm, LM head and loss when it is the last.
-struct StageRange {
-  std::int64_t first_layer = 0;
-  std::int64_t last_layer = -1;  // -1: through the last layer
-  bool embed = true;
-  bool head = true;
-};
-
-// Layers over `stages` consecutive stages: evenly (n_layer must divide), or the
-// explicit per-stage counts (`dist.pipeline_num_layers`, summing to n_layer).
-// Errors name the sizes and the keys to set.
-std::vector<StageRange> partition_layers(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts = {});
 
 class CausalLM : public nn::Module {
  public:
   explicit CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp = {}, StageRange stage = {});
 
   const TransformerSpec& spec() const noexcept { return spec_; }
+  const Family& family() const noexcept { return *family_; }
   const nn::TensorParallel& tensor_parallel() const noexcept { return tp_; }
   const StageRange& stage() const noexcept { return stage_; }
   bool is_whole() const noexcept {
@@ -62,7 +45,7 @@ class CausalLM : public nn::Module {
   std::int64_t num_layers() const noexcept { return spec_.n_layer; }
 
   // ids [B, T] → hidden [B, T, D] (token + learned position embeddings for
-  // GPT-2); [B, T/t, D], this rank's slice, under sequence parallelism.
+  // learned positions); [B, T/t, D], this rank's slice, under sequence parallelism.
   Variable embed(const Tensor& ids, const ForwardContext& ctx) const;
   // Transformer block `i` (global index, within this stage's range; recomputed
   // in backward when activation checkpointing is on).
@@ -89,6 +72,10 @@ class CausalLM : public nn::Module {
   Variable loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer = 0) const;
 
   void set_activation_checkpointing(bool on) noexcept { checkpointing_ = on; }
+  // ZeRO-3 (FSDP's fully_shard, applied from outside): from now on each unit's parameters are
+  // gathered by `gatherer` around its forward and its recomputation in backward, and released after.
+  // Null: the parameters are resident.
+  void set_parameter_gatherer(nn::ParameterGatherer* gatherer) noexcept { gatherer_ = gatherer; }
   bool activation_checkpointing() const noexcept { return checkpointing_; }
 
   // FLOPs per token for forward + backward of the whole model (6·N + 12·L·h·s,
@@ -116,14 +103,16 @@ class CausalLM : public nn::Module {
                     const std::function<Variable(const std::vector<Variable>&)>& fn) const;
 
   TransformerSpec spec_;
+  const Family* family_;
   nn::TensorParallel tp_;
   nn::Embedding* wte_ = nullptr;
   nn::Embedding* wpe_ = nullptr;
-  std::vector<nn::TransformerBlock*> blocks_;
-  nn::Module* final_norm_ = nullptr;
+  std::vector<nn::Layer*> blocks_;
+  nn::Layer* final_norm_ = nullptr;
   nn::Parameter* lm_head_ = nullptr;  // null when tied to the token embedding
   StageRange stage_;
   bool checkpointing_ = false;
+  nn::ParameterGatherer* gatherer_ = nullptr;
 };
 
 }  // namespace trident::models

@@ -12,6 +12,8 @@
 #include "trident/checkpoint/safetensors.h"
 #include "trident/core/atomic_file.h"
 #include "trident/core/memory.h"
+#include "trident/models/family.h"
+#include "trident/models/hf_config.h"
 
 namespace trident::models {
 
@@ -28,102 +30,6 @@ json read_json(const std::string& path) {
   } catch (const json::parse_error& e) {
     TRIDENT_FAIL("'{}' is not valid JSON: {}", path, e.what());
   }
-}
-
-template <typename T>
-T get(const json& j, const std::string& key, const std::string& path) {
-  TRIDENT_CHECK(j.contains(key) && !j[key].is_null(), "'{}': missing key '{}'", path, key);
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    TRIDENT_FAIL("'{}': key '{}' has the wrong type ({})", path, key, j[key].dump());
-  }
-}
-
-// An optional key: `fallback` when absent or null; of the wrong type, an error naming the file and key.
-template <typename T>
-T get_or(const json& j, const std::string& key, T fallback, const std::string& path) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  return get<T>(j, key, path);
-}
-
-// A number of config.json's RoPE table `table`, named table.key in errors.
-double rope_number(const json& r, const std::string& table, const char* key, const std::string& path) {
-  TRIDENT_CHECK(r.contains(key) && r[key].is_number(), "'{}': {}.{} must be a number, got {}", path, table, key,
-                r.contains(key) ? r[key].dump() : std::string("nothing"));
-  return r[key].get<double>();
-}
-
-// RoPE's base and scaling. transformers before 5 writes them as rope_theta and rope_scaling {rope_type (or
-// type), factor, ...}; transformers 5 as rope_parameters {rope_type, rope_theta, factor, ...}. Either is
-// read; where both give a value they must agree. The rope_types built are default, linear and llama3.
-RopeFrequencies read_rope(const json& j, const std::string& path) {
-  RopeFrequencies rope;
-  rope.theta = get_or<double>(j, "rope_theta", 10000.0, path);
-  // transformers 4 reads a partial rotary factor at the top level, and transformers 5 moves it from there
-  // into rope_parameters: either way it rotates only part of each head.
-  TRIDENT_CHECK(
-      !j.contains("partial_rotary_factor") || j["partial_rotary_factor"].is_null() || j["partial_rotary_factor"] == 1.0,
-      "'{}': partial_rotary_factor {} is not supported (trident rotates the whole head)", path,
-      j.contains("partial_rotary_factor") ? j["partial_rotary_factor"].dump() : "");
-  std::string scaled_by;  // the table that set a scaling
-  std::string theta_from = j.contains("rope_theta") && !j["rope_theta"].is_null() ? "rope_theta" : "";
-  for (const std::string table : {"rope_scaling", "rope_parameters"}) {
-    if (!j.contains(table) || j[table].is_null()) continue;
-    const json& r = j[table];
-    TRIDENT_CHECK(r.is_object(), "'{}': key '{}' must be an object, got {}", path, table, r.dump());
-    if (r.contains("rope_theta") && !r["rope_theta"].is_null()) {
-      const double theta = rope_number(r, table, "rope_theta", path);
-      TRIDENT_CHECK(theta_from.empty() || theta == rope.theta, "'{}': {} {} and {}.rope_theta {} disagree", path,
-                    theta_from, rope.theta, table, theta);
-      rope.theta = theta;
-      theta_from = table + ".rope_theta";
-    }
-    const std::string type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "default", path), path);
-    TRIDENT_CHECK(!r.contains("partial_rotary_factor") || r["partial_rotary_factor"] == 1.0,
-                  "'{}': {}.partial_rotary_factor {} is not supported (trident rotates the whole head)", path, table,
-                  r.contains("partial_rotary_factor") ? r["partial_rotary_factor"].dump() : "");
-    RopeFrequencies scaled{rope.theta};  // unscaled unless the table says otherwise
-    if (type == "default") {
-      // Nothing to build, but a table that says so contradicts one that scales (transformers lets
-      // rope_scaling replace rope_parameters, so the two would be read differently).
-    } else if (type == "linear") {
-      scaled.scaling = RopeScaling::linear;
-      scaled.factor = rope_number(r, table, "factor", path);
-    } else if (type == "llama3") {
-      scaled.scaling = RopeScaling::llama3;
-      scaled.factor = rope_number(r, table, "factor", path);
-      scaled.low_freq_factor = rope_number(r, table, "low_freq_factor", path);
-      scaled.high_freq_factor = rope_number(r, table, "high_freq_factor", path);
-      scaled.original_max_position = rope_number(r, table, "original_max_position_embeddings", path);
-      // transformers 5 prefers a top-level original_max_position_embeddings to the table's (Phi-3 keeps it
-      // there); transformers 4 reads the table's. Where both are given they must agree.
-      TRIDENT_CHECK(
-          !j.contains("original_max_position_embeddings") || j["original_max_position_embeddings"].is_null() ||
-              j["original_max_position_embeddings"] == scaled.original_max_position,
-          "'{}': original_max_position_embeddings {} and {}.original_max_position_embeddings {} disagree", path,
-          j.contains("original_max_position_embeddings") ? j["original_max_position_embeddings"].dump() : "", table,
-          scaled.original_max_position);
-      TRIDENT_CHECK(scaled.low_freq_factor > 0 && scaled.high_freq_factor > scaled.low_freq_factor &&
-                        scaled.original_max_position >= 1 && scaled.original_max_position < 1e15 &&
-                        std::floor(scaled.original_max_position) == scaled.original_max_position,
-                    "'{}': {} needs 0 < low_freq_factor < high_freq_factor and a whole positive "
-                    "original_max_position_embeddings, got {}, {} and {}",
-                    path, table, scaled.low_freq_factor, scaled.high_freq_factor, scaled.original_max_position);
-    } else {
-      TRIDENT_FAIL("'{}': {}.rope_type '{}' is not supported (default, linear or llama3)", path, table, type);
-    }
-    TRIDENT_CHECK(std::isfinite(scaled.factor) && scaled.factor > 0, "'{}': {}.factor {} must be positive", path, table,
-                  scaled.factor);
-    TRIDENT_CHECK(scaled_by.empty() || (scaled.scaling == rope.scaling && scaled.factor == rope.factor &&
-                                        scaled.low_freq_factor == rope.low_freq_factor &&
-                                        scaled.high_freq_factor == rope.high_freq_factor &&
-                                        scaled.original_max_position == rope.original_max_position),
-                  "'{}': {} and {} give different RoPE scalings", path, scaled_by, table);
-    rope = scaled;
-    scaled_by = table;
-  }
-  return rope;
 }
 
 // A weight file of transformers' layouts: model.safetensors, its index, or a shard model-N-of-M.safetensors.
@@ -162,122 +68,33 @@ void publish_export(const fs::path& staging, const fs::path& dir, const std::vec
 
 TransformerSpec read_hf_config(const std::string& path) {
   const json j = read_json(path);
-  const std::string type = get<std::string>(j, "model_type", path);
-  TransformerSpec s;
-  if (type == "gpt2") {
-    s.arch = nn::Arch::gpt2;
-    s.n_layer = get<std::int64_t>(j, "n_layer", path);
-    s.n_head = s.n_kv_head = get<std::int64_t>(j, "n_head", path);
-    s.d_model = get<std::int64_t>(j, "n_embd", path);
-    s.d_ff = get_or<std::int64_t>(j, "n_inner", 4 * s.d_model, path);
-    s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
-    s.max_seq_len = get<std::int64_t>(j, "n_positions", path);
-    s.norm_eps = get_or<double>(j, "layer_norm_epsilon", 1e-5, path);
-    s.dropout = get_or<double>(j, "resid_pdrop", 0.0, path);
-    s.init_std = get_or<double>(j, "initializer_range", 0.02, path);
-    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", true, path);
-    const std::string act = get_or<std::string>(j, "activation_function", "gelu_new", path);
-    TRIDENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
-                  "'{}': activation_function '{}' is not supported (trident's GPT-2 uses gelu_new)", path, act);
-    // GPT2Attention scales q·k by 1/sqrt(head_dim) only with scale_attn_weights, and further by 1/(layer + 1)
-    // with scale_attn_by_inverse_layer_idx; trident's attention always uses 1/sqrt(head_dim).
-    // (reorder_and_upcast_attn only changes the precision of the same product, and is accepted.)
-    TRIDENT_CHECK(get_or<bool>(j, "scale_attn_weights", true, path),
-                  "'{}': scale_attn_weights false (unscaled attention scores) is not supported", path);
-    TRIDENT_CHECK(!get_or<bool>(j, "scale_attn_by_inverse_layer_idx", false, path),
-                  "'{}': scale_attn_by_inverse_layer_idx true is not supported", path);
-  } else if (type == "llama") {
-    s.arch = nn::Arch::llama;
-    s.n_layer = get<std::int64_t>(j, "num_hidden_layers", path);
-    s.n_head = get<std::int64_t>(j, "num_attention_heads", path);
-    s.n_kv_head = get_or<std::int64_t>(j, "num_key_value_heads", s.n_head, path);
-    s.d_model = get<std::int64_t>(j, "hidden_size", path);
-    s.d_ff = get<std::int64_t>(j, "intermediate_size", path);
-    s.vocab_size = get<std::int64_t>(j, "vocab_size", path);
-    s.max_seq_len = get<std::int64_t>(j, "max_position_embeddings", path);
-    s.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, path);
-    s.init_std = get_or<double>(j, "initializer_range", 0.02, path);
-    s.tie_embeddings = get_or<bool>(j, "tie_word_embeddings", false, path);
-    const std::string act = get_or<std::string>(j, "hidden_act", "silu", path);
-    TRIDENT_CHECK(act == "silu" || act == "swish",
-                  "'{}': hidden_act '{}' is not supported (trident's LLaMA MLP is SwiGLU, hidden_act silu)", path, act);
-    for (const char* bias : {"attention_bias", "mlp_bias"}) {
-      TRIDENT_CHECK(!get_or<bool>(j, bias, false, path),
-                    "'{}': {} true is not supported (trident's LLaMA has no biases)", path, bias);
-    }
-    s.rope = read_rope(j, path);
-    if (s.n_head > 0) {  // else validate() names the bad head count
-      const std::int64_t head_dim = get_or<std::int64_t>(j, "head_dim", s.d_model / s.n_head, path);
-      TRIDENT_CHECK(head_dim == s.d_model / s.n_head,
-                    "'{}': head_dim {} differs from hidden_size / num_attention_heads = {}", path, head_dim,
-                    s.d_model / s.n_head);
-    }
-  } else {
-    TRIDENT_FAIL("'{}': model_type '{}' is not supported (expected gpt2 or llama)", path, type);
+  const HfConfigReader config(j, path);
+  const std::string type = config.get<std::string>("model_type");
+  const Family* f = family_for_model_type(type);
+  if (!f) {
+    std::string known;
+    for (const Family* g : families()) known += (known.empty() ? "" : ", ") + g->hf_model_type;
+    TRIDENT_FAIL("'{}': model_type '{}' is not supported (expected one of {})", path, type, known);
   }
-  if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) {
-    s.bos_token_id = get<std::int64_t>(j, "bos_token_id", path);
-  }
-  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+  TransformerSpec s = f->defaults();
+  s.family = f->name;
+  f->read_hf_config(config, s);
+  if (config.has("bos_token_id")) s.bos_token_id = config.get<std::int64_t>("bos_token_id");
+  if (config.has("eos_token_id")) {
     const json& eos = j["eos_token_id"];  // one id, or a list (Llama 3 instruct)
-    s.eos_token_ids = eos.is_array() ? get<std::vector<std::int64_t>>(j, "eos_token_id", path)
-                                     : std::vector<std::int64_t>{get<std::int64_t>(j, "eos_token_id", path)};
+    s.eos_token_ids = eos.is_array() ? config.get<std::vector<std::int64_t>>("eos_token_id")
+                                     : std::vector<std::int64_t>{config.get<std::int64_t>("eos_token_id")};
   }
   s.validate();
   return s;
 }
 
 std::string hf_config_json(const TransformerSpec& s, DType dtype) {
-  json j;
-  const std::string torch_dtype = dtype == DType::bf16 ? "bfloat16" : dtype == DType::f16 ? "float16" : "float32";
-  if (s.arch == nn::Arch::gpt2) {
-    j = {{"architectures", {"GPT2LMHeadModel"}},
-         {"model_type", "gpt2"},
-         {"activation_function", "gelu_new"},
-         {"n_layer", s.n_layer},
-         {"n_head", s.n_head},
-         {"n_embd", s.d_model},
-         {"n_inner", s.d_ff},
-         {"n_positions", s.max_seq_len},
-         {"n_ctx", s.max_seq_len},
-         {"vocab_size", s.vocab_size},
-         {"layer_norm_epsilon", s.norm_eps},
-         {"resid_pdrop", s.dropout},
-         {"embd_pdrop", s.dropout},
-         {"attn_pdrop", 0.0},
-         {"initializer_range", s.init_std},
-         {"tie_word_embeddings", s.tie_embeddings},  // untied: GPT2LMHeadModel keeps its own lm_head.weight
-         {"torch_dtype", torch_dtype}};
-  } else {
-    j = {{"architectures", {"LlamaForCausalLM"}},
-         {"model_type", "llama"},
-         {"hidden_act", "silu"},
-         {"num_hidden_layers", s.n_layer},
-         {"num_attention_heads", s.n_head},
-         {"num_key_value_heads", s.n_kv_head},
-         {"hidden_size", s.d_model},
-         {"intermediate_size", s.d_ff},
-         {"max_position_embeddings", s.max_seq_len},
-         {"vocab_size", s.vocab_size},
-         {"rms_norm_eps", s.norm_eps},
-         {"rope_theta", s.rope.theta},
-         {"attention_bias", false},
-         {"mlp_bias", false},
-         {"initializer_range", s.init_std},
-         {"tie_word_embeddings", s.tie_embeddings},
-         {"torch_dtype", torch_dtype}};
-    // The scaling in transformers 4's layout (as Llama 3.1's own config.json), which transformers 5 also reads.
-    if (s.rope.scaling == RopeScaling::linear) {
-      j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.rope.factor}};
-    } else if (s.rope.scaling == RopeScaling::llama3) {
-      j["rope_scaling"] = {
-          {"rope_type", "llama3"},
-          {"factor", s.rope.factor},
-          {"low_freq_factor", s.rope.low_freq_factor},
-          {"high_freq_factor", s.rope.high_freq_factor},
-          {"original_max_position_embeddings", static_cast<std::int64_t>(s.rope.original_max_position)}};
-    }
-  }
+  const Family& f = family(s.family);
+  json j = {{"architectures", {f.hf_architecture}}, {"model_type", f.hf_model_type}};
+  HfConfigWriter config(j);
+  f.write_hf_config(s, config);
+  j["torch_dtype"] = std::string(torch_dtype_name(dtype));
   // Without these transformers would assume its defaults (50256 for GPT-2, 1 and 2 for LLaMA).
   j["bos_token_id"] = s.bos_token_id ? json(*s.bos_token_id) : json(nullptr);
   j["eos_token_id"] = s.eos_token_ids.empty()       ? json(nullptr)
@@ -295,6 +112,8 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
   // The model's parameters in order, cut into files of at most max_shard_bytes of tensor data
   // (a tensor larger than the limit gets a file of its own, as transformers does).
   const CausalLM layout(spec);  // names and global shapes only: nothing is allocated before initialize()
+  const Family& fam = family(spec.family);
+  auto hf_names = [&fam](const std::string& name) { return fam.hf_names(name); };
   std::vector<std::vector<const nn::Parameter*>> files(1);
   std::uint64_t in_file = 0, total = 0;
   for (const nn::Parameter* p : layout.parameters()) {
@@ -325,8 +144,9 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
       writer.set_metadata("format", "pt");
       for (const nn::Parameter* p : files[f]) {
         const std::string tensor = p->name;
-        writer.add_lazy(tensor, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
-        weight_map[tensor] = name;
+        const std::string stored = hf_names(tensor).front();
+        writer.add_lazy(stored, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
+        weight_map[stored] = name;
       }
       writer.write((staging / name).string());
       written.push_back(name);
@@ -391,13 +211,15 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
     if (!slot) slot = std::make_shared<checkpoint::SafetensorsFile>(checkpoint::SafetensorsFile::open(path));
     return *slot;
   };
-  // GPT-2 checkpoints saved from GPT2Model (OpenAI's weights on the Hub among
-  // them) name the tensors without GPT2LMHeadModel's "transformer." prefix.
-  constexpr std::string_view kGpt2Prefix = "transformer.";
+  // The first of the family's Hugging Face names for the tensor that the files hold (GPT-2 files
+  // saved from GPT2Model name them without GPT2LMHeadModel's "transformer." prefix).
+  const Family& fam = model.family();
   auto stored_name = [&](const std::string& name) {
-    if (file_of.count(name) || model.spec().arch != nn::Arch::gpt2 || !name.starts_with(kGpt2Prefix)) return name;
-    const std::string bare = name.substr(kGpt2Prefix.size());
-    return file_of.count(bare) ? bare : name;
+    const std::vector<std::string> names = fam.hf_names(name);
+    for (const std::string& n : names) {
+      if (file_of.count(n)) return n;
+    }
+    return names.front();
   };
   MemoryCategoryScope scope(MemoryCategory::parameters);
   for (nn::Parameter* p : model.parameters()) {

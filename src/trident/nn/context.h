@@ -17,8 +17,6 @@
 
 namespace trident::nn {
 
-class ParameterGatherer;
-
 // Keys and values of past tokens, one entry per layer, for generation.
 struct KVCache {
   std::vector<Tensor> keys;    // [B, S, Hkv, head_dim] per layer (undefined until first use)
@@ -41,8 +39,6 @@ struct ForwardContext {
   std::int64_t seq_global = 0;
   DType compute_dtype = DType::f32; // matmuls and activations run in this dtype
   KVCache* cache = nullptr;
-  // ZeRO-3: gathers each unit's parameters around its forward and recomputation.
-  ParameterGatherer* gatherer = nullptr;
 
   // The RNG of one dropout site ("transformer.h.3.attn.resid") at this step.
   CounterRng dropout_rng(const std::string& site) const {

@@ -183,7 +183,7 @@ Variable Embedding::forward(const Tensor& ids, const ForwardContext& ctx) const 
 }
 
 LayerNorm::LayerNorm(std::string prefix, std::int64_t dim, double eps, bool bias, const TensorParallel& tp)
-    : Module(std::move(prefix)), eps_(eps), tp_(tp) {
+    : Layer(std::move(prefix)), eps_(eps), tp_(tp) {
   weight_ = &add_parameter("weight", Shape{dim}, Init{InitKind::ones, 0}, false);
   if (bias) bias_ = &add_parameter("bias", Shape{dim}, Init{InitKind::zeros, 0}, false);
 }
@@ -194,7 +194,7 @@ Variable LayerNorm::forward(const Variable& x, const ForwardContext& ctx) const 
 }
 
 RMSNorm::RMSNorm(std::string prefix, std::int64_t dim, double eps, const TensorParallel& tp)
-    : Module(std::move(prefix)), eps_(eps), tp_(tp) {
+    : Layer(std::move(prefix)), eps_(eps), tp_(tp) {
   weight_ = &add_parameter("weight", Shape{dim}, Init{InitKind::ones, 0}, false);
 }
 

@@ -9,8 +9,8 @@
 namespace trident::nn {
 
 // How a linear layer's weight is stored. torch.nn.Linear (LLaMA, Megatron) keeps
-// [out, in]; Hugging Face GPT-2's Conv1D keeps [in, out]. trident keeps the
-// canonical layout of the architecture so weights map one to one.
+// [out, in]; Hugging Face GPT-2's Conv1D keeps [in, out]. A model family picks
+// the layout its Hugging Face files use, so weights map one to one.
 enum class WeightLayout { out_in, in_out };
 
 // Megatron's intra-layer split of a linear layer over a tensor-parallel group of t ranks:
@@ -102,10 +102,24 @@ class Embedding : public Module {
   Parameter* weight_ = nullptr;
 };
 
-class LayerNorm : public Module {
+// A module with one input and one output: norms, attention, feed-forward
+// networks and whole blocks. A model family composes its blocks from these
+// (docs/architecture.md, "Adding a model family").
+class Layer : public Module {
+ public:
+  using Module::Module;
+  virtual Variable forward(const Variable& x, const ForwardContext& ctx) const = 0;
+};
+
+// The name of child `name` of the module named `prefix` ("h.0" + "attn" → "h.0.attn").
+inline std::string child_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+class LayerNorm : public Layer {
  public:
   LayerNorm(std::string prefix, std::int64_t dim, double eps, bool bias = true, const TensorParallel& tp = {});
-  Variable forward(const Variable& x, const ForwardContext& ctx) const;
+  Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
  private:
   double eps_;
@@ -114,10 +128,10 @@ class LayerNorm : public Module {
   Parameter* bias_ = nullptr;
 };
 
-class RMSNorm : public Module {
+class RMSNorm : public Layer {
  public:
   RMSNorm(std::string prefix, std::int64_t dim, double eps, const TensorParallel& tp = {});
-  Variable forward(const Variable& x, const ForwardContext& ctx) const;
+  Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
  private:
   double eps_;

@@ -1,14 +1,15 @@
-// The decoder-only transformer's parts, for the GPT-2 and LLaMA families.
-//
-//   GPT-2: pre-LayerNorm blocks, fused QKV (Conv1D layout [in, out]) with
-//          biases, learned positions, GELU (tanh) MLP, tied embeddings.
-//   LLaMA: pre-RMSNorm blocks, separate q/k/v/o projections without biases,
-//          RoPE, grouped-query attention, SwiGLU MLP, untied head.
+// The parts a transformer block is built from: self-attention, the
+// feed-forward network and the pre-norm residual block. They know sizes and
+// options, never a model family: a family (src/trident/models/families/)
+// chooses the options and the names of every sub-layer, so the same parts
+// build GPT-2 (fused QKV with biases, GELU MLP), LLaMA (separate q/k/v, RoPE,
+// grouped-query attention, SwiGLU), Mistral (a sliding attention window) and
+// Qwen2 (q/k/v biases).
 //
 // Attention runs on [B, T, H, head_dim] tensors straight out of the
 // projections (a reshape, no transpose), causal, with an optional KV cache.
 //
-// Tensor parallelism (t ranks): q/k/v (c_attn) and the MLP's first layers are
+// Tensor parallelism (t ranks): q/k/v and the MLP's first layers are
 // column-parallel, the output projections row-parallel, so each rank computes
 // H/t whole heads (Hkv/t whole key/value heads: whole query groups under GQA)
 // and F/t hidden units, with one enter/exit of the tensor region each for
@@ -18,87 +19,102 @@
 
 #include <memory>
 #include <optional>
-#include <vector>
+#include <string>
 
 #include "trident/kernels/rope_frequencies.h"
 #include "trident/nn/layers.h"
 
 namespace trident::nn {
 
-enum class Arch { gpt2, llama };
-
-struct TransformerSpec {
-  Arch arch = Arch::gpt2;
-  std::int64_t n_layer = 0;
-  std::int64_t n_head = 0;
-  std::int64_t n_kv_head = 0;
+struct SelfAttentionOptions {
   std::int64_t d_model = 0;
-  std::int64_t d_ff = 0;
-  std::int64_t vocab_size = 0;
-  std::int64_t max_seq_len = 0;
-  double dropout = 0.0;
-  double norm_eps = 1e-5;
-  RopeFrequencies rope;  // LLaMA: RoPE's base theta and its optional long-context scaling
-  bool tie_embeddings = true;
-  double init_std = 0.02;
-  // Metadata for Hugging Face's config.json (generation stops at an eos id); unused by the layers.
-  std::optional<std::int64_t> bos_token_id;
-  std::vector<std::int64_t> eos_token_ids;
+  std::int64_t n_head = 0;
+  std::int64_t n_kv_head = 0;  // < n_head: grouped-query attention
+  // One [q | k | v] projection (GPT-2's c_attn), each part split by heads
+  // separately under tensor parallelism; else three projections.
+  bool fused_qkv = false;
+  bool qkv_bias = false;
+  bool out_bias = false;
+  WeightLayout layout = WeightLayout::out_in;
+  // Rotary positions on q and k; none when the positions enter elsewhere (learned embeddings).
+  std::optional<RopeFrequencies> rope;
+  // A query sees only the `window` most recent keys, itself included (0: every earlier key).
+  std::int64_t window = 0;
+  double dropout = 0.0;      // on the output, at site <prefix>.resid
+  double init_std = 0.02;    // q, k, v
+  double out_init_std = 0.02;
+  // The sub-layers' names, the family's choice: `qkv` when fused, else `q`, `k`, `v`; then `out`.
+  std::string qkv = "qkv", q = "q", k = "k", v = "v", out = "out";
 
-  std::int64_t head_dim() const { return d_model / n_head; }
-  // Parameters of the whole (unsharded) model, counted from the sizes alone.
-  std::int64_t num_parameters() const;
-  // Throws with a clear message when the sizes are inconsistent.
-  void validate() const;
-  // Throws unless heads, key/value heads and d_ff divide over `tp` ranks.
-  void validate_tensor_parallel(int tp) const;
+  std::int64_t head_dim() const { return n_head > 0 ? d_model / n_head : 0; }
 };
 
-class CausalSelfAttention : public Module {
+class SelfAttention : public Layer {
  public:
-  CausalSelfAttention(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index,
-                      const TensorParallel& tp = {});
+  // `layer_index` is the block's index in the model: its slot in a KV cache.
+  SelfAttention(std::string prefix, SelfAttentionOptions options, std::int64_t layer_index,
+                const TensorParallel& tp = {});
   // x [B, T, D] → [B, T, D]
-  Variable forward(const Variable& x, const ForwardContext& ctx) const;
+  Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
  private:
-  TransformerSpec spec_;
+  SelfAttentionOptions options_;
   std::int64_t layer_;
   TensorParallel tp_;
-  Linear* qkv_ = nullptr;  // GPT-2 c_attn
-  Linear* q_ = nullptr;    // LLaMA
+  Linear* qkv_ = nullptr;
+  Linear* q_ = nullptr;
   Linear* k_ = nullptr;
   Linear* v_ = nullptr;
-  Linear* out_ = nullptr;  // c_proj / o_proj
+  Linear* out_ = nullptr;
 };
 
-class MLP : public Module {
+enum class Activation {
+  gelu_tanh,  // down(gelu_tanh(up(x)))
+  swiglu,     // down(silu(gate(x)) · up(x))
+};
+
+struct FeedForwardOptions {
+  std::int64_t d_model = 0;
+  std::int64_t d_ff = 0;
+  Activation activation = Activation::gelu_tanh;
+  bool bias = false;
+  WeightLayout layout = WeightLayout::out_in;
+  double dropout = 0.0;  // on the output, at site <prefix>.resid
+  double init_std = 0.02;
+  double out_init_std = 0.02;
+  // The sub-layers' names: `up` (the first layer), `gate` (SwiGLU only) and `down`.
+  std::string up = "up", gate = "gate", down = "down";
+};
+
+class FeedForward : public Layer {
  public:
-  MLP(std::string prefix, const TransformerSpec& spec, const TensorParallel& tp = {});
-  Variable forward(const Variable& x, const ForwardContext& ctx) const;
+  FeedForward(std::string prefix, FeedForwardOptions options, const TensorParallel& tp = {});
+  Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
  private:
-  TransformerSpec spec_;
+  FeedForwardOptions options_;
   TensorParallel tp_;
-  Linear* fc_ = nullptr;    // GPT-2 c_fc
-  Linear* gate_ = nullptr;  // LLaMA gate_proj
-  Linear* up_ = nullptr;    // LLaMA up_proj
-  Linear* down_ = nullptr;  // c_proj / down_proj
+  Linear* up_ = nullptr;
+  Linear* gate_ = nullptr;
+  Linear* down_ = nullptr;
 };
 
-class TransformerBlock : public Module {
+// x + attention(norm1(x)), then h + mlp(norm2(h)): the pre-norm residual block
+// of GPT-2, LLaMA and their descendants. The parts are built by the caller
+// with their full names.
+class PreNormBlock : public Layer {
  public:
-  TransformerBlock(std::string prefix, const TransformerSpec& spec, std::int64_t layer_index,
-                   const TensorParallel& tp = {});
-  Variable forward(const Variable& x, const ForwardContext& ctx) const;
+  PreNormBlock(std::string prefix, std::unique_ptr<Layer> norm1, std::unique_ptr<Layer> attention,
+               std::unique_ptr<Layer> norm2, std::unique_ptr<Layer> mlp);
+  Variable forward(const Variable& x, const ForwardContext& ctx) const override;
+  Layer& attention() noexcept { return *attention_; }
+  Layer& mlp() noexcept { return *mlp_; }
 
  private:
-  TransformerSpec spec_;
-  Module* norm1_ = nullptr;
-  Module* norm2_ = nullptr;
-  CausalSelfAttention* attn_ = nullptr;
-  MLP* mlp_ = nullptr;
-  Variable norm(const Module* m, const Variable& x, const ForwardContext& ctx) const;
+  Layer* norm1_;
+  Layer* attention_;
+  Layer* norm2_;
+  Layer* mlp_;
 };
 
 }  // namespace trident::nn

@@ -21,6 +21,11 @@ struct AttentionOptions {
   // Query t attends to keys s ≤ t + (S − T): bottom-right aligned, so with a
   // KV cache (S > T) the T new queries see the whole cache plus their prefix.
   bool causal = true;
+  // Factor on q·k; 0 means 1 / sqrt(D).
+  double scale = 0;
+  // Optional additive mask [T, S] of q's dtype, broadcast over batch and heads
+  // (-inf hides a key). A query that sees no key at all gets a zero output.
+  Tensor mask;
   // Sliding window (Mistral): 0 = unlimited. With causal, the query at absolute
   // position p = t + (S − T) sees the keys s with p − window < s ≤ p, i.e. the
   // `window` most recent keys including its own, in the KV-cache case too. This
@@ -28,13 +33,9 @@ struct AttentionOptions {
   // visible iff kv_idx > q_idx − sliding_window and kv_idx ≤ q_idx). Kernels
   // visit only the keys in range, so the cost grows with T·window, not T·S.
   // window < 0 is an error, and so is window > 0 without causal (no symmetric
-  // band is defined). The mask, if any, applies on top of the window.
+  // band is defined). The mask, if any, applies on top of the window. Last, so
+  // positional {causal, scale, mask} initialisers keep their meaning.
   std::int64_t window = 0;
-  // Factor on q·k; 0 means 1 / sqrt(D).
-  double scale = 0;
-  // Optional additive mask [T, S] of q's dtype, broadcast over batch and heads
-  // (-inf hides a key). A query that sees no key at all gets a zero output.
-  Tensor mask;
 };
 
 // Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the

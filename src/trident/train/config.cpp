@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <toml++/toml.h>
 #include <type_traits>
@@ -20,7 +21,13 @@ namespace trident::train {
 namespace {
 
 template <typename T>
+struct is_optional : std::false_type {};
+template <typename T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+template <typename T>
 constexpr const char* type_name() {
+  if constexpr (is_optional<T>::value) return type_name<typename T::value_type>();
   if constexpr (std::is_same_v<T, std::int64_t>) return "integer";
   if constexpr (std::is_same_v<T, double>) return "float";
   if constexpr (std::is_same_v<T, bool>) return "boolean";
@@ -80,7 +87,9 @@ T convert(const toml::node& node, const std::string& key, const std::string& ori
 
 template <typename T>
 std::string format_value(const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) {
+  if constexpr (is_optional<T>::value) {
+    return v ? format_value(*v) : std::string();  // unset: to_toml leaves the key out
+  } else if constexpr (std::is_same_v<T, std::string>) {
     std::ostringstream out;
     out << toml::value<std::string>(v);
     return out.str();
@@ -147,7 +156,12 @@ Field field(const char* section, const char* name, S Config::*sec, T S::*member,
   f.type = type_name<T>();
   const std::string key = f.key();
   f.set = [sec, member, key, domain, meaning](Config& c, const toml::node& node, const std::string& origin) {
-    T value = convert<T>(node, key, origin);
+    T value;
+    if constexpr (is_optional<T>::value) {
+      value = convert<typename T::value_type>(node, key, origin);
+    } else {
+      value = convert<T>(node, key, origin);
+    }
     check_domain(value, domain, meaning, key, origin);
     (c.*sec).*member = std::move(value);
   };
@@ -166,6 +180,7 @@ const std::vector<Field>& fields() {
     MODEL(d_ff, kNonNegative, kDefault); MODEL(vocab_size, kNonNegative, " (0 = the tokenizer's)");
     MODEL(max_seq_len, kNonNegative, kDefault); MODEL(dropout, kFraction); MODEL(norm_eps, kNonNegativeFinite);
     MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
+    MODEL(sliding_window, kNonNegative, " (0 = the preset's or none)");
     MODEL(init_std, kPositiveFinite);
 #undef MODEL
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
@@ -380,7 +395,9 @@ std::string to_toml(const Config& config) {
       section = f.section;
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", section);
     }
-    out += fmt::format("{} = {}\n", f.name, f.get(config));
+    const std::string value = f.get(config);
+    out += value.empty() && f.type != "string" ? fmt::format("# {} unset: the default\n", f.name)
+                                               : fmt::format("{} = {}\n", f.name, value);
   }
   return out;
 }

@@ -9,13 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace trident::train {
 
 struct ModelConfig {
-  std::string arch = "gpt2";   // gpt2 | llama
+  std::string arch = "gpt2";   // a model family: gpt2 | llama | mistral | qwen2 (models/family.h)
   std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes below)
   std::int64_t n_layer = 0;
   std::int64_t n_head = 0;
@@ -27,7 +28,8 @@ struct ModelConfig {
   double dropout = 0.0;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
-  bool tie_embeddings = true;  // GPT-2 ties; LLaMA presets untie
+  std::optional<bool> tie_embeddings;  // unset: the family's or preset's (GPT-2 ties, LLaMA unties)
+  std::int64_t sliding_window = 0;     // attention window in tokens (mistral, qwen2); 0 = the preset's or none
   double init_std = 0.02;      // std of the normal initial weights (GPT-2's output projections: / sqrt(2·n_layer))
   std::string from_pretrained; // Hugging Face directory to load weights from
 };

@@ -5,7 +5,6 @@ namespace trident::train::detail {
 nn::ForwardContext evaluation_context(const Run& run) {
   nn::ForwardContext ctx;
   ctx.compute_dtype = run.compute_dtype;
-  ctx.gatherer = run.par.gatherer;
   return ctx;
 }
 

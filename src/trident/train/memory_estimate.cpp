@@ -10,6 +10,7 @@
 
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
+#include "trident/models/family.h"
 
 namespace trident::train {
 
@@ -26,23 +27,17 @@ struct ParameterPart {
 };
 
 std::vector<ParameterPart> parameter_parts(const models::TransformerSpec& s) {
-  const LD D = ld(s.d_model), F = ld(s.d_ff), L = ld(s.n_layer), V = ld(s.vocab_size);
-  const LD hd = s.n_head > 0 ? ld(s.d_model / s.n_head) : 0;
-  const LD q = ld(s.n_head) * hd, kv = ld(s.n_kv_head) * hd;
+  const models::Family& f = models::family(s.family);
+  const LD D = ld(s.d_model), V = ld(s.vocab_size);
   std::vector<ParameterPart> parts;
   parts.push_back({V * D * (s.tie_embeddings ? 1 : 2), fmt::format("model.vocab_size={} × model.d_model={}",
                                                                     s.vocab_size, s.d_model)});
-  if (s.arch == nn::Arch::gpt2) {
+  if (!f.names.position_embedding.empty()) {
     parts.push_back({ld(s.max_seq_len) * D, fmt::format("model.max_seq_len={} × model.d_model={}", s.max_seq_len,
                                                         s.d_model)});
-    const LD layer = 2 * D + (D * 3 * D + 3 * D) + (D * D + D) + 2 * D + (D * F + F) + (F * D + D);
-    parts.push_back({L * layer + 2 * D, fmt::format("model.n_layer={} × (model.d_model={}, model.d_ff={})", s.n_layer,
-                                                    s.d_model, s.d_ff)});
-  } else {
-    const LD layer = D + D * q + 2 * D * kv + q * D + D + 3 * D * F;
-    parts.push_back({L * layer + D, fmt::format("model.n_layer={} × (model.d_model={}, model.d_ff={})", s.n_layer,
-                                                s.d_model, s.d_ff)});
   }
+  parts.push_back({ld(s.n_layer) * f.block_parameters(s) + f.norm_parameters(s),
+                   fmt::format("model.n_layer={} × (model.d_model={}, model.d_ff={})", s.n_layer, s.d_model, s.d_ff)});
   return parts;
 }
 

@@ -16,7 +16,7 @@ ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par
     chunks_.push_back(std::make_unique<models::CausalLM>(spec, tp));
   } else {
     const int p = par.pp_size, v = par.chunks;
-    const auto ranges = models::partition_layers(spec.n_layer, p * v, options_.stage_layers);
+    const auto ranges = models::family(spec.family).partition(spec.n_layer, p * v, options_.stage_layers);
     for (int c = 0; c < v; ++c) {
       chunks_.push_back(std::make_unique<models::CausalLM>(spec, tp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
     }

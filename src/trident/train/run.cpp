@@ -222,6 +222,8 @@ void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
     load_model(*reader, run.params());
   }
   make_optimizer(run.par, run.config, run.params());
+  // ZeRO-3 shards the parameters; the model gathers each unit's through the optimizer.
+  for (const auto& chunk : run.runner->chunks()) chunk->set_parameter_gatherer(run.par.gatherer);
   run.scaler = optim::DynamicLossScaler(run.config.optim.initial_loss_scale);
   if (!reader) return;
   run.state = load_optimizer_and_state(*reader, run.params(), run.par);
@@ -243,7 +245,7 @@ void log_description(const Run& run) {
       "trident: {} {} ({:.2f}M parameters), {} precision, {}, {} threads/rank, global batch {} × {} tokens "
       "(micro-batch {} × {} {} × {} data-parallel), ZeRO stage {}, on {}, matmul peak {:.0f} GFLOP/s",
       config.model.preset.empty() ? config.model.arch : config.model.preset,
-      spec.arch == nn::Arch::gpt2 ? "GPT-2" : "LLaMA", static_cast<double>(spec.num_parameters()) / 1e6,
+      models::family(spec.family).display_name, static_cast<double>(spec.num_parameters()) / 1e6,
       config.train.precision, par.mesh->describe(), num_threads(), run.global_batch, run.seq_len, run.micro_batch,
       run.accum,
       par.pipelined() ? fmt::format("micro-batches through the {} pipeline schedule{}", config.dist.pipeline_schedule,

@@ -143,13 +143,12 @@ std::string model_difference(const std::string& dir, const models::TransformerSp
   TRIDENT_CHECK(fs::exists(config_json),
                 "checkpoint {} has no config.json: cannot tell whether it holds the configured model", dir);
   const models::TransformerSpec saved = models::read_hf_config(config_json.string());
-  auto arch = [](nn::Arch a) { return a == nn::Arch::gpt2 ? std::string("gpt2") : std::string("llama"); };
   std::string diff;
   auto same = [&](const char* key, const auto& had, const auto& has) {
     if (diff.empty() && !(had == has))
       diff = fmt::format("model.{}: checkpoint {} has {}, the configuration has {}", key, name, had, has);
   };
-  same("arch", arch(saved.arch), arch(spec.arch));
+  same("arch", saved.family, spec.family);
   same("n_layer", saved.n_layer, spec.n_layer);
   same("d_model", saved.d_model, spec.d_model);
   same("n_head", saved.n_head, spec.n_head);
@@ -158,6 +157,7 @@ std::string model_difference(const std::string& dir, const models::TransformerSp
   same("vocab_size", saved.vocab_size, spec.vocab_size);
   same("max_seq_len", saved.max_seq_len, spec.max_seq_len);
   same("tie_embeddings", saved.tie_embeddings, spec.tie_embeddings);
+  same("sliding_window", saved.sliding_window, spec.sliding_window);
   return diff;
 }
 

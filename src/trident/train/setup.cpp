@@ -47,22 +47,23 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   }
   if (!m.preset.empty()) {
     s = models::preset(m.preset);
+    // model.arch keeps its default with a preset; another family than the preset's is a contradiction.
+    TRIDENT_CHECK(m.arch == "gpt2" || m.arch == s.family, "model.arch '{}' contradicts model.preset '{}' (a {} preset)",
+                  m.arch, m.preset, s.family);
   } else {
-    TRIDENT_CHECK(m.arch == "gpt2" || m.arch == "llama", "model.arch must be gpt2 or llama, got '{}'", m.arch);
-    s.arch = m.arch == "gpt2" ? nn::Arch::gpt2 : nn::Arch::llama;
-    s.tie_embeddings = s.arch == nn::Arch::gpt2 ? m.tie_embeddings : false;
+    s = models::family(m.arch).defaults();
+    s.family = m.arch;
     s.norm_eps = m.norm_eps;
   }
-  if (!m.preset.empty() && m.arch != "gpt2") {
-    TRIDENT_CHECK((m.arch == "llama") == (s.arch == nn::Arch::llama), "model.arch '{}' contradicts model.preset '{}'",
-                  m.arch, m.preset);
-  }
+  const models::Family& family = models::family(s.family);
+  if (m.tie_embeddings) s.tie_embeddings = *m.tie_embeddings;
+  if (m.sliding_window) s.sliding_window = m.sliding_window;
   if (m.n_layer) s.n_layer = m.n_layer;
   if (m.n_head) s.n_head = m.n_head;
   if (m.d_model) s.d_model = m.d_model;
   s.n_kv_head = m.n_kv_head ? m.n_kv_head : (s.n_kv_head && !m.n_head ? s.n_kv_head : s.n_head);
   if (m.d_ff) s.d_ff = m.d_ff;
-  if (!s.d_ff || (m.d_model && !m.d_ff)) s.d_ff = models::default_d_ff(s.arch, s.d_model);
+  if (!s.d_ff || (m.d_model && !m.d_ff)) s.d_ff = family.default_d_ff(s.d_model);
   if (m.vocab_size) {
     s.vocab_size = m.vocab_size;
   } else if (tokenizer_vocab > 0) {
@@ -87,7 +88,7 @@ models::TransformerSpec with_token_ids(models::TransformerSpec s, const data::To
     const std::vector<std::int32_t>& prefix = tokenizer.parts().prefix_ids;
     if (prefix.size() == 1) {
       s.bos_token_id = prefix[0];
-    } else if (s.arch == nn::Arch::gpt2 && eod) {
+    } else if (models::family(s.family).eod_is_bos && eod) {
       s.bos_token_id = *eod;  // GPT-2's convention: <|endoftext|> begins and ends
     }
   }

@@ -14,7 +14,6 @@ nn::ForwardContext training_context(const Run& run, std::int64_t step, std::int6
   ctx.global_batch = run.global_batch;
   ctx.batch_offset = m * run.micro_batch * run.par.dp_size + run.par.dp_rank * run.micro_batch;
   ctx.compute_dtype = run.compute_dtype;
-  ctx.gatherer = run.par.gatherer;
   return ctx;
 }
 

@@ -5,7 +5,7 @@
 // batches per data-parallel rank. Each micro-batch's loss is its sum of token
 // losses divided by the global batch's token count, so the accumulated
 // gradient is exactly the gradient of the global-batch token mean whatever the
-// micro-batch split (DESIGN.md §1).
+// micro-batch split (docs/numerics.md, "Global batch semantics and the loss").
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,159 @@
+// LLaMA (Hugging Face LlamaForCausalLM), and the structure the LLaMA-shaped
+// families share (llama_like.h).
+#include "trident/models/families/llama_like.h"
+#include "trident/nn/transformer.h"
+
+namespace trident::models {
+
+namespace {
+
+std::unique_ptr<nn::Layer> norm(const std::string& name, const TransformerSpec& s, const nn::TensorParallel& tp) {
+  return std::make_unique<nn::RMSNorm>(name, s.d_model, s.norm_eps, tp);
+}
+
+std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
+                                 const nn::TensorParallel& tp) {
+  nn::SelfAttentionOptions a;
+  a.d_model = s.d_model;
+  a.n_head = s.n_head;
+  a.n_kv_head = s.n_kv_head;
+  a.qkv_bias = s.qkv_bias;
+  a.layout = nn::WeightLayout::out_in;
+  a.rope = s.rope;
+  a.window = s.sliding_window;
+  a.dropout = s.dropout;
+  a.init_std = a.out_init_std = s.init_std;
+  a.q = "q_proj";
+  a.k = "k_proj";
+  a.v = "v_proj";
+  a.out = "o_proj";
+  nn::FeedForwardOptions f;
+  f.d_model = s.d_model;
+  f.d_ff = s.d_ff;
+  f.activation = nn::Activation::swiglu;
+  f.layout = nn::WeightLayout::out_in;
+  f.dropout = s.dropout;
+  f.init_std = f.out_init_std = s.init_std;
+  f.gate = "gate_proj";
+  f.up = "up_proj";
+  f.down = "down_proj";
+  return std::make_unique<nn::PreNormBlock>(
+      name, norm(nn::child_name(name, "input_layernorm"), s, tp),
+      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), a, layer, tp),
+      norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
+      std::make_unique<nn::FeedForward>(nn::child_name(name, "mlp"), f, tp));
+}
+
+}  // namespace
+
+TransformerSpec llama_like_spec(const std::string& family, std::int64_t L, std::int64_t H, std::int64_t Hkv,
+                                std::int64_t D, std::int64_t F) {
+  TransformerSpec s;
+  s.family = family;
+  s.n_layer = L;
+  s.n_head = H;
+  s.n_kv_head = Hkv;
+  s.d_model = D;
+  s.d_ff = F;
+  s.vocab_size = 32000;
+  s.max_seq_len = 2048;
+  s.norm_eps = 1e-6;
+  s.rope.theta = 10000.0;
+  s.tie_embeddings = false;
+  return s;
+}
+
+void read_llama_like_config(const HfConfigReader& c, TransformerSpec& s, bool tie_default) {
+  s.n_layer = c.get<std::int64_t>("num_hidden_layers");
+  s.n_head = c.get<std::int64_t>("num_attention_heads");
+  s.n_kv_head = c.get_or<std::int64_t>("num_key_value_heads", s.n_head);
+  s.d_model = c.get<std::int64_t>("hidden_size");
+  s.d_ff = c.get<std::int64_t>("intermediate_size");
+  s.vocab_size = c.get<std::int64_t>("vocab_size");
+  s.max_seq_len = c.get<std::int64_t>("max_position_embeddings");
+  s.norm_eps = c.get_or<double>("rms_norm_eps", 1e-6);
+  s.init_std = c.get_or<double>("initializer_range", 0.02);
+  s.tie_embeddings = c.get_or<bool>("tie_word_embeddings", tie_default);
+  const std::string act = c.get_or<std::string>("hidden_act", "silu");
+  TRIDENT_CHECK(act == "silu" || act == "swish",
+                "'{}': hidden_act '{}' is not supported (trident's {} MLP is SwiGLU, hidden_act silu)", c.path(), act,
+                c.get<std::string>("model_type"));
+  s.rope = c.rope();
+  c.check_head_dim(s.d_model, s.n_head);
+}
+
+void write_llama_like_config(const TransformerSpec& s, HfConfigWriter& c) {
+  c.set("hidden_act", "silu");
+  c.set("num_hidden_layers", s.n_layer);
+  c.set("num_attention_heads", s.n_head);
+  c.set("num_key_value_heads", s.n_kv_head);
+  c.set("hidden_size", s.d_model);
+  c.set("intermediate_size", s.d_ff);
+  c.set("max_position_embeddings", s.max_seq_len);
+  c.set("vocab_size", s.vocab_size);
+  c.set("rms_norm_eps", s.norm_eps);
+  c.rope(s.rope);
+  c.set("initializer_range", s.init_std);
+  c.set("tie_word_embeddings", s.tie_embeddings);
+}
+
+Family llama_like_family(const std::string& name, const std::string& display_name, const std::string& hf_model_type,
+                         const std::string& hf_architecture) {
+  Family f;
+  f.name = name;
+  f.display_name = display_name;
+  f.hf_model_type = hf_model_type;
+  f.hf_architecture = hf_architecture;
+  f.names = {"model.embed_tokens", "", "model.drop", "model.layers", "model.norm"};
+  f.defaults = [name] { return llama_like_spec(name, 0, 0, 0, 0, 0); };
+  // 2/3 · 4d rounded up to a multiple of 256.
+  f.default_d_ff = [](std::int64_t d) { return ((8 * d + 2) / 3 + 255) / 256 * 256; };
+  f.validate = [display_name](const TransformerSpec& s) {
+    TRIDENT_CHECK(s.head_dim() % 2 == 0, "model: RoPE needs an even head dimension, got {}", s.head_dim());
+    TRIDENT_CHECK(!s.qkv_bias, "model: {} has no q/k/v biases", display_name);
+    TRIDENT_CHECK(s.sliding_window == 0,
+                  "model.sliding_window={}: {} attends to every earlier token (a window needs model.arch=mistral)",
+                  s.sliding_window, display_name);
+  };
+  f.block_parameters = [](const TransformerSpec& s) {
+    const long double D = static_cast<long double>(s.d_model), F = static_cast<long double>(s.d_ff);
+    const long double hd = s.n_head > 0 ? static_cast<long double>(s.d_model / s.n_head) : 0;
+    const long double q = static_cast<long double>(s.n_head) * hd, kv = static_cast<long double>(s.n_kv_head) * hd;
+    return 2 * D + D * q + 2 * D * kv + q * D + 3 * D * F + (s.qkv_bias ? q + 2 * kv : 0);
+  };
+  f.norm_parameters = [](const TransformerSpec& s) { return static_cast<long double>(s.d_model); };
+  f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) { read_llama_like_config(c, s, false); };
+  f.write_hf_config = write_llama_like_config;
+  f.make_norm = norm;
+  f.make_block = block;
+  return f;
+}
+
+Family llama_family() {
+  Family f = llama_like_family("llama", "LLaMA", "llama", "LlamaForCausalLM");
+  f.presets = {
+      {"llama-tiny",
+       [] {
+         TransformerSpec s = llama_like_spec("llama", 2, 4, 2, 64, 192);
+         s.vocab_size = 512;
+         s.max_seq_len = 128;
+         return s;
+       }},
+      {"llama-small", [] { return llama_like_spec("llama", 8, 8, 4, 512, 1536); }},
+      {"llama2-7b", [] { return llama_like_spec("llama", 32, 32, 32, 4096, 11008); }},
+  };
+  f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) {
+    read_llama_like_config(c, s, false);
+    for (const char* bias : {"attention_bias", "mlp_bias"}) {
+      c.require_false(bias, "trident's LLaMA has no biases");
+    }
+  };
+  f.write_hf_config = [](const TransformerSpec& s, HfConfigWriter& c) {
+    write_llama_like_config(s, c);
+    c.set("attention_bias", false);
+    c.set("mlp_bias", false);
+  };
+  return f;
+}
+
+}  // namespace trident::models

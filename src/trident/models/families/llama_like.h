@@ -1,0 +1,25 @@
+// What the LLaMA-shaped families share (LLaMA, Mistral, Qwen2): pre-RMSNorm
+// blocks, separate q/k/v/o projections in [out, in] layout, RoPE, grouped-query
+// attention, a SwiGLU MLP, and the config.json keys of LlamaConfig. A family
+// built on it (models/families/mistral.cpp, qwen2.cpp) starts from
+// llama_like_family() and changes what differs.
+#pragma once
+
+#include "trident/models/family.h"
+#include "trident/models/hf_config.h"
+
+namespace trident::models {
+
+// A family named `name` with LLaMA's structure, names, config keys and validation.
+Family llama_like_family(const std::string& name, const std::string& display_name, const std::string& hf_model_type,
+                         const std::string& hf_architecture);
+
+// A LLaMA-shaped spec of the given sizes (vocabulary 32000, context 2048, eps 1e-6, untied).
+TransformerSpec llama_like_spec(const std::string& family, std::int64_t L, std::int64_t H, std::int64_t Hkv,
+                                std::int64_t D, std::int64_t F);
+
+// LlamaConfig's keys shared by the family's descendants (sizes, rms_norm_eps, RoPE, hidden_act, tying).
+void read_llama_like_config(const HfConfigReader& c, TransformerSpec& s, bool tie_default);
+void write_llama_like_config(const TransformerSpec& s, HfConfigWriter& c);
+
+}  // namespace trident::models

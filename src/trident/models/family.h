@@ -1,0 +1,111 @@
+// Model families: each decoder family (GPT-2, LLaMA, Mistral, Qwen2, ...) is
+// one Family, defined in its own file under models/families/ and registered in
+// one place (models/families/registry.cpp). Everything that differs between
+// families lives there:
+//   - its config: the defaults of model.arch=<name>, its presets, the d_ff
+//     default, what it validates, and Hugging Face's config.json both ways;
+//   - its architecture names (model_type, architectures);
+//   - its blocks, built from the generic nn layers (nn/transformer.h) with
+//     the names of every sub-layer;
+//   - the map from canonical parameter names to Hugging Face's;
+//   - how it splits into pipeline stages;
+//   - its head and loss, and the kind of samples it trains on.
+// The trainer, checkpoints, export, import, generation and evaluation ask the
+// registry; no code outside a family's own files branches on a family.
+// docs/architecture.md has the recipe for adding one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trident/models/spec.h"
+#include "trident/models/stage.h"
+#include "trident/nn/layers.h"
+
+namespace trident::models {
+
+class HfConfigReader;  // models/hf_config.h: config.json being read (typed keys, errors naming file and key)
+class HfConfigWriter;  // config.json being written
+
+// What a family's model learns from, which decides the samples the data pipeline builds.
+enum class Objective {
+  next_token,  // causal LM: labels are the inputs shifted by one (data::GptDataset)
+};
+
+// Where the decoder's non-block parts live, by canonical name.
+struct DecoderNames {
+  std::string token_embedding;     // "transformer.wte": its ".weight" is the table
+  std::string position_embedding;  // learned absolute positions ("transformer.wpe"); empty = none
+  std::string embed_dropout;       // the dropout site after the embeddings
+  std::string layers;              // block i is named layers + "." + i
+  std::string final_norm;
+  std::string lm_head = "lm_head";  // the untied head's weight is lm_head + ".weight"
+};
+
+struct Family {
+  std::string name;           // model.arch, TransformerSpec::family
+  std::string display_name;   // "GPT-2"
+  std::string hf_model_type;  // config.json model_type
+  std::string hf_architecture;  // config.json architectures[0]
+  Objective objective = Objective::next_token;
+  DecoderNames names;
+  // A document's first token defaults to the end-of-document token when the tokenizer has no
+  // begin-of-sequence token (GPT-2's convention: <|endoftext|> begins and ends).
+  bool eod_is_bos = false;
+
+  // Config. `defaults` gives model.arch=<name> without a preset its options (sizes stay 0).
+  std::function<TransformerSpec()> defaults;
+  struct Preset {
+    std::string name;
+    std::function<TransformerSpec()> make;
+  };
+  std::vector<Preset> presets;
+  std::function<std::int64_t(std::int64_t d_model)> default_d_ff;
+  // Family-specific checks, after the generic ones (sizes positive, heads whole).
+  std::function<void(const TransformerSpec&)> validate;
+  // config.json: the keys beyond the common ones (model_type, architectures,
+  // bos/eos ids, torch_dtype, which the caller handles).
+  std::function<void(const HfConfigReader&, TransformerSpec&)> read_hf_config;
+  std::function<void(const TransformerSpec&, HfConfigWriter&)> write_hf_config;
+
+  // Structure: the norm (between blocks and final) and block `layer`, with their full names.
+  std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, const nn::TensorParallel&)>
+      make_norm;
+  std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, std::int64_t layer,
+                                           const nn::TensorParallel&)>
+      make_block;
+
+  // Parameters of one block and of the final norm, from the sizes alone (long double: the memory
+  // check meets sizes whose counts overflow an int64). A test holds them to the built layout.
+  std::function<long double(const TransformerSpec&)> block_parameters;
+  std::function<long double(const TransformerSpec&)> norm_parameters;
+
+  // Hugging Face names: the names under which a transformers file may hold the canonical
+  // parameter `name`, the one written first. Default: the canonical name itself.
+  std::function<std::vector<std::string>(const std::string& name)> hf_names;
+
+  // Pipeline stages: default partition_layers (embeddings on the first stage, head on the last).
+  std::function<std::vector<StageRange>(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts)>
+      partition = partition_layers;
+};
+
+// The family registered as `name`; an error lists the registered ones.
+const Family& family(const std::string& name);
+// The family whose config.json model_type is `model_type`, or null.
+const Family* family_for_model_type(const std::string& model_type);
+// Every registered family, in registration order.
+const std::vector<const Family*>& families();
+// "gpt2, llama, ..." for messages.
+std::string family_names();
+
+// Parameters of the whole model from its sizes: embeddings (and the untied head), learned positions,
+// the blocks and the final norm.
+long double parameter_count(const TransformerSpec& spec);
+
+// Named sizes of every family: "gpt2" (124M), "gpt2-medium", "llama-tiny", "mistral-tiny", ...
+TransformerSpec preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+}  // namespace trident::models

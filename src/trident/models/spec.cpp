@@ -1,0 +1,42 @@
+#include "trident/models/spec.h"
+
+#include "trident/core/error.h"
+#include "trident/models/family.h"
+
+namespace trident::models {
+
+std::int64_t TransformerSpec::num_parameters() const { return static_cast<std::int64_t>(parameter_count(*this)); }
+
+long double parameter_count(const TransformerSpec& s) {
+  const Family& f = family(s.family);
+  const long double D = static_cast<long double>(s.d_model), V = static_cast<long double>(s.vocab_size);
+  const long double positions = f.names.position_embedding.empty() ? 0 : static_cast<long double>(s.max_seq_len) * D;
+  return V * D * (s.tie_embeddings ? 1 : 2) + positions +
+         static_cast<long double>(s.n_layer) * f.block_parameters(s) + f.norm_parameters(s);
+}
+
+void TransformerSpec::validate() const {
+  const Family& f = models::family(family);
+  TRIDENT_CHECK(n_layer > 0 && n_head > 0 && d_model > 0 && vocab_size > 0 && max_seq_len > 0,
+                "model: n_layer, n_head, d_model, vocab_size and max_seq_len must be positive (got {}, {}, {}, {}, {})",
+                n_layer, n_head, d_model, vocab_size, max_seq_len);
+  TRIDENT_CHECK(d_model % n_head == 0, "model: d_model={} is not divisible by n_head={}", d_model, n_head);
+  TRIDENT_CHECK(n_kv_head > 0 && n_head % n_kv_head == 0, "model: n_head={} is not a multiple of n_kv_head={}", n_head,
+                n_kv_head);
+  TRIDENT_CHECK(d_ff > 0, "model: d_ff must be positive, got {}", d_ff);
+  TRIDENT_CHECK(dropout >= 0.0 && dropout < 1.0, "model: dropout must be in [0, 1), got {}", dropout);
+  if (f.validate) f.validate(*this);
+}
+
+void TransformerSpec::validate_tensor_parallel(int tp) const {
+  if (tp <= 1) return;
+  TRIDENT_CHECK(n_head % tp == 0, "dist.tensor_parallel_size={} must divide the number of attention heads n_head={}",
+                tp, n_head);
+  TRIDENT_CHECK(n_kv_head % tp == 0,
+                "dist.tensor_parallel_size={} must divide the number of key/value heads n_kv_head={} (each rank "
+                "holds whole query groups)",
+                tp, n_kv_head);
+  TRIDENT_CHECK(d_ff % tp == 0, "dist.tensor_parallel_size={} must divide the MLP width d_ff={}", tp, d_ff);
+}
+
+}  // namespace trident::models

@@ -1,0 +1,48 @@
+// TransformerSpec: the sizes and options of a decoder language model, and the
+// family (models/family.h) that says how they become layers.
+//
+// The fields are what every family shares (sizes, norm epsilon, RoPE,
+// tying) plus the options some families use (q/k/v biases, a sliding attention
+// window); a family rejects an option it does not build. The family's own
+// files read and write these from Hugging Face's config.json.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trident/kernels/rope_frequencies.h"
+
+namespace trident::models {
+
+struct TransformerSpec {
+  std::string family = "gpt2";  // a registered family (models/family.h): gpt2, llama, mistral, qwen2
+  std::int64_t n_layer = 0;
+  std::int64_t n_head = 0;
+  std::int64_t n_kv_head = 0;
+  std::int64_t d_model = 0;
+  std::int64_t d_ff = 0;
+  std::int64_t vocab_size = 0;
+  std::int64_t max_seq_len = 0;
+  double dropout = 0.0;
+  double norm_eps = 1e-5;
+  RopeFrequencies rope;  // RoPE's base theta and its optional long-context scaling (families with RoPE)
+  bool tie_embeddings = true;
+  bool qkv_bias = false;           // biases on the q, k and v projections (Qwen2)
+  std::int64_t sliding_window = 0; // each query sees this many most recent keys, itself included; 0 = all (Mistral)
+  double init_std = 0.02;
+  // Metadata for Hugging Face's config.json (generation stops at an eos id); unused by the layers.
+  std::optional<std::int64_t> bos_token_id;
+  std::vector<std::int64_t> eos_token_ids;
+
+  std::int64_t head_dim() const { return n_head > 0 ? d_model / n_head : 0; }
+  // Parameters of the whole (unsharded) model, counted from the layout the family builds.
+  std::int64_t num_parameters() const;
+  // Throws with a clear message when the sizes are inconsistent or the family does not build an option.
+  void validate() const;
+  // Throws unless heads, key/value heads and d_ff divide over `tp` ranks.
+  void validate_tensor_parallel(int tp) const;
+};
+
+}  // namespace trident::models
