@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
@@ -157,8 +158,23 @@ bool Tokenizer::is_special(std::int32_t id) const {
   return added >= 0 && parts().added.tokens()[added].special;
 }
 
+std::span<const std::string_view> end_of_document_names() noexcept {
+  static constexpr std::array<std::string_view, 4> kNames = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+  return kNames;
+}
+
+std::string end_of_document_names_text() {
+  const auto names = end_of_document_names();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
 std::optional<std::int32_t> Tokenizer::eod_id() const {
-  for (std::string_view name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}) {
+  for (std::string_view name : end_of_document_names()) {
     if (auto id = token_to_id(name)) return id;
   }
   return std::nullopt;
