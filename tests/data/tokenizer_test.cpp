@@ -366,6 +366,17 @@ TEST(Tokenizer, Qwen2StructureNormalizesAndSplits) {
   EXPECT_EQ(tok.encode("e\xCC\x81"), (std::vector<std::int32_t>{e_acute}));
   EXPECT_EQ(tok.encode("\xC3\xA9"), (std::vector<std::int32_t>{e_acute}));
   EXPECT_EQ(tok.decode(tok.encode("e\xCC\x81<|endoftext|>")), "\xC3\xA9<|endoftext|>");
+  // A normalized added token matches the normalized text and decodes to its normalized content, as in
+  // Hugging Face tokenizers 0.23.
+  auto j = qwen2_json({});
+  // (The space keeps the ByteLevel decoder from reading "é" as the byte-level character of byte E9:
+  // a token with a character outside that alphabet decodes to its own bytes.)
+  j["added_tokens"].push_back({{"id", 1001}, {"content", "ole\xCC\x81 x"}, {"special", false}, {"normalized", true}});
+  tok = Tokenizer::from_json(j.dump(), "qwen2.json");
+  const auto ids = tok.encode("ol\xC3\xA9 x");
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(tok.decode(ids), "ol\xC3\xA9 x");
+  EXPECT_EQ(tok.id_to_token(ids[0]), "ol\xC3\xA9 x");
 
   PreTokenizer pre;
   pre.add_split(kQwen2Pattern, SplitBehavior::isolated, false);

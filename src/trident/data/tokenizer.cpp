@@ -122,7 +122,7 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
     if (added >= 0) {
       const AddedToken& t = p.added.tokens()[added];
       if (skip_special_tokens && t.special) continue;
-      tokens.push_back(t.content);
+      tokens.push_back(p.added.text(static_cast<std::size_t>(added)));
     } else {
       const std::string* token = p.model.id_to_token(id);
       TRIDENT_CHECK(token != nullptr, "cannot decode id {}: no token has this id", id);
@@ -147,7 +147,7 @@ std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const
 std::optional<std::string> Tokenizer::id_to_token(std::int32_t id) const {
   if (id < 0 || id >= vocab_size()) return std::nullopt;
   const std::int32_t added = (*added_by_id_)[id];
-  if (added >= 0) return parts().added.tokens()[added].content;
+  if (added >= 0) return parts().added.text(static_cast<std::size_t>(added));
   if (const std::string* t = parts().model.id_to_token(id)) return *t;
   return std::nullopt;
 }
