@@ -10,6 +10,8 @@ find_package(MPI REQUIRED COMPONENTS C)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# ICU: Unicode normalization (NFC) for tokenizers such as Qwen2's (data/normalizer.cpp).
+pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 if(TRIDENT_TESTS)

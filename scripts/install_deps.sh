@@ -12,6 +12,8 @@ packages=(
   libopenmpi-dev openmpi-bin
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libxxhash-dev libzstd-dev
+  # libicu-dev: Unicode normalization (the NFC normalizer of Qwen2's tokenizer.json).
+  libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3 python3-venv
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).

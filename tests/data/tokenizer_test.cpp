@@ -296,12 +296,13 @@ TEST(Tokenizer, MalformedJsonNamesThePath) {
   EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.model.vocab[\"a\"]: expected a token id"),
             std::string::npos);
   j = nlohmann::json::parse(byte_level_json({}));
-  j["normalizer"] = {{"type", "NFKC"}};
+  j["normalizer"] = {{"type", "NFKC"}};  // NFC is supported, its siblings are not
   EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.normalizer.type: normalizer \"NFKC\" is not supported"),
             std::string::npos);
   j = nlohmann::json::parse(byte_level_json({}));
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
-  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.pre_tokenizer.pattern: invalid regular expression"),
+  EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); })
+                .find("t.json: $.pre_tokenizer.pattern: invalid regular expression '(unclosed'"),
             std::string::npos);
   // Found by fuzzing: a huge id would size the id-indexed tables in gigabytes.
   j = nlohmann::json::parse(byte_level_json({}));
@@ -317,6 +318,103 @@ TEST(Tokenizer, MalformedJsonNamesThePath) {
   j["added_tokens"][0]["content"] = 5;
   EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), "t.json"); }).find("$.added_tokens[0].content: expected a string"),
             std::string::npos);
+}
+
+// Qwen2's pre-tokenizer pattern (transformers' Qwen2 conversion, as in Qwen/Qwen2-0.5B's tokenizer.json).
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A Qwen2-structured tokenizer.json over byte_level_json's vocabulary: NFC,
+// Split(Qwen2's pattern, Isolated) then ByteLevel without its regex.
+nlohmann::json qwen2_json(const std::vector<std::pair<std::string, std::string>>& merges) {
+  auto j = nlohmann::json::parse(byte_level_json(merges));
+  j["normalizer"] = {{"type", "NFC"}};
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", kQwen2Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+  return j;
+}
+
+TEST(Normalizer, NfcAsHuggingFace) {
+  std::string out;
+  nfc("plain ASCII\r\n", out);
+  EXPECT_EQ(out, "plain ASCII\r\n");
+  nfc("e\xCC\x81 A\xCC\x8A", out);  // e + U+0301, A + U+030A
+  EXPECT_EQ(out, "\xC3\xA9 \xC3\x85");
+  nfc("a\xCC\x81\xCC\x96", out);  // a + U+0301 (class 230) + U+0316 (220): reordered, then composed
+  EXPECT_EQ(out, "\xC3\xA1\xCC\x96");
+  nfc("\xE1\x84\x80\xE1\x85\xA1", out);  // Hangul jamo U+1100 U+1161 -> U+AC00
+  EXPECT_EQ(out, "\xEA\xB0\x80");
+  // Hugging Face's tables are Unicode 9.0's (tokenizers 0.23): U+11935 U+11930 composes to U+11938
+  // only from Unicode 13 on, and U+1ABF (Unicode 13, class 220) is a plain starter there, so the
+  // U+0301 after it stays apart from the "a".
+  nfc("\xF0\x91\xA4\xB5\xF0\x91\xA4\xB0", out);
+  EXPECT_EQ(out, "\xF0\x91\xA4\xB5\xF0\x91\xA4\xB0");
+  nfc("a\xE1\xAA\xBF\xCC\x81", out);
+  EXPECT_EQ(out, "a\xE1\xAA\xBF\xCC\x81");
+  // Invalid bytes are kept; the text on each side is normalized on its own.
+  nfc("e\xCC\x81\xFF" "e\xFF\xCC\x81", out);
+  EXPECT_EQ(out, "\xC3\xA9\xFF" "e\xFF\xCC\x81");
+}
+
+TEST(Tokenizer, Qwen2StructureNormalizesAndSplits) {
+  // "é" is C3 A9, the byte-level characters "Ã" (U+00C3) "©" (U+00A9).
+  auto tok = Tokenizer::from_json(qwen2_json({{"\xC3\x83", "\xC2\xA9"}}).dump(), "qwen2.json");
+  const std::int32_t e_acute = *tok.token_to_id("\xC3\x83\xC2\xA9");
+  EXPECT_EQ(tok.encode("e\xCC\x81"), (std::vector<std::int32_t>{e_acute}));
+  EXPECT_EQ(tok.encode("\xC3\xA9"), (std::vector<std::int32_t>{e_acute}));
+  EXPECT_EQ(tok.decode(tok.encode("e\xCC\x81<|endoftext|>")), "\xC3\xA9<|endoftext|>");
+  // A normalized added token matches the normalized text and decodes to its normalized content, as in
+  // Hugging Face tokenizers 0.23.
+  auto j = qwen2_json({});
+  // (The space keeps the ByteLevel decoder from reading "é" as the byte-level character of byte E9:
+  // a token with a character outside that alphabet decodes to its own bytes.)
+  j["added_tokens"].push_back({{"id", 1001}, {"content", "ole\xCC\x81 x"}, {"special", false}, {"normalized", true}});
+  tok = Tokenizer::from_json(j.dump(), "qwen2.json");
+  const auto ids = tok.encode("ol\xC3\xA9 x");
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(tok.decode(ids), "ol\xC3\xA9 x");
+  EXPECT_EQ(tok.id_to_token(ids[0]), "ol\xC3\xA9 x");
+
+  PreTokenizer pre;
+  pre.add_split(kQwen2Pattern, SplitBehavior::isolated, false);
+  pre.add_byte_level(false, false);
+  PreTokenizer::Scratch scratch;
+  std::vector<Piece> pieces;
+  // Hugging Face tokenizers 0.23 splits this text so (checked with its Split pre-tokenizer).
+  const std::string text = "DON'T   stop\r\n\r\n  123 \xE4\xB8\xAD\xE6\x96\x87!!\n x'S";
+  pre.split(text, pieces, scratch);
+  std::vector<std::string> got;
+  for (const auto& p : pieces) got.emplace_back(text.substr(p.begin, p.end - p.begin));
+  EXPECT_EQ(got, (std::vector<std::string>{"DON", "'T", "  ", " stop", "\r\n\r\n", " ", " ", "1", "2", "3",
+                                           " \xE4\xB8\xAD\xE6\x96\x87", "!!\n", " x", "'S"}));
+}
+
+TEST(Tokenizer, PatternsReadDifferentlyByOnigurumaAreRefused) {
+  // Each compiles in PCRE2 but would split differently from Hugging Face's Oniguruma.
+  for (const std::string pattern : {"^a", "a$", "\\h+", "(?m:a.b)", "(?s)."}) {
+    auto j = qwen2_json({});
+    j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern;
+    const std::string e = error_of([&] { Tokenizer::from_json(j.dump(), "qwen2.json"); });
+    EXPECT_NE(e.find("qwen2.json: $.pre_tokenizer.pretokenizers[0].pattern: pattern '" + pattern + "': "),
+              std::string::npos) << e;
+    EXPECT_NE(e.find("is not supported"), std::string::npos) << e;
+  }
+  // The same characters where they mean the same in both engines are fine.
+  for (const std::string pattern : {"[$^]", "\\$", "[^a]", "(?i:a)", "\\Q^\\E"}) {
+    auto j = qwen2_json({});
+    j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern;
+    EXPECT_NO_THROW(Tokenizer::from_json(j.dump(), "qwen2.json")) << pattern;
+  }
+}
+
+TEST(Tokenizer, EndOfDocumentNames) {
+  EXPECT_EQ(end_of_document_names_text(), "<|endoftext|>, <|end_of_text|>, </s> or <eos>");
+  ASSERT_EQ(end_of_document_names().size(), 4u);
+  auto tok = Tokenizer::from_json(byte_level_json({}));
+  EXPECT_EQ(tok.eod_id(), 1000);
 }
 
 TEST(BpeTrainer, DeterministicAndLoadable) {

@@ -8,6 +8,10 @@
    Llama-3-style Split + ByteLevel with a BOS template and ignore_merges,
    added tokens with lstrip/rstrip/single_word, legacy "a b" merges, GPT-2
    vocab.json + merges.txt); trident loads each and encodes/decodes identically.
+   Qwen2's structure (NFC normalizer, Split with Qwen2's pattern + ByteLevel,
+   <|endoftext|> <|im_start|> <|im_end|>): Hugging Face trains it on varied
+   text, and thousands of short texts plus every code point NFC may change
+   encode and decode identically.
 3. SentencePiece-style BPE (Llama 2 family): Hugging Face trains a vocabulary
    with <0xNN> byte tokens, and trident loads it in the legacy form
    (Prepend + Replace normalizer; Replace/ByteFallback/Fuse/Strip decoder) and
@@ -44,20 +48,22 @@ def kjv_text():
 
 
 def compare(name, tokenizer_path, hf, text_path, text, special=True):
+    """Checks trident's ids and decoded text against Hugging Face's; returns trident's ids."""
     want = hf.encode(text, add_special_tokens=special).ids
     got = trident_encode(trident, tokenizer_path, text_path, special)
     if want != got:
         i = first_difference(want, got)
         failures.append(f"{name}: encode differs at id {i} of {len(want)}/{len(got)}: "
                         f"hf {want[max(0, i - 3):i + 4]} trident {got[max(0, i - 3):i + 4]}")
-        return
+        return got
     hf_text = hf.decode(want, skip_special_tokens=False)
     tr_text = trident_decode(trident, tokenizer_path, want).decode("utf-8", errors="replace")
     if hf_text != tr_text:
         i = first_difference(hf_text, tr_text)
         failures.append(f"{name}: decode differs at char {i}: hf {hf_text[i - 10:i + 10]!r} trident {tr_text[i - 10:i + 10]!r}")
-        return
+        return got
     print(f"ok   {name}: {len(want)} ids from {os.path.getsize(text_path) / 1e6:.1f} MB identical, decode identical")
+    return got
 
 
 # ---- 1. trident trains, Hugging Face loads
@@ -153,6 +159,131 @@ ref.decoder = decoders.ByteLevel()
 ref.add_special_tokens(["<|endoftext|>"])
 compare("GPT-2 vocab.json + merges.txt", gpt2_dir, ref, small_path, small)
 
+
+# ---- 2b. Qwen2's structure (transformers' Qwen2 conversion, as in Qwen/Qwen2-0.5B): NFC normalizer,
+# Split(Qwen2's pattern, Isolated) + ByteLevel without its regex, ByteLevel decoder, three special tokens.
+# Hugging Face trains it on varied text; many strings joined by <|endoftext|> (a special token, so each
+# string is normalized and pre-tokenized on its own, exactly as if encoded alone) go through one encode.
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def random_texts(seed, n):
+    """Short texts of random Unicode: words, runs of spaces and newlines at
+    either end, accents, CJK, emoji, the special tokens glued to words, "▁",
+    text that looks like a byte token, and code points from the whole range."""
+    rnd = random.Random(seed)
+    pieces = ["hello", "the", "LORD", "world", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "\u3000",
+              "\u00e9", "na\u00efve", "\u4e2d\u6587", "\u6d4b\u8bd5\u3002", "\U0001F600", "\U0001F44D\U0001F3FD",
+              "<s>", "</s>", "<unk>", "\u2581", "\u2581\u2581x", "<0x41>", "123", "3.14", "don't", "\u0000"]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rnd.randint(0, 10)):
+            r = rnd.random()
+            if r < 0.2:
+                c = rnd.choice([rnd.randint(0x20, 0x7E), rnd.randint(0xA0, 0x2FFF), rnd.randint(0x3000, 0xD7FF),
+                                rnd.randint(0xE000, 0x10FFFF)])
+                parts.append(chr(c))
+            else:
+                parts.append(rnd.choice(pieces))
+        out.append("".join(parts))
+    return out
+
+
+def qwen2_strings(seed, n):
+    """Short texts of what Qwen2's pattern and NFC treat specially: contractions in mixed case (and with
+    letters that case-fold to s or k), digit runs, CJK, decomposed accents and Hangul jamo that NFC
+    composes, marks NFC reorders, CR LF and LF runs, runs of spaces, punctuation, chat markup."""
+    rnd = random.Random(seed)
+    pieces = ["DON'T", "don't", "I'M", "we'Ve", "they'RE", "it'S", "you'll", "YOU'LL", "he'd", "'\u017f", "'\u212a",
+              "'\u00df", "'\ufb06", "12345", "3.14159", "2024-06-01", "\u0661\u0662\u0663", "\u2167",
+              "\u4e2d\u6587\u5206\u8bcd", "\u6d4b\u8bd5\u3002", "\u3053\u3093\u306b\u3061\u306f",
+              "\ud55c\uad6d\uc5b4", "cafe\u0301", "e\u0301", "A\u030a", "n\u0303o", "\u1100\u1161\u11a8",
+              "a\u0301\u0316", "o\u0308\u0304", "\u0041\u0327\u0306", "\u212b", "\u2126", "\u0958",
+              "\r\n", "\r\n\r\n", "\n", "\n\n\n", "\r", " ", "  ", "     ", "\t", "\u00a0", "\u3000",
+              "!!", "...", "?!", "(x)", "{\"k\": [1, 2]}", "--", "#", "@user", "$100", "100%", ";\n",
+              "<|im_start|>user\n", "<|im_end|>\n", "hello", "World", "naive", "\U0001F600", "\U0001F44D\U0001F3FD"]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rnd.randint(1, 12)):
+            if rnd.random() < 0.1:
+                parts.append(chr(rnd.choice([rnd.randint(0x20, 0x2FF), rnd.randint(0x300, 0x36F),
+                                             rnd.randint(0x3000, 0xD7FF), rnd.randint(0xE000, 0x10FFFF)])))
+            else:
+                parts.append(rnd.choice(pieces))
+        out.append("".join(parts))
+    return out
+
+
+def nfc_probe_text():
+    """Every code point NFC may touch (combining class, decomposition, or part of one; Hangul; scripts
+    newer than Python's tables), each in contexts that compose, reorder and block."""
+    import unicodedata
+    cps = set()
+    for c in range(0x110000):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        ch = chr(c)
+        d = unicodedata.decomposition(ch)
+        if unicodedata.combining(ch) or (d and not d.startswith("<")):
+            cps.add(c)
+            cps.update(int(x, 16) for x in d.split() if not x.startswith("<"))
+    cps.update(range(0x1100, 0x1200))
+    cps.update(range(0xAC00, 0xD7A4, 97))
+    for lo, hi in ((0x0CF3, 0x0CF3), (0x10EFD, 0x10EFF), (0x11241, 0x11241), (0x11F00, 0x11F5F),
+                   (0x1E030, 0x1E08F), (0x1E4EC, 0x1E4EF), (0x1133B, 0x1133C), (0x11930, 0x11940)):
+        cps.update(range(lo, hi + 1))
+    cps.update(range(0, 0x110000, 101))
+    cps -= set(range(0xD800, 0xE000))
+    contexts = ["a{}\u0301", "{}\u0316\u0301", "e\u0301{}", "\u1100{}\u1161", "{}\u0300 ", "o{}\u0308\u0304",
+                "\U00011935{}\U00011930"]
+    return "".join(ctx.format(chr(c)) + "\n" for c in sorted(cps) for ctx in contexts)
+
+
+qwen2_corpus = "\n".join(qwen2_strings(3, 3000))
+qwen2_train = os.path.join(tmp, "qwen2_train.txt")
+write_text(qwen2_train, qwen2_corpus)
+qwen2 = Tokenizer(models.BPE())
+qwen2.normalizer = tokenizers.normalizers.NFC()
+qwen2.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+qwen2.decoder = decoders.ByteLevel()
+qwen2.post_processor = processors.ByteLevel(trim_offsets=False)
+qwen2.train([qwen2_train], trainers.BpeTrainer(vocab_size=1000, special_tokens=QWEN2_SPECIALS,
+                                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                               show_progress=False))
+qwen2.add_tokens([AddedToken("cafe\u0301 ole\u0301", normalized=True)])  # matched in the NFC text
+qwen2_path = os.path.join(tmp, "qwen2.json")
+qwen2.save(qwen2_path)
+qwen2 = Tokenizer.from_file(qwen2_path)
+qwen2_json = json.load(open(qwen2_path, encoding="utf-8"))
+assert qwen2_json["normalizer"] == {"type": "NFC"}, qwen2_json["normalizer"]
+qwen2_texts = qwen2_strings(4, 2000) + random_texts(5, 500) + ["cafe\u0301 ole\u0301!", "caf\u00e9 ol\u00e9"]
+qwen2_text = "<|endoftext|>".join(qwen2_texts) + nfc_probe_text()
+qwen2_text_path = os.path.join(tmp, "qwen2_text.txt")
+write_text(qwen2_text_path, qwen2_text)
+got_all = compare(f"hf Qwen2-structured (NFC, Split, ByteLevel): {len(qwen2_texts)} strings and the NFC probe",
+                  qwen2_path, qwen2, qwen2_text_path, qwen2_text)
+# The same strings each encoded alone by Hugging Face give the ids between trident's <|endoftext|>s.
+eot = qwen2.token_to_id("<|endoftext|>")
+got_split, cur = [], []
+for i in got_all:
+    if i == eot:
+        got_split.append(cur)
+        cur = []
+    else:
+        cur.append(i)
+want_split = [e.ids for e in qwen2.encode_batch(qwen2_texts[:-1])]
+bad = [qwen2_texts[k] for k in range(len(want_split)) if k >= len(got_split) or got_split[k] != want_split[k]]
+if bad:
+    failures.append(f"Qwen2 strings encoded alone: {len(bad)} of {len(want_split)} differ, e.g. {bad[:3]!r}")
+else:
+    print(f"ok   Qwen2 strings encoded alone by HF: all {len(want_split)} identical to trident's")
+
 # Pre-tokenizer character classes agree on every code point: with no merges
 # and a Split that removes \p{L} (or \p{N}), the ids between newlines show
 # whether each code point was matched (PCRE2's Unicode tables are older than
@@ -235,29 +366,6 @@ BOS_TEMPLATE = {"type": "TemplateProcessing",
 
 def metaspace(kind, scheme, split):
     return {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split}
-
-
-def random_texts(seed, n):
-    """Short texts of random Unicode: words, runs of spaces and newlines at
-    either end, accents, CJK, emoji, the special tokens glued to words, "▁",
-    text that looks like a byte token, and code points from the whole range."""
-    rnd = random.Random(seed)
-    pieces = ["hello", "the", "LORD", "world", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "\u3000",
-              "\u00e9", "na\u00efve", "\u4e2d\u6587", "\u6d4b\u8bd5\u3002", "\U0001F600", "\U0001F44D\U0001F3FD",
-              "<s>", "</s>", "<unk>", "\u2581", "\u2581\u2581x", "<0x41>", "123", "3.14", "don't", "\u0000"]
-    out = []
-    for _ in range(n):
-        parts = []
-        for _ in range(rnd.randint(0, 10)):
-            r = rnd.random()
-            if r < 0.2:
-                c = rnd.choice([rnd.randint(0x20, 0x7E), rnd.randint(0xA0, 0x2FFF), rnd.randint(0x3000, 0xD7FF),
-                                rnd.randint(0xE000, 0x10FFFF)])
-                parts.append(chr(c))
-            else:
-                parts.append(rnd.choice(pieces))
-        out.append("".join(parts))
-    return out
 
 
 spm_texts = random_texts(11, 150)

@@ -45,6 +45,10 @@ class AddedVocabulary {
   explicit AddedVocabulary(std::vector<AddedToken> tokens, const Normalizer* normalizer = nullptr);
 
   const std::vector<AddedToken>& tokens() const noexcept { return tokens_; }
+  // The text tokens()[i] stands for when decoded: its content, normalized when
+  // the token is normalized=true (Hugging Face tokenizers 0.23 decodes such a
+  // token to its normalized content: Qwen2-style NFC composes "e\u0301" to "é").
+  const std::string& text(std::size_t i) const noexcept { return patterns_[i]; }
   bool empty() const noexcept { return tokens_.empty(); }
   bool has_normalized() const noexcept { return has_normalized_; }
 

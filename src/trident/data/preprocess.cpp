@@ -118,8 +118,8 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
       TRIDENT_CHECK(eod.has_value(), "--eod-token '{}' is not in the tokenizer's vocabulary", *options.eod_token);
     } else {
       eod = tokenizer.eod_id();
-      TRIDENT_CHECK(eod.has_value(), "--append-eod: the tokenizer has none of <|endoftext|>, <|end_of_text|>, </s>, "
-                    "<eos>; name the token with --eod-token");
+      TRIDENT_CHECK(eod.has_value(), "--append-eod: the tokenizer has none of {}; name the token with --eod-token",
+                    end_of_document_names_text());
     }
   }
   const int workers = options.workers > 0 ? options.workers

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
@@ -121,7 +122,7 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
     if (added >= 0) {
       const AddedToken& t = p.added.tokens()[added];
       if (skip_special_tokens && t.special) continue;
-      tokens.push_back(t.content);
+      tokens.push_back(p.added.text(static_cast<std::size_t>(added)));
     } else {
       const std::string* token = p.model.id_to_token(id);
       TRIDENT_CHECK(token != nullptr, "cannot decode id {}: no token has this id", id);
@@ -146,7 +147,7 @@ std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const
 std::optional<std::string> Tokenizer::id_to_token(std::int32_t id) const {
   if (id < 0 || id >= vocab_size()) return std::nullopt;
   const std::int32_t added = (*added_by_id_)[id];
-  if (added >= 0) return parts().added.tokens()[added].content;
+  if (added >= 0) return parts().added.text(static_cast<std::size_t>(added));
   if (const std::string* t = parts().model.id_to_token(id)) return *t;
   return std::nullopt;
 }
@@ -157,8 +158,23 @@ bool Tokenizer::is_special(std::int32_t id) const {
   return added >= 0 && parts().added.tokens()[added].special;
 }
 
+std::span<const std::string_view> end_of_document_names() noexcept {
+  static constexpr std::array<std::string_view, 4> kNames = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+  return kNames;
+}
+
+std::string end_of_document_names_text() {
+  const auto names = end_of_document_names();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
 std::optional<std::int32_t> Tokenizer::eod_id() const {
-  for (std::string_view name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}) {
+  for (std::string_view name : end_of_document_names()) {
     if (auto id = token_to_id(name)) return id;
   }
   return std::nullopt;

@@ -1,7 +1,7 @@
 // Tokenizer: BPE that encodes and decodes exactly as Hugging Face
 // `tokenizers` does for the same tokenizer.json, in both families:
-//  - byte-level BPE (GPT-2, Llama 3): pre-tokenizer ByteLevel / Split /
-//    Sequence, decoder ByteLevel;
+//  - byte-level BPE (GPT-2, Llama 3, Qwen2): pre-tokenizer ByteLevel / Split /
+//    Sequence, decoder ByteLevel, normalizer none or NFC (Qwen2's);
 //  - SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, CodeLlama):
 //    byte_fallback and fuse_unk, the normalizer Sequence[Prepend("▁"),
 //    Replace(" ", "▁")] or a Metaspace pre-tokenizer, decoders Replace /
@@ -47,6 +47,12 @@
 
 namespace trident::data {
 
+// The names an end-of-document token goes by, in the order Tokenizer::eod_id()
+// tries them: GPT-2/Qwen2, Llama 3, Llama 2/Mistral, Gemma.
+std::span<const std::string_view> end_of_document_names() noexcept;
+// The same names for messages: "<|endoftext|>, <|end_of_text|>, </s> or <eos>".
+std::string end_of_document_names_text();
+
 // Everything a tokenizer is made of; what the loaders produce.
 struct TokenizerParts {
   BpeModel model;
@@ -89,8 +95,7 @@ class Tokenizer {
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(std::int32_t id) const;
   bool is_special(std::int32_t id) const;
-  // The end-of-document token: the first of <|endoftext|>, <|end_of_text|>,
-  // </s>, <eos> that exists.
+  // The end-of-document token: the first of end_of_document_names() that exists.
   std::optional<std::int32_t> eod_id() const;
 
   const TokenizerParts& parts() const;

@@ -227,6 +227,8 @@ void parse_normalizer(const Node& n, Normalizer& norm) {
     norm.add_prepend(n.at("prepend").string());
   } else if (type == "Replace") {
     norm.add_replace(n.at("pattern").string_pattern(), n.at("content").string());
+  } else if (type == "NFC") {
+    norm.add_nfc();
   } else {
     n.at("type").unsupported(fmt::format("normalizer \"{}\"", type));
   }
@@ -295,7 +297,7 @@ void parse_pre_tokenizer(const Node& n, PreTokenizer& pre) {
     try {
       pre.add_split(regex, parse_behavior(n.at("behavior")), n.opt("invert").boolean(false));
     } catch (const Error& e) {
-      TRIDENT_FAIL("{}: {}", pattern.path(), e.message());
+      TRIDENT_FAIL("{}: {}: {}", pattern.source(), pattern.path(), e.message());
     }
   } else if (type == "Metaspace") {
     if (!pre.empty()) n.at("type").unsupported("a Metaspace pre-tokenizer that is not the first step");

@@ -1,5 +1,7 @@
 #include "trident/data/unicode_compat.h"
 
+#include <cctype>
+
 #include "trident/core/error.h"
 
 namespace trident::data {
@@ -46,6 +48,10 @@ std::string align_unicode_classes(std::string_view pattern) {
         i = stop;
         continue;
       }
+      if (e == 'h' || e == 'H') {
+        TRIDENT_FAIL("pattern '{}': \\{} is not supported (a hexadecimal digit in Hugging Face's Oniguruma, "
+                     "horizontal white space in PCRE2)", pattern, e);
+      }
       if (e == 's' || (e == 'S' && !in_class)) {
         if (in_class) {
           out += kWhiteSpace;
@@ -91,6 +97,23 @@ std::string align_unicode_classes(std::string_view pattern) {
       out.append(pattern.substr(i, 2));
       i += 2;
       continue;
+    }
+    if (!in_class && (c == '^' || c == '$')) {
+      TRIDENT_FAIL("pattern '{}': '{}' is not supported (Hugging Face's Oniguruma matches it at every line {}, "
+                   "PCRE2 only at the {} of the text)", pattern, c, c == '^' ? "start" : "end",
+                   c == '^' ? "start" : "end");
+    }
+    if (!in_class && c == '(' && i + 1 < pattern.size() && pattern[i + 1] == '?') {
+      // Inline options "(?i)", "(?im-x:": Oniguruma's "m" is PCRE2's "s" (dot matches a newline).
+      std::size_t k = i + 2;
+      while (k < pattern.size() && (std::isalpha(static_cast<unsigned char>(pattern[k])) || pattern[k] == '-')) ++k;
+      const std::string_view options = pattern.substr(i + 2, k - i - 2);
+      if (k < pattern.size() && (pattern[k] == ':' || pattern[k] == ')') &&
+          options.find_first_of("ms") != std::string_view::npos) {
+        TRIDENT_FAIL("pattern '{}': the inline option '(?{}' is not supported (\"m\" lets '.' match a newline in "
+                     "Hugging Face's Oniguruma but changes '^' and '$' in PCRE2; \"s\" is an error in Oniguruma)",
+                     pattern, options);
+      }
     }
     if (!in_class && c == '[') {
       in_class = true;

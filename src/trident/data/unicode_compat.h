@@ -9,6 +9,11 @@
 // classes) becomes Unicode White_Space exactly, as in Oniguruma:
 //   " ?\p{L}+"          ->  " ?[\p{L}\x{1C89}-\x{1C8A}...]+"
 //   "[^\s\p{L}\p{N}]+"  ->  "[^\t\n...\x{3000}\p{L}\x{1C89}-...\p{N}\x{10D40}-...]+"
+//
+// It also refuses what both engines accept but read differently (a
+// trident::Error quoting the pattern): '^' and '$' outside a class (line
+// anchors in Oniguruma's Ruby syntax, text anchors in PCRE2), \h and \H
+// (hexadecimal digit vs horizontal space) and the inline options m and s.
 #pragma once
 
 #include <string>
