@@ -34,12 +34,36 @@ Tensor box(Tensor t, const std::vector<std::int64_t>& offsets, const Shape& exte
   return t;
 }
 
+// The error of `got` against `expected`, relative to the larger of expected's norm and `floor`.
+double err_above(const std::vector<double>& got, const std::vector<double>& expected, double floor) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - expected[i]) * (got[i] - expected[i]);
+    den += expected[i] * expected[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), floor);
+}
+
 // Every parameter's gradient in `sharded` equals its pieces of the full
 // module's gradient, and is zero outside its pieces (vocabulary padding).
+// Relative to the gradient's norm, or to a tenth of the module's largest
+// gradient norm when that is larger: a gradient that is a sum of cancelling
+// terms keeps only the terms' absolute precision. (Qwen2's key bias: without
+// RoPE its gradient would be exactly zero, as softmax ignores a shift shared by
+// every key; with RoPE it is what is left, about 5% of the largest gradient,
+// and a GEMM blocked differently for the sharded width moves it by 1.3e-6 of
+// its norm.)
 void expect_same_parameter_grads(const Module& full, const Module& sharded, double tol = kTol) {
   auto fp = full.parameters();
   auto sp = sharded.parameters();
   ASSERT_EQ(fp.size(), sp.size());
+  double largest = 0;
+  for (const Parameter* p : fp) {
+    double sq = 0;
+    for (double v : f64(p->var.grad())) sq += v * v;
+    largest = std::max(largest, std::sqrt(sq));
+  }
+  const double floor = 0.1 * largest;
   for (std::size_t i = 0; i < fp.size(); ++i) {
     const Parameter& f = *fp[i];
     const Parameter& s = *sp[i];
@@ -47,14 +71,14 @@ void expect_same_parameter_grads(const Module& full, const Module& sharded, doub
     ASSERT_TRUE(s.var.grad().defined()) << s.name;
     const Tensor fg = f.var.grad(), sg = s.var.grad();
     if (s.shard.is_whole()) {
-      EXPECT_LE(rel_err(f64(sg), f64(fg)), tol) << s.name;
+      EXPECT_LE(err_above(f64(sg), f64(fg), floor), tol) << s.name;
       continue;
     }
     // The full gradient's pieces placed where this rank holds them; zero elsewhere (padding).
     Tensor expected = Tensor::zeros(sg.shape(), sg.dtype());
     for (const ShardPiece& piece : s.shard.pieces)
       copy_box_into(expected, box(fg, piece.global_offsets, piece.extent), piece.local_offsets);
-    EXPECT_LE(rel_err(f64(sg), f64(expected)), tol) << s.name;
+    EXPECT_LE(err_above(f64(sg), f64(expected), floor), tol) << s.name;
     Tensor outside = sg.clone();
     for (const ShardPiece& piece : s.shard.pieces)
       copy_box_into(outside, Tensor::zeros(piece.extent, outside.dtype()), piece.local_offsets);

@@ -91,6 +91,9 @@ struct Family {
       partition = partition_layers;
 };
 
+// model.arch's default.
+inline constexpr const char* kDefaultFamily = "gpt2";
+
 // The family registered as `name`; an error lists the registered ones.
 const Family& family(const std::string& name);
 // The family whose config.json model_type is `model_type`, or null.

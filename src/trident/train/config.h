@@ -16,7 +16,7 @@
 namespace trident::train {
 
 struct ModelConfig {
-  std::string arch = "gpt2";   // a model family: gpt2 | llama | mistral | qwen2 (models/family.h)
+  std::string arch = "gpt2";   // models::kDefaultFamily; a model family: gpt2 | llama | mistral | qwen2 (models/family.h)
   std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes below)
   std::int64_t n_layer = 0;
   std::int64_t n_head = 0;

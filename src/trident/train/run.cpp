@@ -145,9 +145,8 @@ void open_model_and_data(Run& run) {
                 "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
                 tokenizer.vocab_size());
   TRIDENT_CHECK(!config.data.eod_mask_loss || tokenizer.eod_id().has_value(),
-                "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none "
-                "(<|endoftext|>, <|end_of_text|>, </s> or <eos>)",
-                config.data.tokenizer);
+                "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none ({})",
+                config.data.tokenizer, data::end_of_document_names_text());
   // Sizes that cannot fit are refused before anything is allocated (or wraps around).
   const MemoryLayout memory = memory_layout(config, run.par.world->size());
   // On a GPU only the parameters pass through host memory (initialised there, then moved); the device's

@@ -47,8 +47,8 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   }
   if (!m.preset.empty()) {
     s = models::preset(m.preset);
-    // model.arch keeps its default with a preset; another family than the preset's is a contradiction.
-    TRIDENT_CHECK(m.arch == "gpt2" || m.arch == s.family, "model.arch '{}' contradicts model.preset '{}' (a {} preset)",
+    // model.arch left at its default follows the preset; another family than the preset's is a contradiction.
+    TRIDENT_CHECK(m.arch == models::kDefaultFamily || m.arch == s.family, "model.arch '{}' contradicts model.preset '{}' (a {} preset)",
                   m.arch, m.preset, s.family);
   } else {
     s = models::family(m.arch).defaults();
