@@ -1,4 +1,4 @@
-// trident train CONFIG [--set section.key=value]... [--run-dir DIR] [--resume]
+// trident train CONFIG [--deepspeed ds_config.json] [--set section.key=value]... [--run-dir DIR] [--resume]
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -14,11 +14,21 @@ void add_train_command(CLI::App& app) {
   auto help_config = std::make_shared<bool>(false);
   cmd->add_option("config", options->config_path, "TOML config file (see configs/)");
   cmd->add_option("--set", options->overrides, "Override a config key: section.key=value (repeatable)");
+  auto deepspeed = std::make_shared<std::string>();
+  cmd->add_option("--deepspeed", *deepspeed,
+                  "A DeepSpeed JSON config (ds_config.json) mapped onto the config's keys, as train.deepspeed_config; "
+                  "applied after the TOML file and before --set (docs/deepspeed.md)");
   cmd->add_option("--run-dir", options->run_dir, "Directory for metrics, the resolved config and checkpoints")
       ->capture_default_str();
   cmd->add_flag("--resume", options->resume, "Continue from the run's latest checkpoint");
   cmd->add_flag("--help-config", *help_config, "List every config key with its type");
-  cmd->callback([options, help_config] {
+  cmd->callback([options, help_config, deepspeed] {
+    if (!deepspeed->empty()) {
+      // The same as setting the key: it names the file however its path is spelled (a TOML string).
+      std::string quoted;
+      for (char ch : *deepspeed) quoted += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+      options->overrides.insert(options->overrides.begin(), "train.deepspeed_config=\"" + quoted + "\"");
+    }
     if (*help_config) {
       for (const auto& k : train::config_keys()) fmt::print("{:<36} {}\n", k.key, k.type);
       return;

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "trident/core/error.h"
+#include "trident/train/deepspeed_config.h"
 
 namespace trident::train {
 
@@ -194,12 +195,13 @@ const std::vector<Field>& fields() {
     TRAIN(eval_steps, kPositive); TRAIN(activation_checkpointing);
     TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
     TRAIN(device); TRAIN(threads, kNonNegative, " (0 = cores / ranks on the node)");
-    TRAIN(exit_duration_minutes, kNonNegativeFinite, " (0 = never)");
+    TRAIN(exit_duration_minutes, kNonNegativeFinite, " (0 = never)"); TRAIN(deepspeed_config);
 #undef TRAIN
 #define OPTIM(n, ...) f.push_back(field("optim", #n, &C::optim, &OptimConfig::n __VA_OPT__(,) __VA_ARGS__))
     OPTIM(name); OPTIM(lr, kPositiveFinite); OPTIM(betas, kFraction); OPTIM(eps, kNonNegativeFinite);
     OPTIM(weight_decay, kNonNegativeFinite); OPTIM(momentum, kNonNegativeFinite);
     OPTIM(clip_grad, kNonNegativeFinite, " (0 = off)"); OPTIM(initial_loss_scale, kPositiveFinite);
+    OPTIM(loss_scale_window, kPositive); OPTIM(min_loss_scale, kPositiveFinite); OPTIM(loss_scale_hysteresis, kPositive);
 #undef OPTIM
 #define SCHEDULE(n, ...) \
   f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
@@ -387,8 +389,50 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config;
 }
 
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
+                   std::vector<std::string>* notes) {
+  // First without the DeepSpeed config: which file it is (the TOML file's or an override's), and the
+  // parallel sizes that give the data-parallel size its batch keys are checked against.
+  const Config plain = load_config(path, overrides);
+  if (plain.train.deepspeed_config.empty()) return plain;
+  const std::string ds_path = plain.train.deepspeed_config;
+  const std::int64_t tp = plain.dist.tensor_parallel_size, pp = plain.dist.pipeline_parallel_size;
+  std::int64_t dp = plain.dist.data_parallel_size;
+  if (dp == 0) {
+    TRIDENT_CHECK(tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
+                  "dist: tp × pp = {} × {} does not divide the {} ranks of the job", tp, pp, world_size);
+    dp = world_size / (tp * pp);
+  }
+  Config config;
+  if (!path.empty()) apply_file(config, path);
+  std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp);
+  for (const auto& o : overrides) apply_override(config, o);
+  // Its values are now in the configuration: the resolved config (config.toml) stands on its own.
+  config.train.deepspeed_config.clear();
+  config.applied_deepspeed_config = ds_path;
+  if (notes) notes->insert(notes->end(), lines.begin(), lines.end());
+  return config;
+}
+
+void set_key(Config& config, const std::string& key, const std::string& toml_value, const std::string& origin) {
+  const Field* f = find_field(key);
+  TRIDENT_CHECK(f != nullptr, "{}: internal: no key '{}'", origin, key);
+  toml::table parsed = toml::parse("v = " + toml_value);
+  f->set(config, *parsed.get("v"), origin);
+}
+
+std::string key_value(const Config& config, const std::string& key) {
+  const Field* f = find_field(key);
+  TRIDENT_CHECK(f != nullptr, "internal: no key '{}'", key);
+  return f->get(config);
+}
+
 std::string to_toml(const Config& config) {
   std::string out;
+  if (!config.applied_deepspeed_config.empty()) {
+    out += fmt::format("# DeepSpeed config {} applied: its mapping is in the values below\n",
+                       format_value(config.applied_deepspeed_config));
+  }
   std::string section;
   for (const Field& f : fields()) {
     if (f.section != section) {

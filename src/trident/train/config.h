@@ -60,6 +60,7 @@ struct TrainConfig {
   std::string device = "cpu";          // cpu | cuda
   std::int64_t threads = 0;            // CPU threads per rank; 0 = cores / ranks on the node
   double exit_duration_minutes = 0;    // save and stop once this long after the start (0 = never)
+  std::string deepspeed_config;        // a DeepSpeed JSON config mapped onto these keys (docs/deepspeed.md)
 };
 
 struct OptimConfig {
@@ -71,6 +72,9 @@ struct OptimConfig {
   double momentum = 0.9;               // sgd
   double clip_grad = 1.0;              // global gradient-norm clip; 0 = off
   double initial_loss_scale = 65536.0; // fp16
+  std::int64_t loss_scale_window = 2000;   // fp16: good steps before the scale doubles
+  double min_loss_scale = 1.0;             // fp16: the scale never halves below this
+  std::int64_t loss_scale_hysteresis = 1;  // fp16: overflows before the scale halves (DeepSpeed's hysteresis)
 };
 
 struct ScheduleConfig {
@@ -115,6 +119,9 @@ struct Config {
   DistConfig dist;
   CheckpointConfig checkpoint;
   LogConfig log;
+  // Not a key: the DeepSpeed config whose mapping this configuration holds (its values are already in the
+  // fields above, so train.deepspeed_config is cleared once applied); to_toml records it as a comment.
+  std::string applied_deepspeed_config;
 };
 
 // Field metadata, for documentation and `trident train --help-config`.
@@ -133,6 +140,18 @@ void apply_override(Config& config, const std::string& assignment);
 
 // Loads `path` (may be empty for defaults only), then the overrides in order.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same, and when train.deepspeed_config names a DeepSpeed JSON config (in the file or an override),
+// maps it in between: the TOML file, then the DeepSpeed config, then the overrides (docs/deepspeed.md).
+// `world_size` is the job's rank count (the batch checks need the data-parallel size); the mapping's
+// lines, one per DeepSpeed key, are appended to `notes`.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
+                   std::vector<std::string>* notes);
+
+// Sets one key from a TOML value's text ("0.0001", "\"bf16\"", "[0.9, 0.95]"), with the checks a
+// file's value gets; errors name `origin`.
+void set_key(Config& config, const std::string& key, const std::string& toml_value, const std::string& origin);
+// A key's value as TOML text.
+std::string key_value(const Config& config, const std::string& key);
 
 // The configuration as TOML, every key present: printed at start and saved in the run directory.
 std::string to_toml(const Config& config);

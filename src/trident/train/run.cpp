@@ -128,6 +128,7 @@ void open_run_dir(Run& run, const TrainOptions& options) {
   par.world->barrier();
   run.log = std::make_unique<MetricsLogger>((fs::path(run.run_dir) / run.config.log.metrics_file).string(),
                                             run.config.log.progress, !options.quiet && par.is_root());
+  for (const std::string& line : run.config_notes) run.log->message(line);
   run.log->message("# resolved configuration (also in " + (fs::path(run.run_dir) / "config.toml").string() + ")\n" +
                    to_toml(run.config));
 }
@@ -223,12 +224,16 @@ void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
   make_optimizer(run.par, run.config, run.params());
   // ZeRO-3 shards the parameters; the model gathers each unit's through the optimizer.
   for (const auto& chunk : run.runner->chunks()) chunk->set_parameter_gatherer(run.par.gatherer);
-  run.scaler = optim::DynamicLossScaler(run.config.optim.initial_loss_scale);
+  const OptimConfig& o = run.config.optim;
+  run.scaler = optim::DynamicLossScaler(o.initial_loss_scale, o.loss_scale_window, o.min_loss_scale,
+                                        o.loss_scale_hysteresis);
   if (!reader) return;
   run.state = load_optimizer_and_state(*reader, run.params(), run.par);
   if (run.fp16 && run.state.loss_scale > 0) {
     run.scaler.set_scale(run.state.loss_scale);
     run.scaler.set_good_steps(run.state.loss_scale_good_steps);
+    // 0: a checkpoint from before the hysteresis was recorded (its scaler had none).
+    if (run.state.loss_scale_hysteresis_left > 0) run.scaler.set_hysteresis_left(run.state.loss_scale_hysteresis_left);
   }
   run.log->message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, run.state.step,
                                run.state.consumed_samples));
@@ -290,11 +295,18 @@ double labels_in(const Run& run, const data::SampleSource& source, data::EpochOr
 std::unique_ptr<Run> build_run(const TrainOptions& options) {
   auto run = std::make_unique<Run>();
   run->job_start = std::chrono::steady_clock::now();
-  run->config = load_config(options.config_path, options.overrides);
+  // The job's size before the configuration is final: a DeepSpeed config's batch keys are checked
+  // against the data-parallel size (docs/deepspeed.md).
+  std::shared_ptr<dist::Communicator> world = options.world;
+  if (!world) {
+    const Config plain = load_config(options.config_path, options.overrides);
+    world = dist::launched_by_mpi() ? dist::mpi_world(plain.dist.timeout_s) : dist::self_communicator();
+  }
+  run->config = load_config(options.config_path, options.overrides, world->size(), &run->config_notes);
   const Config& config = run->config;
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
   run->device = training_device(config);
-  make_parallel(run->par, config, options.world, run->device);
+  make_parallel(run->par, config, world, run->device);
 
   run->run_dir = options.run_dir;
   run->ckpt_root =

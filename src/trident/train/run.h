@@ -34,6 +34,7 @@ struct Run {
 
   std::chrono::steady_clock::time_point job_start;  // when train() was called (train.exit_duration_minutes)
   Config config;
+  std::vector<std::string> config_notes;  // the DeepSpeed config's mapping, one line per key (logged at start)
   Device device = Device::cpu();
   ParallelState par;
   std::string run_dir;

@@ -110,6 +110,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                            {"optimizer_step", par.optimizer_steps()},
                            {"loss_scale", state.loss_scale},
                            {"loss_scale_good_steps", state.loss_scale_good_steps},
+                           {"loss_scale_hysteresis_left", state.loss_scale_hysteresis_left},
                            {"seed", config.train.seed},
                            // Every random draw is a pure function of (seed, step, global coordinates).
                            {"rng", {{"generator", "philox4x32-10, counter-based"},
@@ -216,6 +217,7 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
   rs.consumed_samples = meta.at("consumed_samples").get<std::int64_t>();
   rs.loss_scale = meta.value("loss_scale", 0.0);
   rs.loss_scale_good_steps = meta.value("loss_scale_good_steps", std::int64_t{0});
+  rs.loss_scale_hysteresis_left = meta.value("loss_scale_hysteresis_left", std::int64_t{0});
   return rs;
 }
 

@@ -31,6 +31,7 @@ struct RunState {
   std::int64_t consumed_samples = 0;  // global samples consumed
   double loss_scale = 0;
   std::int64_t loss_scale_good_steps = 0;  // fp16: good steps since the scale last changed
+  std::int64_t loss_scale_hysteresis_left = 0;  // fp16: overflows left before the scale halves
   double lr = 0;                      // the learning rate of the last step (recorded, recomputed on resume)
 };
 

@@ -48,6 +48,7 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
   state.lr = r.lr;
   state.loss_scale = run.fp16 ? run.scaler.scale() : 0;
   state.loss_scale_good_steps = run.fp16 ? run.scaler.good_steps() : 0;
+  state.loss_scale_hysteresis_left = run.fp16 ? run.scaler.hysteresis_left() : 0;
   return r;
 }
 
