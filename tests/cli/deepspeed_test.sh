@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A DeepSpeed config drives a real run (docs/deepspeed.md): `trident train --deepspeed ds.json` under
+# `trident launch -n 2` on the tiny corpus, with micro-batch 2 × accumulation 3 and ZeRO-1, prints its
+# mapping, and the mapped values take effect: the run's description (global batch 12 = 2 × 3 × 2
+# data-parallel ranks, ZeRO stage 1), the log interval (steps_per_print) in metrics.jsonl, and the
+# resolved config.toml (which stands alone: the DeepSpeed file is recorded, not re-read).
+#   deepspeed_test.sh TRIDENT_BINARY SRC_DIR
+set -uo pipefail
+T=$(realpath "$1")
+SRC=$(realpath "$2")
+source "$SRC/tests/cli/tiny_corpus.sh"
+command -v mpirun >/dev/null || { echo "skipped: no mpirun"; exit 0; }
+export TRIDENT_NUM_THREADS=1
+W=$(mktemp -d /tmp/trident-deepspeed.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+cd "$W" || fail "cd $W"
+make_tiny_corpus "$T" "$W"
+cat > cfg.toml <<TOML
+[model]
+arch = "gpt2"
+n_layer = 2
+n_head = 2
+d_model = 16
+max_seq_len = 16
+[data]
+tokenizer = "$W/tok.json"
+paths = ["$W/c"]
+split = "90,10,0"
+[train]
+seq_len = 16
+micro_batch_size = 8
+steps = 4
+log_interval = 1
+eval_interval = 0
+peak_gflops = 1
+[log]
+progress = "off"
+TOML
+cat > ds.json <<'JSON'
+{
+  // per rank: 2 samples × 3 micro-batches per optimizer step
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 3,
+  /* ZeRO-1: the optimizer state partitioned */
+  "zero_optimization": { "stage": 1, "reduce_bucket_size": 5e8 },
+  "optimizer": { "type": "AdamW", "params": { "lr": 2e-3, "weight_decay": 0.01 } },
+  "gradient_clipping": 0.5,
+  "steps_per_print": 2
+}
+JSON
+"$T" launch -n 2 -- "$T" train cfg.toml --deepspeed ds.json --run-dir run >out.log 2>err.log \
+  || fail "training exited $?: $(cat err.log)"
+expect_line() { grep -qF -- "$1" "$2" || fail "$2 has no line '$1': $(cat "$2")"; }
+expect_line "ds.json: train_micro_batch_size_per_gpu 2 → train.micro_batch_size = 2" out.log
+expect_line "ds.json: train_batch_size (derived) 12 → train.global_batch_size = 12" out.log
+expect_line "ds.json: zero_optimization.stage 1 → dist.zero_stage = 1" out.log
+expect_line "ds.json: zero_optimization.reduce_bucket_size 500000000.0 ignored" out.log
+expect_line "global batch 12 × 16 tokens (micro-batch 2 × 3 accumulation × 2 data-parallel), ZeRO stage 1" out.log
+echo "ok: mapping printed, batch and ZeRO stage in effect"
+# steps_per_print 2 → log lines at steps 2 and 4 only.
+steps=$(grep -o '"step":[0-9]*' run/metrics.jsonl | grep -v '"step":0' | tr '\n' ' ')
+[[ $steps == '"step":2 "step":4 ' ]] || fail "metrics.jsonl steps: '$steps' (expected 2 and 4)"
+echo "ok: train.log_interval from steps_per_print"
+for line in "micro_batch_size = 2" "global_batch_size = 12" "zero_stage = 1" "clip_grad = 0.5" "lr = 0.002" \
+            "weight_decay = 0.01" "deepspeed_config = ''"; do
+  expect_line "$line" run/config.toml
+done
+expect_line "# DeepSpeed config 'ds.json' applied" run/config.toml
+echo "ok: resolved config.toml"
