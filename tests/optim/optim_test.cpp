@@ -214,5 +214,28 @@ TEST(LossScaler, BacksOffOnOverflowAndGrows) {
   EXPECT_EQ(s.skipped_steps(), 1);
 }
 
+// DeepSpeed's hysteresis (docs/deepspeed.md): with h = 2 the first overflow since the scale last grew
+// skips its step without halving; later ones halve (not below the minimum) until the scale grows again,
+// which restores the hysteresis.
+TEST(LossScaler, HysteresisAndMinimum) {
+  DynamicLossScaler s(8, 2, 2, 2);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 8);
+  EXPECT_EQ(s.hysteresis_left(), 1);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 4);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 2);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 2);  // the minimum
+  EXPECT_FALSE(s.update(false));
+  EXPECT_FALSE(s.update(false));
+  EXPECT_EQ(s.scale(), 4);
+  EXPECT_EQ(s.hysteresis_left(), 2);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 4);
+  EXPECT_EQ(s.skipped_steps(), 5);
+}
+
 }  // namespace
 }  // namespace trident::optim
