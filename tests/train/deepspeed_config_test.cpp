@@ -221,6 +221,8 @@ TEST(DeepSpeedConfig, Fp16AndBf16) {
   c = Config{};
   apply(c, R"({"bf16": {"enabled": true}})");
   EXPECT_EQ(c.train.precision, "bf16");
+  EXPECT_EQ(error_of(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})"),
+            "ds.json: fp16.enabled and bf16.enabled are both true: one precision, as DeepSpeed requires");
   c = Config{};
   apply(c, R"({"fp16": {"enabled": false, "loss_scale": 128}, "bf16": {"enabled": false}})");
   EXPECT_EQ(c.train.precision, "fp32");

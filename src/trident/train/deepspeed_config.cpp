@@ -73,6 +73,13 @@ class Mapper {
     // The batch triple is one rule over three keys; the optimizer goes before the scheduler, whose
     // WarmupCosineLR scales the optimizer's lr.
     map_batch(root);
+    const auto enabled = [&](const char* k) {
+      return root.contains(k) && root.at(k).is_object() && root.at(k).contains("enabled") &&
+             root.at(k).at("enabled") == true;
+    };
+    if (enabled("fp16") && (enabled("bf16") || enabled("bfloat16"))) {
+      fail("fp16.enabled and bf16.enabled are both true: one precision, as DeepSpeed requires");
+    }
     if (root.contains("optimizer")) map_optimizer(root.at("optimizer"));
     for (const auto& [key, value] : root.items()) {
       if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
