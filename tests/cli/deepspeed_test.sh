@@ -67,3 +67,13 @@ for line in "micro_batch_size = 2" "global_batch_size = 12" "zero_stage = 1" "cl
 done
 expect_line "# DeepSpeed config 'ds.json' applied" run/config.toml
 echo "ok: resolved config.toml"
+# fp16: the loss scaler's options take effect (initial_scale_power 10, loss_scale_window 3: the scale
+# doubles after every 3 good steps).
+cat > fp16.json <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "fp16": {"enabled": true, "initial_scale_power": 10, "loss_scale_window": 3}}
+JSON
+"$T" train cfg.toml --deepspeed fp16.json --set train.steps=6 --run-dir fp16 >fp16.log 2>&1 || fail "fp16 run: $(cat fp16.log)"
+scales=$(grep -o '"loss_scale":[0-9.]*' fp16/metrics.jsonl | tr '\n' ' ')
+[[ $scales == '"loss_scale":1024.0 "loss_scale":1024.0 "loss_scale":2048.0 "loss_scale":2048.0 "loss_scale":2048.0 "loss_scale":4096.0 ' ]] \
+  || fail "fp16 loss scales: '$scales'"
+echo "ok: fp16 loss scaler from the DeepSpeed config"
