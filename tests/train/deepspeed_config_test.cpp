@@ -267,6 +267,10 @@ TEST(DeepSpeedConfig, IgnoredRefusedAndUnknownKeys) {
   EXPECT_EQ(error_of(R"({"train_micro_batch_size_per_gpus": 2})"),
             "ds.json: unknown key train_micro_batch_size_per_gpus (did you mean train_micro_batch_size_per_gpu?)");
   EXPECT_EQ(error_of(R"({"amp": {"enabled": true}})"), "ds.json: amp is enabled: NVIDIA Apex AMP is not built");
+  EXPECT_EQ(error_of(R"({"amp": {"enabled": false}, "sparse_attention": {"mode": "fixed"}})"),
+            "ds.json: sparse_attention is enabled: sparse attention is not built");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 4000000000000000000})"),
+            "ds.json: train_batch_size 4000000000000000000 is more than any batch trident runs (2^40 samples)");
 }
 
 // load_config: the TOML file, then the DeepSpeed config, then --set; the resolved config stands alone.

@@ -159,6 +159,8 @@ class Mapper {
     if (!root.contains(k) || root.at(k).is_null() || is_auto(root.at(k))) return std::nullopt;
     const std::int64_t v = integer(k, root.at(k));
     if (v <= 0) fail("{} must be a positive integer, got {}", k, v);
+    // Bounded so that micro × accumulation × data-parallel size cannot wrap around.
+    if (v > (std::int64_t{1} << 40)) fail("{} {} is more than any batch trident runs (2^40 samples)", k, v);
     return v;
   }
   void map_batch(const json& root) {
@@ -545,7 +547,10 @@ class Mapper {
 
   // A section whose "enabled": true would change the run.
   void refuse_if_enabled(const std::string& k, const json& v, const std::string& what) {
-    const bool on = v.is_object() ? v.contains("enabled") && v.at("enabled") == true : !v.is_null() && v != false;
+    // These two have no "enabled": a section present is a request.
+    const bool always = k == "sparse_attention" || k == "compression_training";
+    const bool on = always ? !v.is_null()
+                           : v.is_object() ? v.contains("enabled") && v.at("enabled") == true : !v.is_null() && v != false;
     if (on) fail("{} is enabled: {} is not built", k, what);
     ignored(k, v, "not enabled");
   }
