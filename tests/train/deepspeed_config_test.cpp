@@ -3,13 +3,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 
 #include "testing/helpers.h"
 
 #include "trident/core/error.h"
+#include "trident/optim/schedule.h"
 #include "trident/train/config.h"
+#include "trident/train/setup.h"
 
 namespace trident::train {
 namespace {
@@ -196,6 +200,40 @@ TEST(DeepSpeedConfig, Schedulers) {
             "ds.json: scheduler.params.total_num_steps is required by WarmupDecayLR");
   EXPECT_EQ(error_of(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_step": 10}}})"),
             "ds.json: unknown key scheduler.params.warmup_num_step (did you mean scheduler.params.warmup_num_steps?)");
+}
+
+// The mapped schedules against DeepSpeed's formulas, written out here from docs/deepspeed.md: DeepSpeed's
+// optimizer step k uses its schedule at index k − 2. trident's step k is DeepSpeed's step k + 2 in the
+// warmup and WarmupDecayLR's decay, k + 1 in WarmupCosineLR's decay (whose peak is one step of trident's).
+TEST(DeepSpeedConfig, SchedulesFollowDeepSpeedsShapes) {
+  const std::int64_t W = 10, T = 60;
+  const double peak = 1e-3, cos_min = 0.1;
+  const auto ds_warmup_decay = [&](std::int64_t i) {  // WarmupDecayLR, linear warmup from 0
+    if (i < W) return peak * static_cast<double>(i) / W;
+    return peak * std::max(0.0, static_cast<double>(T - i) / static_cast<double>(T - W));
+  };
+  const auto ds_cosine = [&](std::int64_t i) {  // WarmupCosineLR, linear warmup from 0
+    if (i < W) return peak * static_cast<double>(i) / W;
+    const double r = (1 + std::cos(std::numbers::pi * static_cast<double>(i - W + 1) / static_cast<double>(T - W))) / 2;
+    return peak * std::max(0.0, cos_min + (1 - cos_min) * r);
+  };
+  Config c;
+  apply(c, R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_max_lr": 1e-3, "warmup_num_steps": 10,
+               "total_num_steps": 60, "warmup_type": "linear"}}})");
+  optim::ScheduleOptions o = detail::schedule_options(c);
+  for (std::int64_t k = 1; k <= T + 5; ++k) {
+    EXPECT_NEAR(optim::learning_rate(o, k), ds_warmup_decay(k), 1e-15) << "step " << k;  // = DeepSpeed's step k + 2
+  }
+  c = Config{};
+  apply(c, R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+               "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 10, "total_num_steps": 60,
+               "cos_min_ratio": 0.1, "warmup_type": "linear"}}})");
+  o = detail::schedule_options(c);
+  for (std::int64_t k = 1; k < W; ++k) EXPECT_NEAR(optim::learning_rate(o, k), ds_cosine(k), 1e-15) << k;
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, W), peak);  // a step at the peak, which DeepSpeed's cosine skips
+  for (std::int64_t k = W + 1; k <= T; ++k) {
+    EXPECT_NEAR(optim::learning_rate(o, k), ds_cosine(k - 1), 1e-15) << "step " << k;  // DeepSpeed's step k + 1
+  }
 }
 
 TEST(DeepSpeedConfig, Fp16AndBf16) {
