@@ -159,6 +159,13 @@ void PreTokenizer::add_split(std::string_view regex_pattern, SplitBehavior behav
   steps_.push_back({compile(regex_pattern), behavior, invert});
 }
 
+void PreTokenizer::add_bert() {
+  // Hugging Face's BertPreTokenizer: split on White_Space (removed), then
+  // each punctuation character (Unicode P* or ASCII punctuation) on its own.
+  add_split(R"(\s+)", SplitBehavior::removed, false);
+  add_split(R"([\p{P}!-/:-@\[-`{-~])", SplitBehavior::isolated, false);
+}
+
 void PreTokenizer::add_metaspace(char32_t replacement, PrependScheme scheme, bool split) {
   TRIDENT_CHECK(empty(), "a Metaspace pre-tokenizer is supported only as the first step");
   metaspace_ = true;
