@@ -94,17 +94,30 @@ void for_each_char(std::string_view text, F&& f, Copy&& copy) {
 
 // BERT's classes, as Hugging Face's BertNormalizer defines them.
 bool bert_whitespace(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || u_isUWhiteSpace(static_cast<UChar32>(c)); }
+// Hugging Face's BertNormalizer takes its categories from tables of Unicode
+// 8.0 (a character assigned later is no control character and no nonspacing
+// mark there), and counts no unassigned character as a control character.
+// A frozen ICU set, built once and kept for the process (function-local statics).
+const icu::UnicodeSet& unicode8_set(const char* pattern) {
+  UErrorCode ec = U_ZERO_ERROR;
+  auto* set = new icu::UnicodeSet(icu::UnicodeString::fromUTF8(pattern), ec);  // never freed: used until exit
+  TRIDENT_CHECK(U_SUCCESS(ec), "ICU: cannot build the set {}: {}", pattern, u_errorName(ec));
+  set->freeze();
+  return *set;
+}
+
 bool bert_control(char32_t c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
-  switch (u_charType(static_cast<UChar32>(c))) {
-    case U_CONTROL_CHAR:     // Cc
-    case U_FORMAT_CHAR:      // Cf
-    case U_UNASSIGNED:       // Cn
-    case U_PRIVATE_USE_CHAR: // Co
-      return true;
-    default:
-      return false;
-  }
+  static const icu::UnicodeSet& control = unicode8_set("[[:age=8.0:]&[[:Cc:][:Cf:][:Co:]]]");
+  return control.contains(static_cast<UChar32>(c));
+}
+
+bool bert_nonspacing_mark(char32_t c) {
+  // Corrected for the characters whose category changed after 8.0: U+1734 was
+  // Mn then; U+1885, U+1886, U+A9BD and U+111C9 were not.
+  static const icu::UnicodeSet& marks =
+      unicode8_set("[[[[:age=8.0:]&[:Mn:]]-[\\u1885\\u1886\\uA9BD\\U000111C9]][\\u1734]]");
+  return marks.contains(static_cast<UChar32>(c));
 }
 
 }  // namespace
@@ -142,7 +155,7 @@ void bert_normalize(std::string_view text, const BertNormalizerOptions& o, std::
     for_each_char(
         next,
         [&](char32_t c) {
-          if (u_charType(static_cast<UChar32>(c)) != U_NON_SPACING_MARK) append_utf8(out, c);
+          if (!bert_nonspacing_mark(c)) append_utf8(out, c);
         },
         copy);
   }
