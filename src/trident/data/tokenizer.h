@@ -1,5 +1,8 @@
-// Tokenizer: BPE that encodes and decodes exactly as Hugging Face
-// `tokenizers` does for the same tokenizer.json, in both families:
+// Tokenizer: BPE and WordPiece that encode and decode exactly as Hugging Face
+// `tokenizers` does for the same tokenizer.json; WordPiece (BERT) with
+// BertNormalizer, BertPreTokenizer, the WordPiece decoder and pair templates
+// with type ids, or from a bare vocab.txt (docs/data.md, "WordPiece"); BPE in
+// both families:
 //  - byte-level BPE (GPT-2, Llama 3, Qwen2): pre-tokenizer ByteLevel / Split /
 //    Sequence, decoder ByteLevel, normalizer none or NFC (Qwen2's);
 //  - SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, CodeLlama):
