@@ -20,7 +20,7 @@ void add_preprocess_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("preprocess", "Tokenize text/JSONL into a Megatron .bin/.idx dataset");
   struct Args {
     std::vector<std::string> inputs;
-    std::string tokenizer, prefix, json_key = "text", format = "auto", eod_token;
+    std::string tokenizer, prefix, json_key = "text", format = "auto", eod_token, lower;
     bool append_eod = false, skip_bad = false, no_special = false, quiet = false;
     int workers = 0;
   };
@@ -28,7 +28,11 @@ void add_preprocess_command(CLI::App& app) {
   cmd->add_option("--input,-i", args->inputs, "Input files: plain text (one document per line) or JSONL")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, or a directory")->required();
+  cmd->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, BERT vocab.txt, or a directory")
+      ->required();
+  cmd->add_option("--do-lower-case", args->lower,
+                  "vocab.txt only: true or false (default: tokenizer_config.json's, else true)")
+      ->check(CLI::IsMember({"true", "false"}));
   cmd->add_option("--output-prefix,-o", args->prefix, "Writes PREFIX.bin and PREFIX.idx")->required();
   cmd->add_option("--json-key", args->json_key, "JSONL key holding the document text")->capture_default_str();
   cmd->add_option("--format", args->format,
@@ -56,7 +60,8 @@ void add_preprocess_command(CLI::App& app) {
     o.add_special_tokens = !args->no_special;
     o.workers = args->workers;
     TRIDENT_CHECK(args->workers >= 0, "--workers {} is negative", args->workers);
-    const auto tok = data::Tokenizer::load(args->tokenizer);
+    const auto tok = data::Tokenizer::load(
+        args->tokenizer, args->lower.empty() ? std::nullopt : std::optional<bool>(args->lower == "true"));
     const bool tty = isatty(fileno(stderr));
     auto progress = [&](const data::PreprocessProgress& p) {
       if (args->quiet) return;

@@ -1,11 +1,14 @@
 // trident tokenizer {encode,decode,train}: the tokenizer from the command line.
 //
-//   trident tokenizer encode --tokenizer T [--input FILE] [--no-special-tokens]
-//       prints the ids of the text (stdin or FILE), separated by spaces.
+//   trident tokenizer encode --tokenizer T [--input FILE] [--pair FILE] [--type-ids]
+//                            [--truncate] [--no-special-tokens] [--do-lower-case true|false]
+//       prints the ids of the text (stdin or FILE), separated by spaces; with
+//       --pair, of the pair (text, FILE) through the pair template; with
+//       --type-ids, a second line with each id's type id.
 //   trident tokenizer decode --tokenizer T [--ids "1 2 3"] [--skip-special-tokens]
 //       prints the bytes of whitespace-separated ids (stdin or --ids), as is.
-//   trident tokenizer train --input FILE... --vocab-size N [--special-token TOK]...
-//                           --output tokenizer.json
+//   trident tokenizer train [--model bpe|wordpiece] --input FILE... --vocab-size N
+//                           [--special-token TOK]... --output tokenizer.json
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include "trident/core/error.h"
 #include "trident/data/bpe_trainer.h"
 #include "trident/data/tokenizer.h"
+#include "trident/data/wordpiece_trainer.h"
 
 namespace trident::cli {
 namespace {
@@ -29,6 +33,22 @@ std::string read_all(const std::string& file) {
     return std::move(ss).str();
   }
   return read_file_option("--input", file);
+}
+
+// --do-lower-case for a WordPiece vocab.txt: unset means tokenizer_config.json's or true.
+std::optional<bool> lower_case_option(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  TRIDENT_CHECK(value == "true" || value == "false", "--do-lower-case: expected true or false, got '{}'", value);
+  return value == "true";
+}
+
+template <typename T>
+void print_numbers(fmt::memory_buffer& buf, const std::vector<T>& values) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) buf.push_back(' ');
+    fmt::format_to(std::back_inserter(buf), "{}", values[i]);
+  }
+  buf.push_back('\n');
 }
 
 void write_stdout(std::string_view s) {
@@ -66,34 +86,44 @@ std::vector<std::int32_t> parse_ids(std::string_view text, std::string_view sour
 }  // namespace
 
 void add_tokenizer_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenizer", "Encode, decode and train byte-level BPE tokenizers");
+  auto* cmd = app.add_subcommand("tokenizer", "Encode, decode and train tokenizers (byte-level BPE, WordPiece)");
   cmd->require_subcommand(1);
 
   // encode
   {
     auto* sub = cmd->add_subcommand("encode", "Print the token ids of text (stdin or --input)");
     struct Args {
-      std::string tokenizer, input;
-      bool no_special = false;
+      std::string tokenizer, input, pair, lower;
+      bool no_special = false, type_ids = false, truncate = false;
     };
     auto args = std::make_shared<Args>();
     sub->add_option("--tokenizer,-t", args->tokenizer,
-                    "tokenizer.json, GPT-2 vocab.json (merges.txt beside it), or a directory with either")
+                    "tokenizer.json, GPT-2 vocab.json (merges.txt beside it), WordPiece vocab.txt, or a directory "
+                    "with one of them")
         ->required();
     sub->add_option("--input,-i", args->input, "Text file to encode (default: standard input)");
+    sub->add_option("--pair", args->pair, "Encode (text, this file's text) as a pair through the pair template");
+    sub->add_flag("--type-ids", args->type_ids, "Print a second line with each id's type (segment) id");
+    sub->add_flag("--truncate", args->truncate, "Apply the tokenizer.json's truncation to a single text too");
     sub->add_flag("--no-special-tokens", args->no_special, "Do not add the post-processor's special tokens");
+    sub->add_option("--do-lower-case", args->lower,
+                    "vocab.txt only: true or false (default: tokenizer_config.json's, else true)");
     sub->callback([args] {
-      const auto tok = data::Tokenizer::load(args->tokenizer);
+      const auto tok = data::Tokenizer::load(args->tokenizer, lower_case_option(args->lower));
       const std::string text = read_all(args->input);
       data::Encoder enc(tok);
+      enc.set_truncate(args->truncate);
       std::vector<std::int32_t> ids;
-      enc.encode(text, ids, !args->no_special);
-      fmt::memory_buffer buf;
-      for (std::size_t i = 0; i < ids.size(); ++i) {
-        if (i) buf.push_back(' ');
-        fmt::format_to(std::back_inserter(buf), "{}", ids[i]);
+      std::vector<std::uint32_t> types;
+      if (!args->pair.empty()) {
+        enc.encode_pair(text, read_file_option("--pair", args->pair), ids, !args->no_special, &types);
+      } else {
+        enc.encode(text, ids, !args->no_special);
+        types.assign(ids.size(), 0);
       }
-      buf.push_back('\n');
+      fmt::memory_buffer buf;
+      print_numbers(buf, ids);
+      if (args->type_ids) print_numbers(buf, types);
       write_stdout({buf.data(), buf.size()});
     });
   }
@@ -102,15 +132,17 @@ void add_tokenizer_command(CLI::App& app) {
   {
     auto* sub = cmd->add_subcommand("decode", "Print the text of whitespace-separated ids (stdin or --ids)");
     struct Args {
-      std::string tokenizer, ids;
+      std::string tokenizer, ids, lower;
       bool have_ids = false, skip_special = false;
     };
     auto args = std::make_shared<Args>();
-    sub->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, or a directory")->required();
+    sub->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, vocab.txt, or a directory")
+        ->required();
+    sub->add_option("--do-lower-case", args->lower, "vocab.txt only: true or false");
     auto* ids_opt = sub->add_option("--ids", args->ids, "The ids, e.g. \"15496 995\" (default: standard input)");
     sub->add_flag("--skip-special-tokens", args->skip_special, "Leave special tokens out of the text");
     sub->callback([args, ids_opt] {
-      const auto tok = data::Tokenizer::load(args->tokenizer);
+      const auto tok = data::Tokenizer::load(args->tokenizer, lower_case_option(args->lower));
       const bool from_arg = ids_opt->count() > 0;
       const std::string text = from_arg ? args->ids : read_all("");
       const auto ids = parse_ids(text, from_arg ? "--ids" : "standard input");
@@ -120,10 +152,10 @@ void add_tokenizer_command(CLI::App& app) {
 
   // train
   {
-    auto* sub = cmd->add_subcommand("train", "Train a byte-level BPE tokenizer and write its tokenizer.json");
+    auto* sub = cmd->add_subcommand("train", "Train a byte-level BPE or a WordPiece tokenizer; write its tokenizer.json");
     struct Args {
       std::vector<std::string> inputs, special_tokens;
-      std::string output;
+      std::string output, model = "bpe";
       std::int64_t vocab_size = 0, min_frequency = 2;
       bool quiet = false;
     };
@@ -136,10 +168,30 @@ void add_tokenizer_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--output,-o", args->output, "Where to write tokenizer.json")->required();
     sub->add_flag("--quiet,-q", args->quiet, "No progress output");
+    sub->add_option("--model", args->model,
+                    "bpe (byte-level, GPT-2 style) or wordpiece (BERT style: lowercase, [PAD] [UNK] [CLS] [SEP] [MASK])")
+        ->capture_default_str();
     sub->callback([args] {
       TRIDENT_CHECK(args->vocab_size > 0 && args->vocab_size < (1LL << 31), "--vocab-size {} is out of range",
                     args->vocab_size);
+      TRIDENT_CHECK(args->model == "bpe" || args->model == "wordpiece", "--model: expected bpe or wordpiece, got '{}'",
+                    args->model);
       prepare_output_option("--output", args->output, false);  // before the training it would lose
+      if (args->model == "wordpiece") {
+        TRIDENT_CHECK(args->special_tokens.empty(),
+                      "--special-token: a WordPiece tokenizer has BERT's special tokens [PAD] [UNK] [CLS] [SEP] "
+                      "[MASK] (ids 0..4); other special tokens are not supported");
+        data::WordPieceTrainerOptions options;
+        options.vocab_size = static_cast<std::int32_t>(args->vocab_size);
+        options.min_frequency = args->min_frequency;
+        if (!args->quiet) options.log = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
+        data::WordPieceTrainer trainer(options);
+        for (const auto& f : args->inputs) trainer.feed_file(f);
+        const std::vector<std::string> tokens = trainer.train();
+        data::write_wordpiece_tokenizer_json(tokens, args->output);
+        if (!args->quiet) fmt::print(stderr, "wrote {} ({} tokens)\n", args->output, tokens.size());
+        return;
+      }
       data::BpeTrainerOptions options;
       options.vocab_size = static_cast<std::int32_t>(args->vocab_size);
       options.special_tokens = args->special_tokens;

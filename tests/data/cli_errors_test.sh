@@ -28,7 +28,7 @@ printf 'In the beginning God created the heaven and the earth.\n' > "$tmp/train.
 echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a"]}}' > "$tmp/bad_merge.json"
 expect_error '$.model.merges[0]: expected a merge' "$trident" tokenizer encode -t "$tmp/bad_merge.json" --input "$tmp/train.txt"
 echo '{"model": {"type": "Unigram", "vocab": []}}' > "$tmp/unigram.json"
-expect_error '$.model.type: model type "Unigram" (only BPE) is not supported' "$trident" tokenizer encode -t "$tmp/unigram.json" --input "$tmp/train.txt"
+expect_error '$.model.type: model type "Unigram" (only BPE and WordPiece) is not supported' "$trident" tokenizer encode -t "$tmp/unigram.json" --input "$tmp/train.txt"
 printf '{"model": ' > "$tmp/truncated.json"
 expect_error 'truncated.json: invalid JSON at byte' "$trident" tokenizer encode -t "$tmp/truncated.json" --input "$tmp/train.txt"
 expect_error "does not exist" "$trident" tokenizer encode -t "$tmp/nothing.json" --input "$tmp/train.txt"

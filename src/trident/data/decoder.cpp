@@ -106,6 +106,13 @@ void Decoder::add_metaspace(char32_t replacement, bool drop_in_first_token) {
   add(std::move(s));
 }
 
+void Decoder::add_wordpiece(std::string prefix, bool cleanup) {
+  Step s(Kind::wordpiece);
+  s.pattern = std::move(prefix);
+  s.cleanup = cleanup;
+  add(std::move(s));
+}
+
 std::string Decoder::decode(const std::vector<std::string_view>& tokens) const {
   std::string out;
   if (steps_.empty()) {
@@ -186,6 +193,28 @@ std::string Decoder::decode(const std::vector<std::string_view>& tokens) const {
         for (std::size_t i = 0; i < cur.size(); ++i) replace_all(cur[i], rep, i == 0 && step.drop_in_first ? "" : " ");
         break;
       }
+      case Kind::wordpiece:
+        for (std::size_t i = 0; i < cur.size(); ++i) {
+          std::string& t = cur[i];
+          if (i > 0) {
+            if (!step.pattern.empty() && t.starts_with(step.pattern)) {
+              t.erase(0, step.pattern.size());
+            } else {
+              std::string spaced;
+              spaced.reserve(t.size() + 1);
+              spaced.push_back(' ');
+              spaced += t;
+              t.swap(spaced);
+            }
+          }
+          if (step.cleanup) {
+            static constexpr std::pair<std::string_view, std::string_view> kCleanup[] = {
+                {" .", "."},     {" ?", "?"},     {" !", "!"},   {" ,", ","},   {" ' ", "'"},   {" n't", "n't"},
+                {" 'm", "'m"},   {" do not", " don't"},          {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+            for (const auto& [from, to] : kCleanup) replace_all(t, from, to);
+          }
+        }
+        break;
     }
   }
   for (const auto& t : cur) out += t;

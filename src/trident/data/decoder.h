@@ -13,6 +13,11 @@
 //    characters from each token; the Metaspace decoder turns the replacement
 //    character into a space, except in the first token (where it is dropped)
 //    unless prepend_scheme is "never". The chain's tokens are then joined.
+//  - WordPiece {prefix, cleanup}: every token but the first loses a leading
+//    `prefix`, or gets a space in front when it has none; with cleanup, each
+//    token then has Hugging Face's English clean-up replacements applied
+//    (" ." -> ".", " ?", " !", " ,", " ' " -> "'", " n't", " 'm", " 's",
+//    " 've", " 're" lose their space, " do not" -> " don't").
 //  - No decoder: the tokens joined by spaces.
 // Immutable after construction; safe to share between threads.
 #pragma once
@@ -34,6 +39,7 @@ class Decoder {
   void add_fuse();
   void add_strip(char32_t content, std::size_t start, std::size_t stop);
   void add_metaspace(char32_t replacement, bool drop_in_first_token);
+  void add_wordpiece(std::string prefix, bool cleanup);
 
   bool empty() const noexcept { return steps_.empty(); }
   bool byte_level() const noexcept { return !steps_.empty() && steps_[0].kind == Kind::byte_level; }
@@ -42,7 +48,7 @@ class Decoder {
   std::string decode(const std::vector<std::string_view>& tokens) const;
 
  private:
-  enum class Kind { byte_level, replace, byte_fallback, fuse, strip, metaspace };
+  enum class Kind { byte_level, replace, byte_fallback, fuse, strip, metaspace, wordpiece };
   struct Step {
     explicit Step(Kind k) : kind(k) {}
     Kind kind;
@@ -51,6 +57,7 @@ class Decoder {
     char32_t ch = 0;      // strip: the character; metaspace: the replacement
     std::size_t start = 0, stop = 0;
     bool drop_in_first = false;  // metaspace
+    bool cleanup = false;        // wordpiece
   };
   void add(Step step);
   std::vector<Step> steps_;

@@ -1,10 +1,11 @@
 // Normalization: the text edits Hugging Face's normalizers make before
-// pre-tokenization. trident supports three, in any order (a Sequence):
+// pre-tokenization. trident supports four, in any order (a Sequence):
 //  - Prepend {prepend}: puts `prepend` in front of non-empty text;
 //  - Replace {pattern: {String}, content}: replaces every occurrence of the
 //    string, left to right, non-overlapping;
 //  - NFC: Unicode canonical composition, as Hugging Face computes it (see
-//    below).
+//    below);
+//  - BertNormalizer (see BertNormalizerOptions).
 // Llama 2's is Sequence[Prepend("▁"), Replace(" ", "▁")]; Qwen2's is NFC.
 //
 // NFC follows Hugging Face tokenizers, whose normalization tables are those of
@@ -26,6 +27,23 @@
 
 namespace trident::data {
 
+// Hugging Face's BertNormalizer, in its order: clean_text drops NUL, U+FFFD
+// and control characters (categories Cc, Cf, Cn, Co except \t \n \r) and
+// turns every White_Space character (and \t \n \r) into a space;
+// handle_chinese_chars puts a space on each side of a CJK ideograph (the
+// blocks BERT lists); strip_accents decomposes (NFD, Unicode 9.0 as for NFC)
+// and drops nonspacing marks (Mn); lowercase maps each character to its
+// lowercase (U+0130 to "i" U+0307; no context-dependent final sigma).
+struct BertNormalizerOptions {
+  bool clean_text = true;
+  bool handle_chinese_chars = true;
+  bool strip_accents = true;  // the JSON's null means "as lowercase"; resolved by the loader
+  bool lowercase = true;
+};
+// Replaces `out` with `text` normalized; invalid UTF-8 bytes are kept.
+void bert_normalize(std::string_view text, const BertNormalizerOptions& options, std::string& out);
+bool is_bert_chinese_char(char32_t c) noexcept;
+
 class Normalizer {
  public:
   Normalizer() = default;  // the identity
@@ -34,17 +52,19 @@ class Normalizer {
   // `pattern` must not be empty.
   void add_replace(std::string pattern, std::string content);
   void add_nfc();
+  void add_bert(BertNormalizerOptions options);
 
   bool empty() const noexcept { return steps_.empty(); }
   // Replaces `out` with the normalized `text`.
   void normalize(std::string_view text, std::string& out) const;
 
  private:
-  enum class Kind { prepend, replace, nfc };
+  enum class Kind { prepend, replace, nfc, bert };
   struct Step {
     Kind kind;
     std::string pattern;  // replace only
     std::string content;  // the prepended or the replacement text
+    BertNormalizerOptions bert{};  // bert only
   };
   std::vector<Step> steps_;
 };

@@ -1,5 +1,8 @@
 #include "trident/data/pre_tokenizer.h"
 
+#include <unicode/uniset.h>
+#include <unicode/unistr.h>
+
 #include "trident/core/error.h"
 #include "trident/data/byte_level.h"
 #include "trident/data/unicode_compat.h"
@@ -157,6 +160,25 @@ void PreTokenizer::add_split(std::string_view regex_pattern, SplitBehavior behav
   TRIDENT_CHECK(!byte_level_,
                 "a Split pre-tokenizer after ByteLevel is not supported (it would see byte-level characters)");
   steps_.push_back({compile(regex_pattern), behavior, invert});
+}
+
+void PreTokenizer::add_bert() {
+  // Hugging Face's BertPreTokenizer: split on White_Space (removed), then
+  // each punctuation character on its own: ASCII punctuation, or category P*
+  // in its tables, which are Unicode 8.0's (a later one is no punctuation;
+  // U+111C9, a mark since Unicode 11, was punctuation then).
+  static const std::string punctuation = [] {
+    UErrorCode ec = U_ZERO_ERROR;
+    icu::UnicodeSet set(icu::UnicodeString::fromUTF8("[[[:age=8.0:]&[:P:]][\\u0021-\\u002F\\u003A-\\u0040\\u005B-\\u0060\\u007B-\\u007E\\U000111C9]]"), ec);
+    TRIDENT_CHECK(U_SUCCESS(ec), "ICU: cannot build the set of BERT punctuation: {}", u_errorName(ec));
+    std::string cls = "[";
+    for (std::int32_t i = 0; i < set.getRangeCount(); ++i) {
+      cls += fmt::format("\\x{{{:x}}}-\\x{{{:x}}}", set.getRangeStart(i), set.getRangeEnd(i));
+    }
+    return cls + "]";
+  }();
+  add_split(R"(\s+)", SplitBehavior::removed, false);
+  add_split(punctuation, SplitBehavior::isolated, false);
 }
 
 void PreTokenizer::add_metaspace(char32_t replacement, PrependScheme scheme, bool split) {

@@ -6,6 +6,7 @@
 //    pattern; in any case marks the pieces for byte-level mapping.
 //  - Split {pattern: {Regex|String}, behavior: Isolated|Removed|Contiguous|
 //    MergedWithPrevious|MergedWithNext, invert}.
+//  - BertPreTokenizer: whitespace removed, punctuation isolated (add_bert).
 //  - Metaspace {replacement, prepend_scheme: always|first|never, split}, as
 //    the first step only: spaces become the replacement character, which is
 //    also put in front of a span that does not start with it (always; first:
@@ -52,6 +53,9 @@ class PreTokenizer {
 
   void add_byte_level(bool add_prefix_space, bool use_regex);
   void add_split(std::string_view regex_pattern, SplitBehavior behavior, bool invert);
+  // BertPreTokenizer: two Split steps, White_Space removed, then each
+  // punctuation character (Unicode P* and ASCII punctuation) isolated.
+  void add_bert();
   // Only as the first step.
   void add_metaspace(char32_t replacement, PrependScheme scheme, bool split);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <unordered_map>
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
@@ -88,16 +89,113 @@ Tokenizer Tokenizer::from_gpt2_files(const std::filesystem::path& vocab_json, co
   return Tokenizer(std::move(parts));
 }
 
-Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+std::string Tokenizer::wordpiece_json(const std::vector<std::string>& tokens, bool do_lower_case,
+                                      std::optional<bool> strip_accents, bool tokenize_chinese_chars) {
+  using json = nlohmann::ordered_json;
+  json vocab = json::object();
+  {
+    std::unordered_map<std::string, std::size_t> last;
+    for (std::size_t i = 0; i < tokens.size(); ++i) last[tokens[i]] = i;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      if (last[tokens[i]] == i) vocab[tokens[i]] = static_cast<std::int32_t>(i);
+    }
+  }
+  json added = json::array();
+  std::int32_t next = static_cast<std::int32_t>(vocab.size());
+  std::unordered_map<std::string, std::int32_t> special_ids;
+  // transformers adds the special tokens in the order of its attributes: unk, sep, pad, cls, mask.
+  for (const char* t : {"[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"}) {
+    const std::int32_t id = vocab.contains(t) ? vocab[t].get<std::int32_t>() : next++;
+    special_ids[t] = id;
+    added.push_back({{"id", id}, {"content", t}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+  }
+  auto special = [&](const char* t) { return json{{"SpecialToken", {{"id", t}, {"type_id", 0}}}}; };
+  auto special1 = [&](const char* t) { return json{{"SpecialToken", {{"id", t}, {"type_id", 1}}}}; };
+  json j = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "BertNormalizer"},
+        {"clean_text", true},
+        {"handle_chinese_chars", tokenize_chinese_chars},
+        {"strip_accents", strip_accents ? json(*strip_accents) : json(nullptr)},
+        {"lowercase", do_lower_case}}},
+      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {special("[CLS]"), {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, special("[SEP]")}},
+        {"pair",
+         {special("[CLS]"), {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, special("[SEP]"),
+          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}, special1("[SEP]")}},
+        {"special_tokens",
+         {{"[CLS]", {{"id", "[CLS]"}, {"ids", {special_ids["[CLS]"]}}, {"tokens", {"[CLS]"}}}},
+          {"[SEP]", {{"id", "[SEP]"}, {"ids", {special_ids["[SEP]"]}}, {"tokens", {"[SEP]"}}}}}}}},
+      {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+      {"model",
+       {{"type", "WordPiece"},
+        {"unk_token", "[UNK]"},
+        {"continuing_subword_prefix", "##"},
+        {"max_input_chars_per_word", 100},
+        {"vocab", vocab}}},
+  };
+  return j.dump(2, ' ', false);
+}
+
+Tokenizer Tokenizer::from_wordpiece_vocab(const std::filesystem::path& vocab_txt, bool do_lower_case) {
+  const std::string text = read_whole_file(vocab_txt, "vocabulary file");
+  // transformers' load_vocab: one token per line, without its newline; the id is the line number.
+  std::vector<std::string> tokens;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    tokens.emplace_back(text.substr(pos, eol - pos));
+    pos = eol + 1;
+  }
+  TRIDENT_CHECK(!tokens.empty(), "{}: empty vocabulary (expected one WordPiece token per line)", vocab_txt.string());
+  TRIDENT_CHECK(std::find(tokens.begin(), tokens.end(), "[UNK]") != tokens.end(),
+                "{}: the vocabulary has no [UNK] line (WordPiece needs its unknown token)", vocab_txt.string());
+  return from_json(wordpiece_json(tokens, do_lower_case), vocab_txt.string());
+}
+
+namespace {
+
+// A vocab.txt's do_lower_case: the given value, else tokenizer_config.json's beside it, else true.
+bool lower_case_of(const std::filesystem::path& vocab_txt, std::optional<bool> given) {
+  if (given) return *given;
+  const auto config = vocab_txt.parent_path() / "tokenizer_config.json";
+  if (!std::filesystem::exists(config)) return true;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_whole_file(config, "tokenizer config"));
+  } catch (const nlohmann::json::exception& e) {
+    TRIDENT_FAIL("{}: invalid JSON: {}", config.string(), e.what());
+  }
+  if (!j.is_object() || !j.contains("do_lower_case")) return true;
+  TRIDENT_CHECK(j["do_lower_case"].is_boolean(), "{}: $.do_lower_case: expected true or false, got {}",
+                config.string(), j["do_lower_case"].dump());
+  return j["do_lower_case"].get<bool>();
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::filesystem::path& path, std::optional<bool> do_lower_case) {
   namespace fs = std::filesystem;
   TRIDENT_CHECK(fs::exists(path), "tokenizer '{}' does not exist (expected a tokenizer.json, a vocab.json with "
-                "merges.txt beside it, or a directory holding either)", path.string());
+                "merges.txt beside it, a WordPiece vocab.txt, or a directory holding one)", path.string());
   if (fs::is_directory(path)) {
     if (fs::exists(path / "tokenizer.json")) return from_file(path / "tokenizer.json");
-    TRIDENT_CHECK(fs::exists(path / "vocab.json") && fs::exists(path / "merges.txt"),
-                  "directory '{}' holds neither tokenizer.json nor vocab.json + merges.txt", path.string());
-    return from_gpt2_files(path / "vocab.json", path / "merges.txt");
+    if (fs::exists(path / "vocab.json") && fs::exists(path / "merges.txt")) {
+      return from_gpt2_files(path / "vocab.json", path / "merges.txt");
+    }
+    TRIDENT_CHECK(fs::exists(path / "vocab.txt"),
+                  "directory '{}' holds neither tokenizer.json, vocab.json + merges.txt nor vocab.txt", path.string());
+    return from_wordpiece_vocab(path / "vocab.txt", lower_case_of(path / "vocab.txt", do_lower_case));
   }
+  if (path.extension() == ".txt") return from_wordpiece_vocab(path, lower_case_of(path, do_lower_case));
   if (path.filename() == "vocab.json") {
     const fs::path merges = path.parent_path() / "merges.txt";
     TRIDENT_CHECK(fs::exists(merges), "'{}' is a GPT-2 vocabulary but '{}' is missing", path.string(), merges.string());
@@ -236,8 +334,115 @@ std::vector<std::int32_t> Encoder::encode(std::string_view text, bool add_specia
   return out;
 }
 
+namespace {
+
+std::size_t template_ids(const std::vector<TemplateItem>& t) {
+  std::size_t n = 0;
+  for (const auto& item : t) n += item.ids.size();
+  return n;
+}
+
+void truncate_to(std::vector<std::int32_t>& ids, std::size_t n, bool left) {
+  if (ids.size() <= n) return;
+  if (left) {
+    ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(n));
+  } else {
+    ids.resize(n);
+  }
+}
+
+// Hugging Face's truncate_encodings: fit A (and B) into max_length minus the
+// template's tokens.
+void truncate(const Truncation& t, std::size_t added, std::vector<std::int32_t>& a, std::vector<std::int32_t>* b) {
+  const std::size_t max_length = t.max_length > added ? t.max_length - added : 0;
+  const std::size_t total = a.size() + (b ? b->size() : 0);
+  if (total <= max_length) return;
+  const std::size_t to_remove = total - max_length;
+  switch (t.strategy) {
+    case Truncation::Strategy::longest_first: {
+      if (b == nullptr) {
+        truncate_to(a, a.size() - to_remove, t.left);
+        return;
+      }
+      std::size_t n1 = a.size(), n2 = b->size();
+      const bool swap = n1 > n2;
+      if (swap) std::swap(n1, n2);
+      n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
+      if (n1 + n2 > max_length) {
+        n1 = max_length / 2;
+        n2 = n1 + max_length % 2;
+      }
+      if (swap) std::swap(n1, n2);
+      truncate_to(a, n1, t.left);
+      truncate_to(*b, n2, t.left);
+      return;
+    }
+    case Truncation::Strategy::only_first:
+    case Truncation::Strategy::only_second: {
+      std::vector<std::int32_t>* target = t.strategy == Truncation::Strategy::only_first || b == nullptr ? &a : b;
+      TRIDENT_CHECK(target->size() > to_remove,
+                    "truncation: the {} sequence has {} tokens, too few to remove the {} over max_length {}",
+                    target == &a ? "first" : "second", target->size(), to_remove, t.max_length);
+      truncate_to(*target, target->size() - to_remove, t.left);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::int32_t> Tokenizer::encode_pair(std::string_view a, std::string_view b, bool add_special_tokens,
+                                                 std::vector<std::uint32_t>* type_ids) const {
+  Encoder enc(*this, 1 << 14);
+  std::vector<std::int32_t> out;
+  enc.encode_pair(a, b, out, add_special_tokens, type_ids);
+  return out;
+}
+
+void Encoder::encode_pair(std::string_view a, std::string_view b, std::vector<std::int32_t>& out,
+                          bool add_special_tokens, std::vector<std::uint32_t>* type_ids) {
+  std::vector<std::int32_t> ids_a, ids_b;
+  encode_sequence(a, ids_a);
+  encode_sequence(b, ids_b);
+  const auto& pair = parts_->pair_template;
+  if (parts_->truncation) {
+    truncate(*parts_->truncation, add_special_tokens ? template_ids(pair) : 0, ids_a, &ids_b);
+  }
+  auto put = [&](const std::vector<std::int32_t>& ids, std::uint32_t type) {
+    out.insert(out.end(), ids.begin(), ids.end());
+    if (type_ids) type_ids->insert(type_ids->end(), ids.size(), type);
+  };
+  if (!add_special_tokens || pair.empty()) {
+    put(ids_a, 0);
+    put(ids_b, 1);
+    return;
+  }
+  for (const TemplateItem& item : pair) {
+    switch (item.kind) {
+      case TemplateItem::Kind::ids: put(item.ids, item.type_id); break;
+      case TemplateItem::Kind::sequence_a: put(ids_a, item.type_id); break;
+      case TemplateItem::Kind::sequence_b: put(ids_b, item.type_id); break;
+    }
+  }
+}
+
 void Encoder::encode(std::string_view text, std::vector<std::int32_t>& out, bool add_special_tokens) {
+  if (truncate_ && parts_->truncation) {
+    std::vector<std::int32_t> ids;
+    encode_sequence(text, ids);
+    const std::size_t added = add_special_tokens ? parts_->prefix_ids.size() + parts_->suffix_ids.size() : 0;
+    truncate(*parts_->truncation, added, ids, nullptr);
+    if (add_special_tokens) out.insert(out.end(), parts_->prefix_ids.begin(), parts_->prefix_ids.end());
+    out.insert(out.end(), ids.begin(), ids.end());
+    if (add_special_tokens) out.insert(out.end(), parts_->suffix_ids.begin(), parts_->suffix_ids.end());
+    return;
+  }
   if (add_special_tokens) out.insert(out.end(), parts_->prefix_ids.begin(), parts_->prefix_ids.end());
+  encode_sequence(text, out);
+  if (add_special_tokens) out.insert(out.end(), parts_->suffix_ids.begin(), parts_->suffix_ids.end());
+}
+
+void Encoder::encode_sequence(std::string_view text, std::vector<std::int32_t>& out) {
   if (parts_->added.empty()) {
     encode_plain(text, true, out);
   } else {
@@ -250,7 +455,6 @@ void Encoder::encode(std::string_view text, std::vector<std::int32_t>& out, bool
       }
     }
   }
-  if (add_special_tokens) out.insert(out.end(), parts_->suffix_ids.begin(), parts_->suffix_ids.end());
 }
 
 void Encoder::encode_plain(std::string_view text, bool at_start, std::vector<std::int32_t>& out) {

@@ -1,5 +1,8 @@
-// Tokenizer: BPE that encodes and decodes exactly as Hugging Face
-// `tokenizers` does for the same tokenizer.json, in both families:
+// Tokenizer: BPE and WordPiece that encode and decode exactly as Hugging Face
+// `tokenizers` does for the same tokenizer.json; WordPiece (BERT) with
+// BertNormalizer, BertPreTokenizer, the WordPiece decoder and pair templates
+// with type ids, or from a bare vocab.txt (docs/data.md, "WordPiece"); BPE in
+// both families:
 //  - byte-level BPE (GPT-2, Llama 3, Qwen2): pre-tokenizer ByteLevel / Split /
 //    Sequence, decoder ByteLevel, normalizer none or NFC (Qwen2's);
 //  - SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, CodeLlama):
@@ -10,8 +13,9 @@
 // TemplateProcessing / Roberta / Bert / Sequence; or from GPT-2's vocab.json +
 // merges.txt. Anything else in the file that would change the ids or the
 // decoded text (another normalizer, BPE dropout, ...) is rejected with an
-// error naming its JSON path, never silently ignored. truncation and padding
-// are ignored: trident never truncates or pads.
+// error naming its JSON path, never silently ignored. Padding is ignored;
+// `truncation` is loaded and applied by encode_pair and by an Encoder asked
+// to (set_truncate) — preprocessing never truncates a document.
 //
 // Encoding pipeline (Hugging Face's): cut out added tokens with
 // normalized=false -> per remaining span, normalize, cut out added tokens with
@@ -41,6 +45,7 @@
 
 #include "trident/data/added_vocabulary.h"
 #include "trident/data/bpe_model.h"
+#include "trident/data/model.h"
 #include "trident/data/decoder.h"
 #include "trident/data/normalizer.h"
 #include "trident/data/pre_tokenizer.h"
@@ -53,9 +58,25 @@ std::span<const std::string_view> end_of_document_names() noexcept;
 // The same names for messages: "<|endoftext|>, <|end_of_text|>, </s> or <eos>".
 std::string end_of_document_names_text();
 
+// One item of a post-processor template: special-token ids, or sequence A or B.
+struct TemplateItem {
+  enum class Kind { ids, sequence_a, sequence_b };
+  Kind kind = Kind::ids;
+  std::vector<std::int32_t> ids;  // ids only
+  std::uint32_t type_id = 0;
+};
+
+// Hugging Face's `truncation` (applied before the template, whose tokens count).
+struct Truncation {
+  enum class Strategy { longest_first, only_first, only_second };
+  std::size_t max_length = 512;
+  Strategy strategy = Strategy::longest_first;
+  bool left = false;  // direction "Left": keep the end
+};
+
 // Everything a tokenizer is made of; what the loaders produce.
 struct TokenizerParts {
-  BpeModel model;
+  Model model;  // BPE or WordPiece
   AddedVocabulary added;  // normalized tokens' patterns made with `normalizer`
   Normalizer normalizer;
   PreTokenizer pre_tokenizer;
@@ -63,6 +84,10 @@ struct TokenizerParts {
   // Post-processing of a single sequence: ids before and after it.
   std::vector<std::int32_t> prefix_ids;
   std::vector<std::int32_t> suffix_ids;
+  // The pair template with type ids; empty: none was given (A and B are
+  // joined, type ids 0 and 1).
+  std::vector<TemplateItem> pair_template;
+  std::optional<Truncation> truncation;
 };
 
 class Tokenizer {
@@ -76,14 +101,33 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view json_text, std::string_view source = "tokenizer.json");
   // GPT-2's files: "<|endoftext|>" (when in the vocabulary) becomes a special token.
   static Tokenizer from_gpt2_files(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt);
-  // `path` is a tokenizer.json, a vocab.json with merges.txt beside it, or a
-  // directory holding either.
-  static Tokenizer load(const std::filesystem::path& path);
+  // BERT's vocab.txt (one token per line, the id is the line number), read as
+  // transformers' BertTokenizer(Fast) reads it: BertNormalizer (lowercase and
+  // accent stripping as `do_lower_case`), BertPreTokenizer, WordPiece with
+  // "[UNK]", "##" and 100 characters per word, the template [CLS] $A [SEP] /
+  // [CLS] $A [SEP] $B:1 [SEP]:1, the WordPiece decoder, and [PAD] [UNK]
+  // [CLS] [SEP] [MASK] as special tokens (those in the vocabulary).
+  static Tokenizer from_wordpiece_vocab(const std::filesystem::path& vocab_txt, bool do_lower_case = true);
+  // The tokenizer.json that from_wordpiece_vocab loads (what transformers'
+  // BertTokenizerFast would save), with the vocabulary `tokens` (id = index;
+  // a token listed twice keeps its last index).
+  static std::string wordpiece_json(const std::vector<std::string>& tokens, bool do_lower_case,
+                                    std::optional<bool> strip_accents = std::nullopt,
+                                    bool tokenize_chinese_chars = true);
+  // `path` is a tokenizer.json, a vocab.json with merges.txt beside it, a
+  // WordPiece vocab.txt, or a directory holding one of them. For a vocab.txt,
+  // `do_lower_case` when given, else "do_lower_case" of a
+  // tokenizer_config.json beside it, else true (bert-base-uncased).
+  static Tokenizer load(const std::filesystem::path& path, std::optional<bool> do_lower_case = std::nullopt);
 
   bool valid() const noexcept { return parts_ != nullptr; }
 
   // Convenience: encodes with a fresh Encoder (no cache across calls).
   std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // A pair of sequences through the pair template ([CLS] A [SEP] B [SEP] for
+  // BERT); `type_ids`, when given, receives each id's type (segment) id.
+  std::vector<std::int32_t> encode_pair(std::string_view a, std::string_view b, bool add_special_tokens = true,
+                                        std::vector<std::uint32_t>* type_ids = nullptr) const;
   // The text the ids stand for, through the decoder: for byte-level
   // tokenizers the bytes (Hugging Face's decode before its lossy UTF-8
   // conversion); unknown ids throw. Special tokens decode to their text
@@ -142,10 +186,18 @@ class Encoder {
   // Appends the ids of `text` to `out`.
   void encode(std::string_view text, std::vector<std::int32_t>& out, bool add_special_tokens = true);
   std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens = true);
+  // Appends the ids of the pair (a, b) to `out` (see Tokenizer::encode_pair).
+  void encode_pair(std::string_view a, std::string_view b, std::vector<std::int32_t>& out,
+                   bool add_special_tokens = true, std::vector<std::uint32_t>* type_ids = nullptr);
 
   const Tokenizer& tokenizer() const noexcept { return tokenizer_; }
+  // Apply the tokenizer's `truncation` (when it has one) in encode() too;
+  // encode_pair always applies it.
+  void set_truncate(bool on) noexcept { truncate_ = on; }
 
  private:
+  // The ids of `text` without the template (added tokens, normalizer, model).
+  void encode_sequence(std::string_view text, std::vector<std::int32_t>& out);
   // A span between added tokens with normalized=false; `at_start`: it begins the input.
   void encode_plain(std::string_view text, bool at_start, std::vector<std::int32_t>& out);
   // A span between added tokens, normalized.
@@ -157,6 +209,7 @@ class Encoder {
   };
   Tokenizer tokenizer_;
   const TokenizerParts* parts_;
+  bool truncate_ = false;
   std::size_t cache_entries_;
   std::unordered_map<std::string, CacheEntry, StringHash, std::equal_to<>> cache_;
   std::vector<std::int32_t> arena_;

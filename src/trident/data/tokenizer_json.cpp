@@ -112,9 +112,34 @@ std::string escape_regex(std::string_view s) {
   return out;
 }
 
-BpeModel parse_model(const Node& m) {
+Vocab parse_vocab(const Node& vocab_node) {
+  if (!vocab_node.value().is_object()) vocab_node.fail("an object of token -> id");
+  Vocab vocab;
+  vocab.reserve(vocab_node.size());
+  for (const auto& [token, id] : vocab_node.value().items()) {
+    vocab.emplace(token, vocab_node.child(id, fmt::format("{}[\"{}\"]", vocab_node.path(), token)).id());
+  }
+  return vocab;
+}
+
+WordPieceModel parse_wordpiece(const Node& m) {
+  WordPieceOptions options;
+  if (const Node u = m.opt("unk_token"); !u.is_null()) options.unk_token = u.string();
+  if (const Node p = m.opt("continuing_subword_prefix"); !p.is_null()) options.continuing_subword_prefix = p.string();
+  if (const Node n = m.opt("max_input_chars_per_word"); !n.is_null()) options.max_input_chars_per_word = n.count();
+  const Node vocab_node = m.at("vocab");
+  Vocab vocab = parse_vocab(vocab_node);
+  if (!vocab.count(options.unk_token)) {
+    // Hugging Face fails only when a word is unknown; refusing the file up front names the key.
+    m.opt("unk_token").fail(fmt::format("a token of the vocabulary (the unknown token \"{}\")", options.unk_token));
+  }
+  return WordPieceModel(std::move(vocab), std::move(options), vocab_node.source() + ": " + vocab_node.path());
+}
+
+Model parse_model(const Node& m) {
+  if (!m.opt("type").is_null() && m.type() == "WordPiece") return parse_wordpiece(m);
   if (!m.opt("type").is_null() && m.type() != "BPE") {
-    m.at("type").unsupported(fmt::format("model type \"{}\" (only BPE)", m.type()));
+    m.at("type").unsupported(fmt::format("model type \"{}\" (only BPE and WordPiece)", m.type()));
   }
   if (const Node d = m.opt("dropout"); !d.is_null()) {
     if (!d.value().is_number()) d.fail("null or a number");
@@ -131,12 +156,7 @@ BpeModel parse_model(const Node& m) {
   options.ignore_merges = m.opt("ignore_merges").boolean(false);
 
   const Node vocab_node = m.at("vocab");
-  if (!vocab_node.value().is_object()) vocab_node.fail("an object of token -> id");
-  Vocab vocab;
-  vocab.reserve(vocab_node.size());
-  for (const auto& [token, id] : vocab_node.value().items()) {
-    vocab.emplace(token, vocab_node.child(id, fmt::format("{}[\"{}\"]", vocab_node.path(), token)).id());
-  }
+  Vocab vocab = parse_vocab(vocab_node);
   if (options.unk_token && !vocab.count(*options.unk_token)) {
     // Hugging Face fails only when a character is unknown; refusing the file up front names the key.
     m.at("unk_token").fail("a token of the vocabulary");
@@ -175,7 +195,7 @@ BpeModel parse_model(const Node& m) {
 // the last entry's flags (Hugging Face keeps one token per id, replaced by each
 // later entry), but stays special once any entry said so (its set of special
 // contents only grows).
-std::vector<AddedToken> parse_added_tokens(const Node& n, const BpeModel& model) {
+std::vector<AddedToken> parse_added_tokens(const Node& n, const Model& model) {
   std::vector<AddedToken> out;
   if (n.is_null()) return out;
   std::unordered_map<std::string, std::size_t> index;  // content -> position in out
@@ -229,6 +249,13 @@ void parse_normalizer(const Node& n, Normalizer& norm) {
     norm.add_replace(n.at("pattern").string_pattern(), n.at("content").string());
   } else if (type == "NFC") {
     norm.add_nfc();
+  } else if (type == "BertNormalizer") {
+    BertNormalizerOptions o;
+    o.clean_text = n.opt("clean_text").boolean(true);
+    o.handle_chinese_chars = n.opt("handle_chinese_chars").boolean(true);
+    o.lowercase = n.opt("lowercase").boolean(true);
+    o.strip_accents = n.opt("strip_accents").boolean(o.lowercase);  // null: as lowercase (Hugging Face)
+    norm.add_bert(o);
   } else {
     n.at("type").unsupported(fmt::format("normalizer \"{}\"", type));
   }
@@ -299,6 +326,8 @@ void parse_pre_tokenizer(const Node& n, PreTokenizer& pre) {
     } catch (const Error& e) {
       TRIDENT_FAIL("{}: {}: {}", pattern.source(), pattern.path(), e.message());
     }
+  } else if (type == "BertPreTokenizer") {
+    pre.add_bert();
   } else if (type == "Metaspace") {
     if (!pre.empty()) n.at("type").unsupported("a Metaspace pre-tokenizer that is not the first step");
     pre.add_metaspace(n.at("replacement").character(), parse_prepend_scheme(n), n.opt("split").boolean(true));
@@ -328,6 +357,8 @@ void parse_decoder(const Node& n, Decoder& d) {
     d.add_fuse();
   } else if (type == "Strip") {
     d.add_strip(n.at("content").character(), n.at("start").count(), n.at("stop").count());
+  } else if (type == "WordPiece") {
+    d.add_wordpiece(n.opt("prefix").is_null() ? "##" : n.at("prefix").string(), n.opt("cleanup").boolean(true));
   } else if (type == "Metaspace") {
     d.add_metaspace(n.at("replacement").character(), parse_prepend_scheme(n) != PrependScheme::never);
   } else {
@@ -349,8 +380,17 @@ void parse_post_processor(const Node& n, TokenizerParts& parts) {
     const Node cls = n.at("cls"), sep = n.at("sep");
     if (!cls.value().is_array() || cls.size() != 2) cls.fail("[token, id]");
     if (!sep.value().is_array() || sep.size() != 2) sep.fail("[token, id]");
-    parts.prefix_ids.push_back(cls[1].id());
-    parts.suffix_ids.push_back(sep[1].id());
+    const std::int32_t c = cls[1].id(), s = sep[1].id();
+    parts.prefix_ids.push_back(c);
+    parts.suffix_ids.push_back(s);
+    using K = TemplateItem::Kind;
+    if (type == "BertProcessing") {  // [CLS] A [SEP] B:1 [SEP]:1
+      parts.pair_template = {{K::ids, {c}, 0}, {K::sequence_a, {}, 0}, {K::ids, {s}, 0}, {K::sequence_b, {}, 1},
+                             {K::ids, {s}, 1}};
+    } else {  // <s> A </s> </s> B </s>, all type 0
+      parts.pair_template = {{K::ids, {c}, 0}, {K::sequence_a, {}, 0}, {K::ids, {s, s}, 0}, {K::sequence_b, {}, 0},
+                             {K::ids, {s}, 0}};
+    }
     return;
   }
   if (type == "TemplateProcessing") {
@@ -370,6 +410,28 @@ void parse_post_processor(const Node& n, TokenizerParts& parts) {
         for (std::size_t k = 0; k < ids.array().size(); ++k) target.push_back(ids[k].id());
       } else {
         item.fail("{\"Sequence\": ...} or {\"SpecialToken\": ...}");
+      }
+    }
+    if (const Node pair = n.opt("pair"); !pair.is_null()) {
+      using K = TemplateItem::Kind;
+      for (std::size_t i = 0; i < pair.array().size(); ++i) {
+        const Node item = pair[i];
+        TemplateItem t;
+        if (!item.opt("Sequence").is_null()) {
+          const Node seq = item.at("Sequence");
+          const std::string id = seq.at("id").string();
+          if (id != "A" && id != "B") seq.at("id").fail("\"A\" or \"B\"");
+          t.kind = id == "A" ? K::sequence_a : K::sequence_b;
+          t.type_id = static_cast<std::uint32_t>(seq.opt("type_id").is_null() ? 0 : seq.at("type_id").count());
+        } else if (!item.opt("SpecialToken").is_null()) {
+          const Node tok = item.at("SpecialToken");
+          const Node ids = specials.at(tok.at("id").string()).at("ids");
+          for (std::size_t k = 0; k < ids.array().size(); ++k) t.ids.push_back(ids[k].id());
+          t.type_id = static_cast<std::uint32_t>(tok.opt("type_id").is_null() ? 0 : tok.at("type_id").count());
+        } else {
+          item.fail("{\"Sequence\": ...} or {\"SpecialToken\": ...}");
+        }
+        parts.pair_template.push_back(std::move(t));
       }
     }
     return;
@@ -404,6 +466,28 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
   }
   parse_decoder(root.opt("decoder"), parts.decoder);
   parse_post_processor(root.opt("post_processor"), parts);
+  if (const Node t = root.opt("truncation"); !t.is_null()) {
+    Truncation tr;
+    tr.max_length = t.at("max_length").count();
+    if (const Node s = t.opt("strategy"); !s.is_null()) {
+      const std::string v = s.string();
+      if (v == "LongestFirst") {
+        tr.strategy = Truncation::Strategy::longest_first;
+      } else if (v == "OnlyFirst") {
+        tr.strategy = Truncation::Strategy::only_first;
+      } else if (v == "OnlySecond") {
+        tr.strategy = Truncation::Strategy::only_second;
+      } else {
+        s.fail("one of \"LongestFirst\", \"OnlyFirst\", \"OnlySecond\"");
+      }
+    }
+    if (const Node d = t.opt("direction"); !d.is_null()) {
+      const std::string v = d.string();
+      if (v != "Left" && v != "Right") d.fail("\"Left\" or \"Right\"");
+      tr.left = v == "Left";
+    }
+    parts.truncation = tr;
+  }
   const std::int32_t bound = [&] {
     std::int32_t b = parts.model.id_bound();
     for (const auto& t : parts.added.tokens()) b = std::max(b, t.id + 1);
@@ -416,7 +500,9 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
     return std::any_of(parts.added.tokens().begin(), parts.added.tokens().end(),
                        [&](const AddedToken& t) { return t.id == id; });
   };
-  for (const auto* ids : {&parts.prefix_ids, &parts.suffix_ids}) {
+  std::vector<std::int32_t> pair_ids;
+  for (const auto& item : parts.pair_template) pair_ids.insert(pair_ids.end(), item.ids.begin(), item.ids.end());
+  for (const auto* ids : {&parts.prefix_ids, &parts.suffix_ids, &pair_ids}) {
     for (std::int32_t id : *ids) {
       TRIDENT_CHECK(id < bound, "{}: $.post_processor: special token id {} is outside the vocabulary (size {})",
                     source, id, bound);
