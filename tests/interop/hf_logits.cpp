@@ -13,9 +13,13 @@
 //                                    save it in Hugging Face layout, write its logits
 //
 // IDS is a comma-separated list (one sequence); OUT receives raw little-endian f32 [T, V].
+// For encoders, TRIDENT_TOKEN_TYPES and TRIDENT_ATTENTION_MASK (comma-separated, like IDS) give
+// the token types and the attention mask, and TRIDENT_OUTPUT=hidden writes the last hidden
+// states [T, D] (BertModel's last_hidden_state) instead of the logits.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -40,11 +44,27 @@ std::vector<std::int64_t> parse_ids(const std::string& csv) {
   return ids;
 }
 
+// The forward context with the encoder inputs the environment gives.
+nn::ForwardContext context_for(std::int64_t T) {
+  nn::ForwardContext ctx;
+  for (auto [var, slot] : {std::pair{"TRIDENT_TOKEN_TYPES", &ctx.token_types}, {"TRIDENT_ATTENTION_MASK", &ctx.key_mask}}) {
+    if (const char* v = std::getenv(var)) *slot = Tensor::from_vector(parse_ids(v), {1, T});
+  }
+  return ctx;
+}
+
+bool hidden_output() {
+  const char* v = std::getenv("TRIDENT_OUTPUT");
+  return v && std::string(v) == "hidden";
+}
+
 void write_logits(models::CausalLM& model, const std::vector<std::int64_t>& ids, const std::string& out) {
   autograd::NoGradGuard no_grad;
-  nn::ForwardContext ctx;
-  Tensor logits = model.forward(Tensor::from_vector(ids, {1, static_cast<std::int64_t>(ids.size())}), ctx).data();
-  logits = logits.to(DType::f32);
+  const auto T = static_cast<std::int64_t>(ids.size());
+  const nn::ForwardContext ctx = context_for(T);
+  const Tensor input = Tensor::from_vector(ids, {1, T});
+  autograd::Variable h = model.stage_forward(input, autograd::Variable(), ctx);
+  Tensor logits = (hidden_output() ? h : model.head(h, ctx)).data().to(DType::f32);
   std::ofstream f(out, std::ios::binary);
   f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));
 }
@@ -63,8 +83,8 @@ void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<s
   model.initialize(0);
   models::load_hf_weights(model, dir);
   autograd::NoGradGuard no_grad;
-  nn::ForwardContext ctx;
   const auto T = static_cast<std::int64_t>(ids.size());
+  const nn::ForwardContext ctx = context_for(T);
   autograd::Variable h;
   if (stage > 0) {
     Tensor in = Tensor::empty({1, T, spec.d_model}, DType::f32);
@@ -75,7 +95,7 @@ void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<s
   if (stage + 1 < pp) {
     pp_group->send(h.data(), stage + 1)->wait();
   } else {
-    Tensor logits = model.head(h, ctx).data().to(DType::f32);
+    Tensor logits = (hidden_output() ? h : model.head(h, ctx)).data().to(DType::f32);
     if (tp_group->rank() == 0) {
       std::ofstream f(out, std::ios::binary);
       f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));

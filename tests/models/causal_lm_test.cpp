@@ -35,8 +35,9 @@ TransformerSpec tiny(const std::string& arch, double dropout = 0.0) {
   s.n_layer = 2;
   s.d_model = 16;
   s.n_head = 4;
-  s.n_kv_head = arch == "gpt2" ? 4 : 2;
-  s.d_ff = arch == "gpt2" ? 64 : 40;
+  const bool multi_head = arch == "gpt2" || arch == "bert";  // no grouped-query attention
+  s.n_kv_head = multi_head ? 4 : 2;
+  s.d_ff = multi_head ? 64 : 40;
   if (s.sliding_window) s.sliding_window = 3;  // shorter than the sequences, so the window matters
   s.vocab_size = 23;
   s.max_seq_len = 16;
@@ -112,7 +113,8 @@ TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Archs, WholeModelGradCheck,
                          ::testing::Values(std::pair{std::string("gpt2"), 0.0}, std::pair{std::string("llama"), 0.0},
                                            std::pair{std::string("mistral"), 0.0}, std::pair{std::string("qwen2"), 0.0},
-                                           std::pair{std::string("gpt2"), 0.2}),
+                                           std::pair{std::string("bert"), 0.0}, std::pair{std::string("gpt2"), 0.2},
+                                           std::pair{std::string("bert"), 0.2}),
                          [](const auto& p) {
                            return p.param.first +
                                   (p.param.second > 0 ? "_dropout" : "");
@@ -140,6 +142,7 @@ TEST(CausalLM, CanonicalNamesAndShapes) {
 
 TEST(CausalLM, SpecCountsTheParametersOfTheModel) {
   EXPECT_EQ(preset("gpt2").num_parameters(), 124439808);
+  EXPECT_EQ(preset("bert-base").num_parameters(), 109514298);  // BertForMaskedLM of bert-base-uncased
   TransformerSpec untied = preset("gpt2-tiny");
   untied.tie_embeddings = false;
   for (const TransformerSpec& s : {preset("gpt2-tiny"), untied, preset("llama-tiny"), tiny("llama")}) {
@@ -157,6 +160,20 @@ TEST(CausalLM, SpecCountsTheParametersOfTheModel) {
 }
 
 TEST(CausalLM, FamiliesNameTheirPartsAsTransformersDoes) {
+  TransformerSpec b = preset("bert-tiny");
+  CausalLM bert(b);
+  for (const char* name : {"bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.bias",
+                           "bert.encoder.layer.1.attention.self.value.bias",
+                           "bert.encoder.layer.1.attention.output.LayerNorm.weight",
+                           "bert.encoder.layer.1.intermediate.dense.weight", "bert.encoder.layer.1.output.dense.bias",
+                           "cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.bias"}) {
+    EXPECT_NE(bert.find_parameter(name), nullptr) << name;
+  }
+  EXPECT_EQ(bert.find_parameter("cls.predictions.bias")->global_shape, (Shape{b.vocab_size}));
+  EXPECT_EQ(bert.find_parameter("cls.predictions.decoder.weight"), nullptr);  // tied to the word embeddings
+  EXPECT_EQ(family("bert").hf_names("bert.embeddings.LayerNorm.weight"),
+            (std::vector<std::string>{"bert.embeddings.LayerNorm.weight", "embeddings.LayerNorm.weight",
+                                      "bert.embeddings.LayerNorm.gamma", "embeddings.LayerNorm.gamma"}));
   TransformerSpec q = preset("qwen2-tiny");
   CausalLM qwen(q);
   ASSERT_NE(qwen.find_parameter("model.layers.0.self_attn.q_proj.bias"), nullptr);
@@ -183,7 +200,7 @@ TEST(CausalLM, InitIsAFunctionOfNameAndSeed) {
 }
 
 TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert"}) {
     std::mt19937_64 gen(1);
     Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
     ForwardContext ctx;
@@ -210,7 +227,7 @@ TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
 // the one the update wrote (the next forward converts nothing), and equals a
 // fresh conversion of the updated master weights.
 TEST(CausalLM, Bf16StepLeavesUpdatedComputeCopies) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert"}) {
     std::mt19937_64 gen(3);
     Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
     CausalLM model(tiny(arch, 0.0));
@@ -234,7 +251,7 @@ TEST(CausalLM, Bf16StepLeavesUpdatedComputeCopies) {
 // bit-for-bit; a tied model's last stage holds a copy of the token embedding
 // whose gradient, added to the first stage's, is the whole model's.
 TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert"}) {
     TransformerSpec spec = tiny(arch, 0.1);
     spec.n_layer = 3;
     std::mt19937_64 gen(2);
@@ -277,9 +294,7 @@ TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
         EXPECT_EQ(sum.to_vector<float>(), p->var.grad().to_vector<float>()) << p->name;
       }
       const bool tied = spec.tie_embeddings && stages.size() > 1;
-      EXPECT_EQ(stages.back()->find_parameter(arch == "gpt2" ? "transformer.wte.weight" : "model.embed_tokens.weight") !=
-                    nullptr,
-                tied);
+      EXPECT_EQ(stages.back()->find_parameter(family(arch).names.token_embedding + ".weight") != nullptr, tied);
     }
   }
   EXPECT_NE(test_error([] { partition_layers(5, 2); })

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "trident/autograd/autograd.h"
+#include "trident/ops/shape.h"
 #include "trident/parallel/tensor/cross_entropy.h"
 
 namespace trident::models {
@@ -28,21 +29,35 @@ CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp, St
     wpe_ = &add_module(std::make_unique<nn::Embedding>(names.position_embedding, spec.max_seq_len, spec.d_model,
                                                        spec.init_std, tp, false));
   }
+  if (!names.token_type_embedding.empty() && spec.type_vocab_size > 0 && stage_.embed) {
+    wtte_ = &add_module(std::make_unique<nn::Embedding>(names.token_type_embedding, spec.type_vocab_size, spec.d_model,
+                                                        spec.init_std, tp, false));
+  }
+  if (!names.embed_norm.empty() && stage_.embed) embed_norm_ = &add_module(family_->make_norm(names.embed_norm, spec_, tp));
   for (std::int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
     blocks_.push_back(&add_module(family_->make_block(fmt::format("{}.{}", names.layers, i), spec_, i, tp)));
   }
   if (!stage_.head) return;
-  final_norm_ = &add_module(family_->make_norm(names.final_norm, spec_, tp));
+  if (!names.final_norm.empty()) final_norm_ = &add_module(family_->make_norm(names.final_norm, spec_, tp));
+  if (spec.pooler && !names.pooler.empty()) pooler_ = &add_module(family_->make_pooler(names.pooler, spec_, tp));
+  if (!names.head_transform.empty()) {
+    head_transform_ = &add_module(family_->make_head_transform(names.head_transform, spec_, tp));
+  }
+  // Vocabulary-sized head parameters are column-parallel over the padded vocabulary under TP.
+  auto vocab_parameter = [&](const std::string& name, const Shape& shape, const nn::Init& init, bool decay) {
+    return tp.active() ? &add_parameter(name, shape,
+                                        nn::ShardSpec::padded_rows(shape, nn::padded_vocab_size(spec.vocab_size,
+                                                                                                tp.size()),
+                                                                   tp.rank(), tp.size()),
+                                        init, decay)
+                       : &add_parameter(name, shape, init, decay);
+  };
   if (!spec.tie_embeddings) {
-    const Shape w{spec.vocab_size, spec.d_model};
-    const nn::Init init{nn::InitKind::normal, spec.init_std};
-    const std::string name = names.lm_head + ".weight";
-    lm_head_ = tp.active()
-                   ? &add_parameter(name, w,
-                                    nn::ShardSpec::padded_rows(w, nn::padded_vocab_size(spec.vocab_size, tp.size()),
-                                                               tp.rank(), tp.size()),
-                                    init, true)
-                   : &add_parameter(name, w, init, true);
+    lm_head_ = vocab_parameter(names.lm_head + ".weight", Shape{spec.vocab_size, spec.d_model},
+                               nn::Init{nn::InitKind::normal, spec.init_std}, true);
+  }
+  if (!names.head_bias.empty()) {
+    head_bias_ = vocab_parameter(names.head_bias, Shape{spec.vocab_size}, nn::Init{nn::InitKind::zeros, 0}, false);
   }
 }
 
@@ -67,11 +82,20 @@ Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vecto
   return fn(inputs);
 }
 
+namespace {
+
+void append_parameters(std::vector<nn::Parameter*>& out, nn::Module* m) {
+  if (!m) return;
+  const auto p = m->parameters();
+  out.insert(out.end(), p.begin(), p.end());
+}
+
+}  // namespace
+
 std::vector<nn::Parameter*> CausalLM::embed_parameters() const {
-  std::vector<nn::Parameter*> out = wte_->parameters();
-  if (wpe_) {
-    auto p = wpe_->parameters();
-    out.insert(out.end(), p.begin(), p.end());
+  std::vector<nn::Parameter*> out;
+  for (nn::Module* m : std::initializer_list<nn::Module*>{wte_, wpe_, wtte_, embed_norm_}) {
+    append_parameters(out, m);
   }
   return out;
 }
@@ -83,8 +107,11 @@ std::vector<nn::Parameter*> CausalLM::block_parameters(std::int64_t i) const {
 }
 
 std::vector<nn::Parameter*> CausalLM::head_parameters() const {
-  std::vector<nn::Parameter*> out = final_norm_->parameters();
+  std::vector<nn::Parameter*> out;
+  append_parameters(out, final_norm_);
+  append_parameters(out, head_transform_);
   out.push_back(lm_head_ ? lm_head_ : &wte_->weight());
+  if (head_bias_) out.push_back(head_bias_);
   return out;
 }
 
@@ -115,6 +142,18 @@ Variable CausalLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) cons
     h = ag::bias_add(h, ag::reshape(p, {T * spec_.d_model}));
     h = ag::reshape(h, {B, T, spec_.d_model});
   }
+  if (wtte_) {
+    // This rank's share of the sequence's token types (all type 0 when none are given).
+    const std::int64_t B = ids.shape()[0];
+    Tensor types = Tensor::zeros({B, T}, DType::i64);
+    if (ctx.token_types.defined()) {
+      TRIDENT_CHECK(ctx.token_types.shape() == ids.shape(), "CausalLM: token types {} do not match the ids {}",
+                    ctx.token_types.shape(), ids.shape());
+      types = ops::slice(ctx.token_types.to(Device::cpu()).to(DType::i64), 1, sctx.seq_offset, sctx.seq_offset + T);
+    }
+    h = ag::add(h, wtte_->forward(types.to(ids.device()), sctx));
+  }
+  if (embed_norm_) h = embed_norm_->forward(h, sctx);
   return nn::dropout(h, spec_.dropout, family_->names.embed_dropout, sctx);
 }
 
@@ -141,10 +180,12 @@ Variable CausalLM::head(const Variable& h, const ForwardContext& ctx) const {
 }
 
 Variable CausalLM::head_impl(const Variable& h, const ForwardContext& ctx) const {
-  Variable x = final_norm_->forward(h, ctx);
+  Variable x = final_norm_ ? final_norm_->forward(h, ctx) : h;
+  if (head_transform_) x = head_transform_->forward(x, ctx);
   const nn::Parameter& w = lm_head_ ? *lm_head_ : wte_->weight();
   // The LM head is column-parallel over the vocabulary.
-  return ag::linear(nn::enter_tp_region(x, tp_), nn::compute_view(w, ctx), Variable());
+  return ag::linear(nn::enter_tp_region(x, tp_), nn::compute_view(w, ctx),
+                    head_bias_ ? nn::compute_view(*head_bias_, ctx) : Variable());
 }
 
 Variable CausalLM::stage_forward(const Tensor& ids, const Variable& input, const ForwardContext& ctx) const {

@@ -107,9 +107,14 @@ class CausalLM : public nn::Module {
   nn::TensorParallel tp_;
   nn::Embedding* wte_ = nullptr;
   nn::Embedding* wpe_ = nullptr;
+  nn::Embedding* wtte_ = nullptr;      // token types (encoders)
+  nn::Layer* embed_norm_ = nullptr;    // on the summed embeddings (encoders)
   std::vector<nn::Layer*> blocks_;
-  nn::Layer* final_norm_ = nullptr;
+  nn::Layer* final_norm_ = nullptr;    // null for post-norm families
+  nn::Layer* pooler_ = nullptr;
+  nn::Layer* head_transform_ = nullptr;
   nn::Parameter* lm_head_ = nullptr;  // null when tied to the token embedding
+  nn::Parameter* head_bias_ = nullptr;
   StageRange stage_;
   bool checkpointing_ = false;
   nn::ParameterGatherer* gatherer_ = nullptr;

@@ -1,4 +1,4 @@
-// Model families: each decoder family (GPT-2, LLaMA, Mistral, Qwen2, ...) is
+// Model families: each family (GPT-2, LLaMA, Mistral, Qwen2, BERT, ...) is
 // one Family, defined in its own file under models/families/ and registered in
 // one place (models/families/registry.cpp). Everything that differs between
 // families lives there:
@@ -32,16 +32,26 @@ class HfConfigWriter;  // config.json being written
 // What a family's model learns from, which decides the samples the data pipeline builds.
 enum class Objective {
   next_token,  // causal LM: labels are the inputs shifted by one (data::GptDataset)
+  masked_lm,   // encoder: a sample is read whole, some tokens are masked and predicted (data/masked_lm.h)
 };
 
-// Where the decoder's non-block parts live, by canonical name.
+// Generation (trident generate, sampling.h) needs a causal model.
+inline bool generates(Objective o) { return o == Objective::next_token; }
+
+// Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
 struct DecoderNames {
   std::string token_embedding;     // "transformer.wte": its ".weight" is the table
   std::string position_embedding;  // learned absolute positions ("transformer.wpe"); empty = none
   std::string embed_dropout;       // the dropout site after the embeddings
   std::string layers;              // block i is named layers + "." + i
-  std::string final_norm;
+  std::string final_norm;          // after the last block (pre-norm families); empty = none (post-norm)
   std::string lm_head = "lm_head";  // the untied head's weight is lm_head + ".weight"
+  // Encoder extras (BERT):
+  std::string token_type_embedding;  // segment embeddings, TransformerSpec::type_vocab_size rows
+  std::string embed_norm;            // a norm (make_norm) on the summed embeddings, before their dropout
+  std::string head_transform;        // a layer (make_head_transform) between the last block and the LM head
+  std::string head_bias;             // the LM head's own bias over the vocabulary
+  std::string pooler;                // the first token's pooled output (make_pooler), with TransformerSpec::pooler
 };
 
 struct Family {
@@ -76,15 +86,27 @@ struct Family {
   std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, std::int64_t layer,
                                            const nn::TensorParallel&)>
       make_block;
+  // With names.head_transform / names.pooler: those layers (replicated under tensor parallelism).
+  std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, const nn::TensorParallel&)>
+      make_head_transform, make_pooler;
 
-  // Parameters of one block and of the final norm, from the sizes alone (long double: the memory
-  // check meets sizes whose counts overflow an int64). A test holds them to the built layout.
+  // Parameters of one block, and of every part outside the blocks beyond the token and position
+  // embeddings (the final norm; BERT's token types, embedding norm, head transform, head bias and
+  // pooler), from the sizes alone (long double: the memory check meets sizes whose counts overflow
+  // an int64). A test holds them to the built layout.
   std::function<long double(const TransformerSpec&)> block_parameters;
-  std::function<long double(const TransformerSpec&)> norm_parameters;
+  std::function<long double(const TransformerSpec&)> other_parameters;
 
   // Hugging Face names: the names under which a transformers file may hold the canonical
-  // parameter `name`, the one written first. Default: the canonical name itself.
+  // parameter `name`, the one read first when several are present. Default: the canonical name itself.
   std::function<std::vector<std::string>(const std::string& name)> hf_names;
+  // The names an export writes the canonical parameter `name` under. Default: hf_names' first.
+  // (BERT's decoder bias: transformers reads cls.predictions.bias when the head is tied and
+  // cls.predictions.decoder.bias when it is not, so both are written.)
+  std::function<std::vector<std::string>(const std::string& name)> hf_export_names;
+  // Whether a Hugging Face directory may lack the canonical parameter `name` (BERT's MLM head in a
+  // BertModel directory): it then keeps its initial values. Default: none may be missing.
+  std::function<bool(const std::string& name)> optional_in_hf;
 
   // Pipeline stages: default partition_layers (embeddings on the first stage, head on the last).
   std::function<std::vector<StageRange>(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts)>

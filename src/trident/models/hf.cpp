@@ -113,7 +113,6 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
   // (a tensor larger than the limit gets a file of its own, as transformers does).
   const CausalLM layout(spec);  // names and global shapes only: nothing is allocated before initialize()
   const Family& fam = family(spec.family);
-  auto hf_names = [&fam](const std::string& name) { return fam.hf_names(name); };
   std::vector<std::vector<const nn::Parameter*>> files(1);
   std::uint64_t in_file = 0, total = 0;
   for (const nn::Parameter* p : layout.parameters()) {
@@ -144,9 +143,10 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
       writer.set_metadata("format", "pt");
       for (const nn::Parameter* p : files[f]) {
         const std::string tensor = p->name;
-        const std::string stored = hf_names(tensor).front();
-        writer.add_lazy(stored, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
-        weight_map[stored] = name;
+        for (const std::string& stored : fam.hf_export_names(tensor)) {
+          writer.add_lazy(stored, dtype, p->global_shape, [&source, tensor, dtype] { return source(tensor, dtype); });
+          weight_map[stored] = name;
+        }
       }
       writer.write((staging / name).string());
       written.push_back(name);
@@ -225,6 +225,7 @@ void load_hf_weights(CausalLM& model, const std::string& dir) {
   for (nn::Parameter* p : model.parameters()) {
     const std::string name = stored_name(p->name);
     auto it = file_of.find(name);
+    if (it == file_of.end() && fam.optional_in_hf(p->name)) continue;  // keeps its initial values
     TRIDENT_CHECK(it != file_of.end(), "'{}': tensor '{}' not found (expected shape {})", dir, p->name,
                   p->global_shape);
     const auto& f = file(it->second);

@@ -12,7 +12,7 @@ long double parameter_count(const TransformerSpec& s) {
   const long double D = static_cast<long double>(s.d_model), V = static_cast<long double>(s.vocab_size);
   const long double positions = f.names.position_embedding.empty() ? 0 : static_cast<long double>(s.max_seq_len) * D;
   return V * D * (s.tie_embeddings ? 1 : 2) + positions +
-         static_cast<long double>(s.n_layer) * f.block_parameters(s) + f.norm_parameters(s);
+         static_cast<long double>(s.n_layer) * f.block_parameters(s) + f.other_parameters(s);
 }
 
 void TransformerSpec::validate() const {
@@ -25,6 +25,11 @@ void TransformerSpec::validate() const {
                 n_kv_head);
   TRIDENT_CHECK(d_ff > 0, "model: d_ff must be positive, got {}", d_ff);
   TRIDENT_CHECK(dropout >= 0.0 && dropout < 1.0, "model: dropout must be in [0, 1), got {}", dropout);
+  TRIDENT_CHECK(type_vocab_size >= 0, "model.type_vocab_size must be 0 (none) or positive, got {}", type_vocab_size);
+  TRIDENT_CHECK(type_vocab_size == 0 || !f.names.token_type_embedding.empty(),
+                "model.type_vocab_size={}: {} has no token-type embeddings (it must be 0)", type_vocab_size,
+                f.display_name);
+  TRIDENT_CHECK(!pooler || !f.names.pooler.empty(), "model.pooler: {} has no pooler", f.display_name);
   if (f.validate) f.validate(*this);
 }
 

@@ -1,4 +1,4 @@
-// TransformerSpec: the sizes and options of a decoder language model, and the
+// TransformerSpec: the sizes and options of a transformer language model, and the
 // family (models/family.h) that says how they become layers.
 //
 // The fields are what every family shares (sizes, norm epsilon, RoPE,
@@ -31,6 +31,8 @@ struct TransformerSpec {
   bool tie_embeddings = true;
   bool qkv_bias = false;           // biases on the q, k and v projections (Qwen2)
   std::int64_t sliding_window = 0; // each query sees this many most recent keys, itself included; 0 = all (Mistral)
+  std::int64_t type_vocab_size = 0; // token-type (segment) embeddings (BERT); 0 = none
+  bool pooler = false;              // the pooled first-token output (BertModel's pooler)
   double init_std = 0.02;
   // Metadata for Hugging Face's config.json (generation stops at an eos id); unused by the layers.
   std::optional<std::int64_t> bos_token_id;

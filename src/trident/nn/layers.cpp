@@ -85,8 +85,12 @@ Variable Linear::local(const Variable& x, const ForwardContext& ctx, bool with_b
   TRIDENT_CHECK(x.shape().rank() >= 1 && x.shape().last() == in,
                 "Linear '{}': input of shape {} does not end in {} features{}", prefix(), x.shape(), in,
                 in == options_.in_features ? "" : " (this rank's share of the input)");
-  Variable w = compute_view(*weight_, ctx);
-  Variable b = with_bias && bias_ ? compute_view(*bias_, ctx) : Variable();
+  // A layer that is not split lives in the replicated region (BERT's head transform): under sequence
+  // parallelism it sees this rank's tokens only, so its gradients are partial sums over the group.
+  const bool replicated = options_.parallel == LinearParallel::none;
+  Variable w = replicated ? replicated_view(*weight_, tp_, ctx) : compute_view(*weight_, ctx);
+  Variable b = with_bias && bias_ ? (replicated ? replicated_view(*bias_, tp_, ctx) : compute_view(*bias_, ctx))
+                                  : Variable();
   if (options_.layout == WeightLayout::out_in) return ag::linear(x, w, b);
   Variable y = ag::matmul(x, w, false, false);
   return b.defined() ? ag::bias_add(y, b) : y;

@@ -14,6 +14,8 @@ namespace trident::nn {
 enum class WeightLayout { out_in, in_out };
 
 // Megatron's intra-layer split of a linear layer over a tensor-parallel group of t ranks:
+//   none:   replicated; it runs in the replicated region (its gradient is
+//           all-reduced over the group under sequence parallelism).
 //   column: each rank holds out/t outputs (weight and bias); input full, output split.
 //   row:    each rank holds in/t inputs; input split, output reduced over the
 //           group, then the (replicated) bias is added once.

@@ -90,6 +90,7 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
     v = Variable(values, false);
   }
   ops::AttentionOptions attention;
+  attention.causal = options_.causal;
   attention.window = options_.window;
   Variable y = ag::attention(q, k, v, attention);
   y = out_->forward(ag::reshape(y, {B, T, H * hd}), ctx);
@@ -119,6 +120,8 @@ Variable FeedForward::forward(const Variable& x_in, const ForwardContext& ctx) c
   Variable h;
   if (options_.activation == Activation::swiglu) {
     h = ag::swiglu(gate_->forward_in_region(x, ctx), up_->forward_in_region(x, ctx));
+  } else if (options_.activation == Activation::gelu) {
+    h = ag::gelu(up_->forward_in_region(x, ctx));
   } else if (options_.bias) {
     // The first layer's bias is added inside the GELU kernel (Megatron's
     // bias-GELU fusion), not in a pass of its own.
@@ -140,6 +143,19 @@ PreNormBlock::PreNormBlock(std::string prefix, std::unique_ptr<Layer> norm1, std
 Variable PreNormBlock::forward(const Variable& x, const ForwardContext& ctx) const {
   Variable h = ag::add(x, attention_->forward(norm1_->forward(x, ctx), ctx));
   return ag::add(h, mlp_->forward(norm2_->forward(h, ctx), ctx));
+}
+
+PostNormBlock::PostNormBlock(std::string prefix, std::unique_ptr<Layer> attention, std::unique_ptr<Layer> norm1,
+                             std::unique_ptr<Layer> mlp, std::unique_ptr<Layer> norm2)
+    : Layer(std::move(prefix)),
+      attention_(&add_module(std::move(attention))),
+      norm1_(&add_module(std::move(norm1))),
+      mlp_(&add_module(std::move(mlp))),
+      norm2_(&add_module(std::move(norm2))) {}
+
+Variable PostNormBlock::forward(const Variable& x, const ForwardContext& ctx) const {
+  Variable h = norm1_->forward(ag::add(x, attention_->forward(x, ctx)), ctx);
+  return norm2_->forward(ag::add(h, mlp_->forward(h, ctx)), ctx);
 }
 
 }  // namespace trident::nn

@@ -40,6 +40,8 @@ struct SelfAttentionOptions {
   std::optional<RopeFrequencies> rope;
   // A query sees only the `window` most recent keys, itself included (0: every earlier key).
   std::int64_t window = 0;
+  // false: every query sees every key of its sample (an encoder), except padding (ForwardContext::key_mask).
+  bool causal = true;
   double dropout = 0.0;      // on the output, at site <prefix>.resid
   double init_std = 0.02;    // q, k, v
   double out_init_std = 0.02;
@@ -70,6 +72,7 @@ class SelfAttention : public Layer {
 
 enum class Activation {
   gelu_tanh,  // down(gelu_tanh(up(x)))
+  gelu,       // down(gelu(up(x))), the exact (erf) GELU (BERT)
   swiglu,     // down(silu(gate(x)) · up(x))
 };
 
@@ -101,7 +104,7 @@ class FeedForward : public Layer {
 
 // x + attention(norm1(x)), then h + mlp(norm2(h)): the pre-norm residual block
 // of GPT-2, LLaMA and their descendants. The parts are built by the caller
-// with their full names.
+// with their full names; PostNormBlock is the same with the norms after the residual adds.
 class PreNormBlock : public Layer {
  public:
   PreNormBlock(std::string prefix, std::unique_ptr<Layer> norm1, std::unique_ptr<Layer> attention,
@@ -115,6 +118,21 @@ class PreNormBlock : public Layer {
   Layer* attention_;
   Layer* norm2_;
   Layer* mlp_;
+};
+
+// h = norm1(x + attention(x)), then norm2(h + mlp(h)): the post-norm residual
+// block of the original Transformer and BERT.
+class PostNormBlock : public Layer {
+ public:
+  PostNormBlock(std::string prefix, std::unique_ptr<Layer> attention, std::unique_ptr<Layer> norm1,
+                std::unique_ptr<Layer> mlp, std::unique_ptr<Layer> norm2);
+  Variable forward(const Variable& x, const ForwardContext& ctx) const override;
+
+ private:
+  Layer* attention_;
+  Layer* norm1_;
+  Layer* mlp_;
+  Layer* norm2_;
 };
 
 }  // namespace trident::nn

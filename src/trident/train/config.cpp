@@ -182,6 +182,7 @@ const std::vector<Field>& fields() {
     MODEL(max_seq_len, kNonNegative, kDefault); MODEL(dropout, kFraction); MODEL(norm_eps, kNonNegativeFinite);
     MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
     MODEL(sliding_window, kNonNegative, " (0 = the preset's or none)");
+    MODEL(type_vocab_size, kNonNegative, " (0 = the preset's or the family's)"); MODEL(pooler);
     MODEL(init_std, kPositiveFinite);
 #undef MODEL
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))

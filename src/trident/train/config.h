@@ -16,7 +16,7 @@
 namespace trident::train {
 
 struct ModelConfig {
-  std::string arch = "gpt2";   // models::kDefaultFamily; a model family: gpt2 | llama | mistral | qwen2 (models/family.h)
+  std::string arch = "gpt2";   // models::kDefaultFamily; a model family: gpt2 | llama | mistral | qwen2 | bert (models/family.h)
   std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes below)
   std::int64_t n_layer = 0;
   std::int64_t n_head = 0;
@@ -30,6 +30,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   std::optional<bool> tie_embeddings;  // unset: the family's or preset's (GPT-2 ties, LLaMA unties)
   std::int64_t sliding_window = 0;     // attention window in tokens (mistral, qwen2); 0 = the preset's or none
+  std::int64_t type_vocab_size = 0;    // token types (bert); 0 = the family's or preset's (BERT: 2)
+  bool pooler = false;                 // BertModel's pooler on the first token (bert; unused by the MLM loss)
   double init_std = 0.02;      // std of the normal initial weights (GPT-2's output projections: / sqrt(2·n_layer))
   std::string from_pretrained; // Hugging Face directory to load weights from
 };

@@ -36,7 +36,7 @@ std::vector<ParameterPart> parameter_parts(const models::TransformerSpec& s) {
     parts.push_back({ld(s.max_seq_len) * D, fmt::format("model.max_seq_len={} × model.d_model={}", s.max_seq_len,
                                                         s.d_model)});
   }
-  parts.push_back({ld(s.n_layer) * f.block_parameters(s) + f.norm_parameters(s),
+  parts.push_back({ld(s.n_layer) * f.block_parameters(s) + f.other_parameters(s),
                    fmt::format("model.n_layer={} × (model.d_model={}, model.d_ff={})", s.n_layer, s.d_model, s.d_ff)});
   return parts;
 }

@@ -159,6 +159,8 @@ std::string model_difference(const std::string& dir, const models::TransformerSp
   same("max_seq_len", saved.max_seq_len, spec.max_seq_len);
   same("tie_embeddings", saved.tie_embeddings, spec.tie_embeddings);
   same("sliding_window", saved.sliding_window, spec.sliding_window);
+  same("type_vocab_size", saved.type_vocab_size, spec.type_vocab_size);
+  same("pooler", saved.pooler, spec.pooler);
   return diff;
 }
 

@@ -58,6 +58,8 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   const models::Family& family = models::family(s.family);
   if (m.tie_embeddings) s.tie_embeddings = *m.tie_embeddings;
   if (m.sliding_window) s.sliding_window = m.sliding_window;
+  if (m.type_vocab_size) s.type_vocab_size = m.type_vocab_size;
+  if (m.pooler) s.pooler = true;
   if (m.n_layer) s.n_layer = m.n_layer;
   if (m.n_head) s.n_head = m.n_head;
   if (m.d_model) s.d_model = m.d_model;

@@ -112,7 +112,11 @@ Family gpt2_family() {
   f.display_name = "GPT-2";
   f.hf_model_type = "gpt2";
   f.hf_architecture = "GPT2LMHeadModel";
-  f.names = {"transformer.wte", "transformer.wpe", "transformer.drop", "transformer.h", "transformer.ln_f"};
+  f.names.token_embedding = "transformer.wte";
+  f.names.position_embedding = "transformer.wpe";
+  f.names.embed_dropout = "transformer.drop";
+  f.names.layers = "transformer.h";
+  f.names.final_norm = "transformer.ln_f";
   f.eod_is_bos = true;  // <|endoftext|> begins and ends a document
   f.defaults = [] { return sized(0, 0, 0); };
   f.presets = {
@@ -147,7 +151,7 @@ Family gpt2_family() {
     const long double D = static_cast<long double>(s.d_model), F = static_cast<long double>(s.d_ff);
     return 2 * D + (3 * D * D + 3 * D) + (D * D + D) + 2 * D + (D * F + F) + (F * D + D);
   };
-  f.norm_parameters = [](const TransformerSpec& s) { return 2 * static_cast<long double>(s.d_model); };
+  f.other_parameters = [](const TransformerSpec& s) { return 2 * static_cast<long double>(s.d_model); };
   f.read_hf_config = read_config;
   f.write_hf_config = write_config;
   f.make_norm = norm;

