@@ -64,7 +64,8 @@ struct InferenceModel {
   data::Tokenizer tokenizer;
   std::unique_ptr<models::CausalLM> model;
 };
-InferenceModel load_inference_model(const std::string& checkpoint);
+// `generates`: the caller generates text, which an encoder cannot (an error before any weight is read).
+InferenceModel load_inference_model(const std::string& checkpoint, bool generates = false);
 
 // --precision fp32|bf16|fp16 of generate and eval: the dtype matmuls and activations run in (the
 // weights stay f32; each gets one cached copy in that dtype). (inference_model.cpp)

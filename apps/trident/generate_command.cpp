@@ -41,7 +41,7 @@ struct GenerateOptions {
 };
 
 void generate(const GenerateOptions& o) {
-  const InferenceModel loaded = load_inference_model(o.checkpoint);
+  const InferenceModel loaded = load_inference_model(o.checkpoint, /*generates=*/true);
   const models::TransformerSpec& spec = loaded.spec;
   const data::Tokenizer& tokenizer = loaded.tokenizer;
   const models::CausalLM& model = *loaded.model;

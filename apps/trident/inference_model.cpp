@@ -30,7 +30,7 @@ std::unique_ptr<checkpoint::CheckpointReader> open_checkpoint(const std::string&
   TRIDENT_FAIL("--checkpoint '{}' is neither a checkpoint (no meta.json) nor a run directory with checkpoints", path);
 }
 
-InferenceModel load_inference_model(const std::string& checkpoint) {
+InferenceModel load_inference_model(const std::string& checkpoint, bool generates) {
   InferenceModel m;
   if (dist::launched_by_mpi()) m.tp.group = dist::mpi_world(300.0);
   // Rank 0 chooses the checkpoint and every rank loads that one: a rank that
@@ -42,6 +42,12 @@ InferenceModel load_inference_model(const std::string& checkpoint) {
   }
   m.dir = reader->dir();
   m.spec = models::read_hf_config((fs::path(m.dir) / "config.json").string());
+  const models::Family& family = models::family(m.spec.family);
+  TRIDENT_CHECK(!generates || models::generates(family.objective),
+                "trident generate: checkpoint {} holds a {} model, an encoder trained to fill in masked tokens: it "
+                "cannot generate text (score it with `trident eval`, or `trident export` it for transformers' "
+                "fill-mask pipeline)",
+                m.dir, family.display_name);
   m.tokenizer = data::Tokenizer::load(fs::path(m.dir) / "tokenizer.json");
   m.model = std::make_unique<models::CausalLM>(m.spec, m.tp.active() ? m.tp : nn::TensorParallel{});
   m.model->initialize(0);
