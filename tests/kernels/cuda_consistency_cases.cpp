@@ -156,6 +156,13 @@ void activation_cases(CaseTable& t) {
   unary("gelu_tanh", Op::gelu_tanh, &ops::gelu_tanh, &ops::gelu_tanh_backward);
   unary("gelu", Op::gelu, &ops::gelu, &ops::gelu_backward);
   unary("silu", Op::silu, &ops::silu, &ops::silu_backward);
+  // tanh: the backward's second input is the forward's output, in (-1, 1).
+  const RunOp tanh_f = [](const Tensors& in, Device) { return Tensors{ops::tanh(in[0])}; };
+  const RunOp tanh_b = [](const Tensors& in, Device) { return Tensors{ops::tanh_backward(in[0], in[1])}; };  // (dy, y)
+  t.add("tanh", Op::tanh, kFloat, {odd[0]}, tanh_f, wide);
+  t.add("tanh_bert", Op::tanh, kRealistic, {{32, 768}}, tanh_f, wide);
+  t.add("tanh_backward", Op::tanh, kFloat, odd, tanh_b, uniform_in(-1, 1));
+  t.add("tanh_backward_bert", Op::tanh, kRealistic, {{32, 768}, {32, 768}}, tanh_b, uniform_in(-1, 1));
 
   const RunOp swiglu = [](const Tensors& in, Device) { return Tensors{ops::swiglu(in[0], in[1])}; };
   const RunOp swiglu_bwd = [](const Tensors& in, Device) {

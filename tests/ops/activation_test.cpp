@@ -8,8 +8,10 @@
 
 #include "testing/helpers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <random>
 
@@ -42,6 +44,7 @@ double ref_gelu_grad(double x) {
 double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double ref_silu(double x) { return x * ref_sigmoid(x); }
 double ref_silu_grad(double x) { return ref_sigmoid(x) * (1.0 + x * (1.0 - ref_sigmoid(x))); }
+double ref_tanh(double x) { return std::tanh(x); }
 
 // Every f32 from -lim to lim on a fine grid plus extreme values.
 Tensor sweep(double lim) {
@@ -75,6 +78,63 @@ TEST(ActivationKernel, F32ForwardIsAccurateEverywhere) {
   expect_close(ops::silu(x), x, ref_silu, 5e-7, 1e-37, "silu");
 }
 
+// tanh in f32 (polynomial below |x| = 0.55, exp form above) within 2 ulp of the
+// f64 tanh everywhere, including tiny, denormal and huge arguments and across
+// the branch point; odd; saturates to +-1.
+TEST(ActivationKernel, F32TanhIsWithinTwoUlp) {
+  std::vector<float> v;
+  for (double x = -12.0; x <= 12.0; x += 1.0 / 1024) v.push_back(static_cast<float>(x));
+  for (float e = 1e-30f; e < 1.0f; e *= 1.37f) {
+    v.push_back(e);
+    v.push_back(-e);
+  }
+  for (float e : {0.55f, std::nextafter(0.55f, 0.0f), -0.55f, std::nextafter(-0.55f, 0.0f), 1e-40f, -1e-40f, 0.0f, -0.0f,
+                  20.0f, -20.0f, 88.0f, 1e30f, -1e30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()})
+    v.push_back(e);
+  const Tensor x = Tensor::from_vector<float>(v, {static_cast<std::int64_t>(v.size())});
+  const auto y = ops::tanh(x).to_vector<float>();
+  int failures = 0;
+  for (std::size_t i = 0; i < v.size() && failures < 5; ++i) {
+    const double want = std::tanh(static_cast<double>(v[i]));
+    const float wf = static_cast<float>(want);
+    const double ulp = std::max<double>(std::nextafter(std::fabs(wf), 2.0f) - std::fabs(wf), 1e-45);
+    if (!(std::fabs(y[i] - want) <= 2 * ulp) || std::signbit(y[i]) != std::signbit(v[i])) {
+      ADD_FAILURE() << "tanh(" << v[i] << ") = " << y[i] << ", expected " << want;
+      ++failures;
+    }
+  }
+  EXPECT_EQ(y[y.size() - 2], 1.0f);   // tanh(inf)
+  EXPECT_EQ(y[y.size() - 1], -1.0f);  // tanh(-inf)
+}
+
+TEST(ActivationKernel, TanhBackwardIsFromTheOutput) {
+  std::mt19937_64 gen(9);
+  std::uniform_real_distribution<double> dist(-6.0, 6.0);
+  Tensor x = Tensor::empty({3, 257}, DType::f64), dy = Tensor::empty({3, 257}, DType::f64);
+  for (auto* t : {&x, &dy})
+    for (double& e : t->span<double>()) e = dist(gen);
+  const Tensor y = ops::tanh(x);
+  const auto dx = ops::tanh_backward(dy, y).to_vector<double>();
+  const auto xv = x.to_vector<double>(), dv = dy.to_vector<double>();
+  for (std::size_t i = 0; i < dx.size(); ++i) {
+    const double c = std::cosh(xv[i]);
+    ASSERT_NEAR(dx[i], dv[i] / (c * c), 1e-15 * (1 + std::fabs(dv[i]))) << i;
+  }
+  // f32 and bf16: the same formula on the stored output, rounded once.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    const Tensor yt = y.to(dt), dyt = dy.to(dt);
+    const auto got = ops::tanh_backward(dyt, yt).to(DType::f64).to_vector<double>();
+    const auto yv = yt.to(DType::f64).to_vector<double>(), dtv = dyt.to(DType::f64).to_vector<double>();
+    const double eps = dt == DType::f32 ? 5e-7 : (dt == DType::bf16 ? 8e-3 : 1e-3);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double want = dtv[i] * (1 - yv[i]) * (1 + yv[i]);
+      const double denormal = dt == DType::f16 ? 3e-8 : 1e-30;  // half of f16's smallest denormal
+      ASSERT_NEAR(got[i], want, eps * std::fabs(want) + denormal) << dtype_name(dt) << " " << i;
+    }
+  }
+}
+
 TEST(ActivationKernel, F32BackwardMatchesF64Derivatives) {
   const Tensor x = sweep(30.0);
   const Tensor ones = Tensor::full(x.shape(), 1.0);
@@ -88,6 +148,7 @@ TEST(ActivationKernel, F64IsExactToRounding) {
   expect_close(ops::gelu_tanh(x), x, ref_gelu_tanh, 1e-14, 1e-300, "gelu_tanh");
   expect_close(ops::gelu(x), x, ref_gelu, 1e-14, 1e-300, "gelu");
   expect_close(ops::silu(x), x, ref_silu, 1e-14, 1e-300, "silu");
+  expect_close(ops::tanh(x), x, ref_tanh, 1e-15, 1e-300, "tanh");
 }
 
 TEST(ActivationKernel, Bf16RoundsTheF32ResultOnce) {
@@ -96,13 +157,16 @@ TEST(ActivationKernel, Bf16RoundsTheF32ResultOnce) {
   auto same = [](const Tensor& a, const Tensor& b) { return std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0; };
   EXPECT_TRUE(same(ops::gelu_tanh(x), ops::gelu_tanh(xf).to(DType::bf16)));
   EXPECT_TRUE(same(ops::silu(x), ops::silu(xf).to(DType::bf16)));
+  EXPECT_TRUE(same(ops::tanh(x), ops::tanh(xf).to(DType::bf16)));
+  const Tensor xh = sweep(12.0).to(DType::f16);
+  EXPECT_TRUE(same(ops::tanh(xh), ops::tanh(xh.to(DType::f32)).to(DType::f16)));
   EXPECT_TRUE(same(ops::swiglu(x, x), ops::swiglu(xf, xf).to(DType::bf16)));
   EXPECT_TRUE(same(ops::gelu_tanh_backward(x, x), ops::gelu_tanh_backward(xf, xf).to(DType::bf16)));
 }
 
 TEST(ActivationKernel, NanPropagates) {
   const Tensor x = Tensor::from_vector<float>({std::nanf(""), 1.0f}, {2});
-  for (const Tensor& y : {ops::gelu_tanh(x), ops::gelu(x), ops::silu(x)}) EXPECT_TRUE(std::isnan(y.to_vector<float>()[0]));
+  for (const Tensor& y : {ops::gelu_tanh(x), ops::gelu(x), ops::silu(x), ops::tanh(x)}) EXPECT_TRUE(std::isnan(y.to_vector<float>()[0]));
   EXPECT_TRUE(std::isnan(ops::gelu_tanh(x.to(DType::bf16)).to_vector<float>()[0]));
 }
 
@@ -151,6 +215,11 @@ TEST(ActivationErrors, MessagesNameTheOpAndShapes) {
   EXPECT_THAT(message([&] { ops::silu(Tensor::zeros({4}, DType::i64)); }), AllOf(HasSubstr("silu"), HasSubstr("i64")));
   EXPECT_THAT(message([&] { ops::bias_gelu_tanh(a, Tensor::zeros({2})); }),
               AllOf(HasSubstr("bias_gelu_tanh"), HasSubstr("[2]"), HasSubstr("[2, 3]")));
+  EXPECT_THAT(message([&] { ops::tanh(Tensor::zeros({4}, DType::i32)); }), AllOf(HasSubstr("tanh"), HasSubstr("i32")));
+  EXPECT_THAT(message([&] { ops::tanh_backward(b, a); }),
+              AllOf(HasSubstr("tanh_backward"), HasSubstr("dy"), HasSubstr("[3, 2]"), HasSubstr("[2, 3]")));
+  EXPECT_THAT(message([&] { ops::tanh_backward(a.to(DType::f64), a); }),
+              AllOf(HasSubstr("tanh_backward"), HasSubstr("f64"), HasSubstr("f32")));
   EXPECT_THAT(message([&] { ops::swiglu_backward(a, a, Tensor()); }), AllOf(HasSubstr("swiglu_backward"), HasSubstr("up")));
 }
 

@@ -1,5 +1,5 @@
 // Op-table cases for the activation family: GELU (tanh and exact), SiLU, SwiGLU,
-// and the fused bias + GELU-tanh (checked under the gelu_tanh op).
+// the fused bias + GELU-tanh, and tanh.
 #include <cmath>
 #include <numbers>
 
@@ -17,6 +17,8 @@ double ref_gelu_tanh(double x) {
 }
 double ref_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
 double ref_silu(double x) { return x / (1.0 + std::exp(-x)); }
+// The definition, not libm's tanh (inputs stay within |x| <= 6, far from overflow).
+double ref_tanh(double x) { return (std::exp(x) - std::exp(-x)) / (std::exp(x) + std::exp(-x)); }
 
 Tensor map(const Tensor& x, double (*f)(double)) {
   auto v = values(x);
@@ -41,6 +43,11 @@ std::vector<OpCase> make_activation_cases() {
   cases.push_back(unary_case("gelu_tanh_3d", Op::gelu_tanh, {3, 2, 19}, ag::gelu_tanh, ref_gelu_tanh));
   cases.push_back(unary_case("gelu", Op::gelu, {4, 9}, ag::gelu, ref_gelu));
   cases.push_back(unary_case("silu", Op::silu, {6, 5}, ag::silu, ref_silu));
+  cases.push_back(unary_case("tanh", Op::tanh, {4, 11}, ag::tanh, ref_tanh));
+  // BERT's pooler: tanh of a [batch, hidden] slab, values mostly in the linear range.
+  OpCase tanh_small = unary_case("tanh_3d", Op::tanh, {2, 3, 17}, ag::tanh, ref_tanh);
+  tanh_small.make_inputs = [](std::mt19937_64& g) { return std::vector<Variable>{param(g, {2, 3, 17}, -0.5, 0.5)}; };
+  cases.push_back(tanh_small);
 
   OpCase swiglu{"swiglu", Op::swiglu,
                 [](std::mt19937_64& g) {

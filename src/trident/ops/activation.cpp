@@ -68,6 +68,23 @@ Tensor silu_backward(const Tensor& dy, const Tensor& x) {
   return unary_backward(Activation::silu, "silu_backward", dy, x);
 }
 
+Tensor tanh(const Tensor& x) {
+  constexpr std::string_view op = "tanh";
+  check_input(x, op, "x");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  TRIDENT_KERNEL(x.device(), tanh_forward, x.dtype(), x.raw_data(), y.raw_data(), x.numel());
+  return y;
+}
+
+Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
+  constexpr std::string_view op = "tanh_backward";
+  check_input(y, op, "y");
+  check_like(dy, y, op, "dy", "y");
+  Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+  TRIDENT_KERNEL(y.device(), tanh_backward, y.dtype(), dy.raw_data(), y.raw_data(), dx.raw_data(), y.numel());
+  return dx;
+}
+
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
   constexpr std::string_view op = "swiglu";
   check_input(gate, op, "gate");

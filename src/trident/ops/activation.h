@@ -2,8 +2,8 @@
 //
 // dtypes: f32, f64, bf16, f16 (bf16/f16 computed in f32, rounded once). Outputs
 // have the input's shape and dtype. Backward ops take the upstream gradient dy
-// (the output's shape and dtype) and the forward's input(s), and return new
-// tensors. See kernels/cpu/activation.h for the numerics.
+// (the output's shape and dtype) and the forward's input(s) (tanh: its output),
+// and return new tensors. See kernels/cpu/activation.h for the numerics.
 #pragma once
 
 #include "trident/core/tensor.h"
@@ -19,6 +19,10 @@ Tensor gelu_backward(const Tensor& dy, const Tensor& x);
 // SiLU / swish: x sigmoid(x).
 Tensor silu(const Tensor& x);
 Tensor silu_backward(const Tensor& dy, const Tensor& x);
+// tanh (BERT's pooler: tanh(dense(h[:, 0]))). The backward takes the forward's
+// output y, not x: dx = dy (1 - y^2).
+Tensor tanh(const Tensor& x);
+Tensor tanh_backward(const Tensor& dy, const Tensor& y);
 
 // LLaMA's MLP gate: silu(gate) * up; gate and up of one shape and dtype.
 Tensor swiglu(const Tensor& gate, const Tensor& up);

@@ -35,6 +35,7 @@ namespace trident::ops {
   X(gelu, activation, true)              \
   X(silu, activation, true)              \
   X(swiglu, activation, true)            \
+  X(tanh, activation, true)              \
   X(bias_gelu_tanh, activation, true)    \
   X(layer_norm, norm, true)              \
   X(rms_norm, norm, true)                \
@@ -83,7 +84,7 @@ inline constexpr std::array kOps = {
 };
 
 // Update together with CONTRIBUTING.md's checklist and the op test table.
-static_assert(kOps.size() == 41, "op registry changed: follow the add-an-op checklist in CONTRIBUTING.md");
+static_assert(kOps.size() == 42, "op registry changed: follow the add-an-op checklist in CONTRIBUTING.md");
 
 constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<std::size_t>(op)]; }
 

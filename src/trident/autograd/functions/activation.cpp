@@ -20,6 +20,12 @@ Variable gelu_tanh(const Variable& x) { return unary<ops::gelu_tanh, ops::gelu_t
 Variable gelu(const Variable& x) { return unary<ops::gelu, ops::gelu_backward>(x, "gelu"); }
 Variable silu(const Variable& x) { return unary<ops::silu, ops::silu_backward>(x, "silu"); }
 
+Variable tanh(const Variable& x) {
+  Tensor y = ops::tanh(x.data());
+  // The backward needs only the output: dx = dy (1 - y^2).
+  return make_result(y, {x}, "tanh", [y](const GradContext& ctx) { return Grads{ops::tanh_backward(ctx.grad(), y)}; });
+}
+
 Variable swiglu(const Variable& gate, const Variable& up) {
   return make_result(ops::swiglu(gate.data(), up.data()), {gate, up}, "swiglu",
                      [gd = gate.data(), ud = up.data()](const GradContext& ctx) {

@@ -1,5 +1,6 @@
 // Differentiable activations (see ops/activation.h for the forward semantics,
-// dtypes and numerics). Each backward node saves the forward's input(s).
+// dtypes and numerics). Each backward node saves the forward's input(s), except
+// tanh's, which saves its output (dx = dy (1 - y^2)).
 #pragma once
 
 #include "trident/autograd/variable.h"
@@ -9,6 +10,8 @@ namespace trident::autograd {
 Variable gelu_tanh(const Variable& x);
 Variable gelu(const Variable& x);
 Variable silu(const Variable& x);
+// tanh(x) (BERT's pooler).
+Variable tanh(const Variable& x);
 // silu(gate) * up; gate and up of one shape.
 Variable swiglu(const Variable& gate, const Variable& up);
 // gelu_tanh(x + bias), bias of shape [x.shape[-1]].

@@ -123,6 +123,41 @@ struct Silu {
   }
 };
 
+// tanh. f32: for |x| < 0.55 the Taylor series x - x^3/3 + 2x^5/15 - ... through
+// x^17 (the first omitted term is below 1e-8 relative there); beyond, with
+// e = exp(-2|x|) <= e^-1.1, (1 - e) / (1 + e) does not cancel. Both branches
+// are computed on |x| and one selected, then the sign of x restored (so
+// tanh(-0) = -0), so the loop vectorises. Within 1.6 ulp of the f64 tanh on a
+// dense sweep of (1e-6, 12) (activation_test checks 2 ulp). f64: libm.
+struct Tanh {
+  template <typename A>
+  static A forward(A x) noexcept {
+    if constexpr (std::is_same_v<A, float>) {
+      const float ax = std::fabs(x);
+      const float x2 = x * x;
+      float p = 6404582.0f / 10854718875.0f;
+      p = p * x2 - 929569.0f / 638512875.0f;
+      p = p * x2 + 21844.0f / 6081075.0f;
+      p = p * x2 - 1382.0f / 155925.0f;
+      p = p * x2 + 62.0f / 2835.0f;
+      p = p * x2 - 17.0f / 315.0f;
+      p = p * x2 + 2.0f / 15.0f;
+      p = p * x2 - 1.0f / 3.0f;
+      const float small = ax + ax * x2 * p;
+      const float e = exp_f32(-2.0f * ax);
+      const float large = (1.0f - e) / (1.0f + e);
+      return std::copysign(ax < 0.55f ? small : large, x);  // NaN: ax < 0.55 is false, and large is NaN
+    } else {
+      return std::tanh(x);
+    }
+  }
+  // From the output: 1 - y^2 = (1 - y)(1 + y).
+  template <typename A>
+  static A derivative_from_output(A y) noexcept {
+    return (A(1) - y) * (A(1) + y);
+  }
+};
+
 template <typename Act, typename T>
 void forward_loop(const T* x, T* y, std::int64_t n) {
   parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
@@ -164,6 +199,25 @@ void activation_backward(Activation act, DType dtype, const void* dy, const void
     with_activation(act, [&](auto a) {
       backward_loop<decltype(a)>(static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(x),
                                  static_cast<scalar_t*>(dx), n);
+    });
+  });
+}
+
+void tanh_forward(DType dtype, const void* x, void* y, std::int64_t n) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "tanh", [&] {
+    forward_loop<Tanh>(static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), n);
+  });
+}
+
+void tanh_backward(DType dtype, const void* dy, const void* y, void* dx, std::int64_t n) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "tanh_backward", [&] {
+    const auto* pd = static_cast<const scalar_t*>(dy);
+    const auto* py = static_cast<const scalar_t*>(y);
+    auto* pdx = static_cast<scalar_t*>(dx);
+    parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) {
+        pdx[i] = round_to<scalar_t>(load(pd[i]) * Tanh::derivative_from_output(load(py[i])));
+      }
     });
   });
 }

@@ -1,5 +1,5 @@
 // CPU activation kernels: GELU (tanh approximation and exact), SiLU, SwiGLU,
-// and GELU-tanh with a fused bias. Arguments are already validated by ops::;
+// GELU-tanh with a fused bias, and tanh. Arguments are already validated by ops::;
 // pointers are contiguous arrays of `n` elements (or [rows, cols] with a
 // [cols] bias) of `dtype`. Backward kernels write (do not accumulate) dx.
 //
@@ -10,6 +10,11 @@
 // u = sqrt(2/pi) * (x + 0.044715 x^3), which equals 0.5 x (1 + tanh(u)) exactly
 // and has no cancellation for negative x. Exact GELU uses libm's erfc
 // (Phi(x) = erfc(-x / sqrt 2) / 2, accurate in the negative tail as well).
+// tanh in f32: an odd Taylor polynomial (through x^17) for |x| < 0.55, where
+// the exp form would cancel, and sign(x) (1 - e) / (1 + e) with
+// e = exp(-2|x|) beyond (within 2 ulp of the exact tanh; saturates to +-1;
+// NaN stays NaN); f64 uses libm. Its backward takes the forward's output y, not x:
+// dx = dy (1 - y)(1 + y) (the factored form is accurate where |y| is near 1).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,11 @@ enum class Activation { gelu_tanh, gelu, silu };
 void activation_forward(Activation act, DType dtype, const void* x, void* y, std::int64_t n);
 // dx = dy * act'(x)
 void activation_backward(Activation act, DType dtype, const void* dy, const void* x, void* dx, std::int64_t n);
+
+// y = tanh(x)
+void tanh_forward(DType dtype, const void* x, void* y, std::int64_t n);
+// dx = dy * (1 - y^2), from the forward's output y
+void tanh_backward(DType dtype, const void* dy, const void* y, void* dx, std::int64_t n);
 
 // out = silu(gate) * up
 void swiglu_forward(DType dtype, const void* gate, const void* up, void* out, std::int64_t n);

@@ -5,6 +5,8 @@
 // GELU through erfc, the same clamp at |x| = 40 in the GELU-tanh derivative.
 // f32 uses the CUDA math library's expf/erfcf (within 2 ulp) where the CPU
 // uses its own polynomial exp (about 1 ulp): results agree to a few ulp.
+// tanh uses tanhf/tanh (within 2 ulp; the CPU's f32 tanh is its own
+// polynomial/exp form, also within a few ulp); its backward takes the output y.
 #include "trident/kernels/cuda/activation.h"
 
 #include "trident/kernels/cuda/common.cuh"
@@ -61,6 +63,17 @@ struct Silu {
   }
 };
 
+struct Tanh {
+  template <typename A>
+  __device__ static A forward(A x) {
+    if constexpr (std::is_same_v<A, float>) {
+      return tanhf(x);
+    } else {
+      return tanh(x);
+    }
+  }
+};
+
 // x = {x}
 template <typename Act, typename A>
 struct Forward {
@@ -70,6 +83,11 @@ struct Forward {
 template <typename Act, typename A>
 struct Backward {
   __device__ void operator()(const A* x, A* y) const { y[0] = x[0] * Act::derivative(x[1]); }
+};
+// x = {dy, y}: dx = dy (1 - y)(1 + y)
+template <typename A>
+struct TanhBackward {
+  __device__ void operator()(const A* x, A* y) const { y[0] = x[0] * ((A(1) - x[1]) * (A(1) + x[1])); }
 };
 // x = {gate, up}
 template <typename A>
@@ -123,6 +141,22 @@ void activation_backward(Activation act, DType dtype, const void* dy, const void
     with_activation(act, [&](auto a) {
       detail::map("activation_backward", Backward<decltype(a), Acc<T>>{}, args, n);
     });
+  });
+}
+
+void tanh_forward(DType dtype, const void* x, void* y, std::int64_t n) {
+  dispatch_floating(dtype, "tanh", [&](auto tag) {
+    using T = decltype(tag);
+    const detail::MapArgs<T, 1, 1> args{{static_cast<const T*>(x)}, {static_cast<T*>(y)}};
+    detail::map("tanh", Forward<Tanh, Acc<T>>{}, args, n);
+  });
+}
+
+void tanh_backward(DType dtype, const void* dy, const void* y, void* dx, std::int64_t n) {
+  dispatch_floating(dtype, "tanh_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const detail::MapArgs<T, 2, 1> args{{static_cast<const T*>(dy), static_cast<const T*>(y)}, {static_cast<T*>(dx)}};
+    detail::map("tanh_backward", TanhBackward<Acc<T>>{}, args, n);
   });
 }
 

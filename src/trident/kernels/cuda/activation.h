@@ -1,4 +1,4 @@
-// CUDA kernels: GELU (tanh and erf), SiLU, SwiGLU and the fused bias + GELU-tanh.
+// CUDA kernels: GELU (tanh and erf), SiLU, SwiGLU, the fused bias + GELU-tanh, and tanh.
 //
 // Same signatures and semantics as kernels/cpu/activation.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
@@ -16,6 +16,10 @@ using cpu::Activation;
 void activation_forward(Activation act, DType dtype, const void* x, void* y, std::int64_t n);
 
 void activation_backward(Activation act, DType dtype, const void* dy, const void* x, void* dx, std::int64_t n);
+
+void tanh_forward(DType dtype, const void* x, void* y, std::int64_t n);
+
+void tanh_backward(DType dtype, const void* dy, const void* y, void* dx, std::int64_t n);
 
 void swiglu_forward(DType dtype, const void* gate, const void* up, void* out, std::int64_t n);
 
