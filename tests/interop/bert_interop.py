@@ -112,6 +112,13 @@ for tied in (True, False):
         run_with([hf_logits, "load", d, csv(ids), out], env(types=types, mask=mask, output="hidden"))
         check("transformers BertModel (no MLM head) loaded by trident: last hidden states",
               read(out, config.hidden_size), theirs(encoder, token_types=types, attention_mask=mask, hidden=True))
+        out = os.path.join(tmp, "hf-bertmodel-pooled.bin")
+        run_with([hf_logits, "load", d, csv(ids), out], env(types=types, mask=mask, output="pooled"))
+        with torch.no_grad():
+            pooled = encoder(torch.tensor([ids]), token_type_ids=torch.tensor([types]),
+                             attention_mask=torch.tensor([mask])).pooler_output[0].numpy()
+        check("transformers BertModel loaded by trident: pooled output",
+              np.fromfile(out, dtype="<f4"), pooled)
 
 if failures:
     sys.exit(f"{len(failures)} BERT interop check(s) failed: {failures}")

@@ -15,7 +15,8 @@
 // IDS is a comma-separated list (one sequence); OUT receives raw little-endian f32 [T, V].
 // For encoders, TRIDENT_TOKEN_TYPES and TRIDENT_ATTENTION_MASK (comma-separated, like IDS) give
 // the token types and the attention mask, and TRIDENT_OUTPUT=hidden writes the last hidden
-// states [T, D] (BertModel's last_hidden_state) instead of the logits.
+// states [T, D] (BertModel's last_hidden_state) instead of the logits, TRIDENT_OUTPUT=pooled the
+// pooled output [1, D] (its pooler_output; the model is built with a pooler).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -53,9 +54,22 @@ nn::ForwardContext context_for(std::int64_t T) {
   return ctx;
 }
 
-bool hidden_output() {
+std::string output_kind() {
   const char* v = std::getenv("TRIDENT_OUTPUT");
-  return v && std::string(v) == "hidden";
+  return v ? v : "logits";
+}
+
+models::TransformerSpec read_spec(const std::string& dir) {
+  models::TransformerSpec spec = models::read_hf_config(dir + "/config.json");
+  spec.pooler = output_kind() == "pooled";
+  return spec;
+}
+
+// What TRIDENT_OUTPUT asks for, from the last hidden state h.
+Tensor output_of(const models::CausalLM& model, const autograd::Variable& h, const nn::ForwardContext& ctx) {
+  const std::string kind = output_kind();
+  const autograd::Variable out = kind == "hidden" ? h : kind == "pooled" ? model.pooled(h, ctx) : model.head(h, ctx);
+  return out.data().to(DType::f32);
 }
 
 void write_logits(models::CausalLM& model, const std::vector<std::int64_t>& ids, const std::string& out) {
@@ -64,7 +78,7 @@ void write_logits(models::CausalLM& model, const std::vector<std::int64_t>& ids,
   const nn::ForwardContext ctx = context_for(T);
   const Tensor input = Tensor::from_vector(ids, {1, T});
   autograd::Variable h = model.stage_forward(input, autograd::Variable(), ctx);
-  Tensor logits = (hidden_output() ? h : model.head(h, ctx)).data().to(DType::f32);
+  Tensor logits = output_of(model, h, ctx);
   std::ofstream f(out, std::ios::binary);
   f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));
 }
@@ -76,7 +90,7 @@ void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<s
   const dist::Mesh mesh(world->size(), tp, pp);
   auto tp_group = world->split(mesh.groups(dist::GroupKind::tp), "tp");
   auto pp_group = world->split(mesh.groups(dist::GroupKind::pp), "pp");
-  const models::TransformerSpec spec = models::read_hf_config(dir + "/config.json");
+  const models::TransformerSpec spec = read_spec(dir);
   const int stage = pp_group->rank();
   models::CausalLM model(spec, tp > 1 ? nn::TensorParallel{tp_group, false} : nn::TensorParallel{},
                          models::family(spec.family).partition(spec.n_layer, pp, {})[static_cast<std::size_t>(stage)]);
@@ -95,7 +109,7 @@ void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<s
   if (stage + 1 < pp) {
     pp_group->send(h.data(), stage + 1)->wait();
   } else {
-    Tensor logits = (hidden_output() ? h : model.head(h, ctx)).data().to(DType::f32);
+    Tensor logits = output_of(model, h, ctx);
     if (tp_group->rank() == 0) {
       std::ofstream f(out, std::ios::binary);
       f.write(static_cast<const char*>(logits.raw_data()), static_cast<std::streamsize>(logits.nbytes()));
@@ -122,7 +136,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "load" && argc == 5) {
-      models::CausalLM model(models::read_hf_config(std::string(argv[2]) + "/config.json"));
+      models::CausalLM model(read_spec(argv[2]));
       model.initialize(0);
       models::load_hf_weights(model, argv[2]);
       write_logits(model, parse_ids(argv[3]), argv[4]);

@@ -145,7 +145,9 @@ TEST(CausalLM, SpecCountsTheParametersOfTheModel) {
   EXPECT_EQ(preset("bert-base").num_parameters(), 109514298);  // BertForMaskedLM of bert-base-uncased
   TransformerSpec untied = preset("gpt2-tiny");
   untied.tie_embeddings = false;
-  for (const TransformerSpec& s : {preset("gpt2-tiny"), untied, preset("llama-tiny"), tiny("llama")}) {
+  TransformerSpec pooled = preset("bert-tiny");
+  pooled.pooler = true;
+  for (const TransformerSpec& s : {preset("gpt2-tiny"), untied, preset("llama-tiny"), tiny("llama"), pooled}) {
     EXPECT_EQ(s.num_parameters(), CausalLM(s).num_parameters());
   }
   // Every family's count from its sizes (Family::block_parameters) against the layout it builds, tied and

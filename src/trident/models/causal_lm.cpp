@@ -173,6 +173,12 @@ Variable CausalLM::head_local(const Variable& h, const ForwardContext& ctx) cons
                   [this, sctx](const std::vector<Variable>& in) { return head_impl(in[0], sctx); });
 }
 
+Variable CausalLM::pooled(const Variable& h, const ForwardContext& ctx) const {
+  TRIDENT_CHECK(pooler_, "CausalLM: this {} has no pooler (model.pooler = true builds one)", family_->display_name);
+  TRIDENT_CHECK(!tp_.sequence_split(), "CausalLM: the pooled output needs the whole sequence (no sequence parallelism)");
+  return pooler_->forward(h, ctx);
+}
+
 Variable CausalLM::head(const Variable& h, const ForwardContext& ctx) const {
   Variable logits = head_local(h, ctx);
   if (!tp_.active()) return logits;

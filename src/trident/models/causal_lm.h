@@ -65,6 +65,10 @@ class CausalLM : public nn::Module {
   // normalizer, or the mean when normalizer is 0); vocabulary-parallel under TP.
   Variable logits_loss(const Variable& local_logits, const Tensor& labels, double normalizer = 0) const;
   Variable forward(const Tensor& ids, const ForwardContext& ctx) const;
+  // The pooled output [B, D] of the last hidden state h [B, T, D] (BertModel's pooler_output), on the
+  // last stage of a model built with TransformerSpec::pooler; the whole sequence is needed (no sequence
+  // parallelism). Not part of any loss.
+  Variable pooled(const Variable& h, const ForwardContext& ctx) const;
 
   // Sum of token cross-entropies divided by `normalizer` (the global batch's
   // token count), so micro-batch losses add up to the global-batch mean.

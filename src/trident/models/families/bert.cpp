@@ -76,6 +76,23 @@ class HeadTransform : public nn::Layer {
   nn::Layer* norm_ = nullptr;
 };
 
+// BertModel's pooler: tanh(dense(h[:, 0])), the first ([CLS]) token's summary of the sequence. Not part
+// of the masked-LM loss; it is carried through training, checkpoints and exports for the tasks that use it.
+class Pooler : public nn::Layer {
+ public:
+  Pooler(std::string prefix, const TransformerSpec& s, const nn::TensorParallel& tp) : Layer(std::move(prefix)) {
+    dense_ = &add_module(std::make_unique<nn::Linear>(child_prefix("dense"), dense(s), tp));
+  }
+  // h [B, T, D] → [B, D]
+  autograd::Variable forward(const autograd::Variable& h, const nn::ForwardContext& ctx) const override {
+    const std::int64_t B = h.shape()[0], D = h.shape()[2];
+    return ag::tanh(dense_->forward(ag::reshape(ag::slice(h, 1, 0, 1), {B, D}), ctx));
+  }
+
+ private:
+  nn::Linear* dense_ = nullptr;
+};
+
 TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t D) {
   TransformerSpec s;
   s.family = "bert";
@@ -166,6 +183,7 @@ Family bert_family() {
   f.names.head_transform = "cls.predictions.transform";
   f.names.lm_head = "cls.predictions.decoder";
   f.names.head_bias = kHeadBias;
+  f.names.pooler = "bert.pooler";
   f.defaults = [] { return sized(0, 0, 0); };
   f.presets = {
       {"bert-base", [] { return sized(12, 12, 768); }},
@@ -201,6 +219,9 @@ Family bert_family() {
   f.make_block = block;
   f.make_head_transform = [](const std::string& name, const TransformerSpec& s, const nn::TensorParallel& tp) {
     return std::make_unique<HeadTransform>(name, s, tp);
+  };
+  f.make_pooler = [](const std::string& name, const TransformerSpec& s, const nn::TensorParallel& tp) {
+    return std::make_unique<Pooler>(name, s, tp);
   };
   f.hf_names = [](const std::string& name) {
     std::vector<std::string> names{name};
