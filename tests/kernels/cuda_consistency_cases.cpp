@@ -270,8 +270,25 @@ void softmax_cases(CaseTable& t) {
   t.add("softmax_backward_gpt2_scores", Op::softmax, kRealistic, {{8 * 12, 64, 64}}, bwd, inputs(true));
 }
 
+// A key-padding mask [B, S] (1 real, 0 padding) in `dtype`; sample b % 4 = 0 has no padding, 1 its last third
+// padded, 2 a run of S/2 keys from S/4 (a whole 64-key tile at S ≥ 192), 3 every key (zero output, lse −inf).
+Tensor padded_keys(std::int64_t B, std::int64_t S, DType dtype) {
+  Tensor m = Tensor::empty({B, S}, DType::i64);
+  auto x = m.span<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int64_t kind = b % 4;
+      const bool pad = (kind == 1 && s >= S - std::max<std::int64_t>(3, S / 3)) ||
+                       (kind == 2 && s >= S / 4 && s < S / 4 + std::max<std::int64_t>(2, S / 2)) || kind == 3;
+      x[static_cast<std::size_t>(b * S + s)] = pad ? 0 : 1;
+    }
+  }
+  return m.to(dtype);
+}
+
 // Attention: shapes {q [B, T, H, D], k/v [B, S, Hkv, D]}; with a mask, it is [T, S] with -inf entries and its
-// first query row entirely hidden (zero output, lse −inf). The backward gets out and lse from the CPU forward.
+// first query row entirely hidden (zero output, lse −inf); with a key mask, padded_keys in key_mask_dtype.
+// The backward gets out and lse from the CPU forward.
 void attention_cases(CaseTable& t) {
   struct Config {
     std::string name;
@@ -281,6 +298,7 @@ void attention_cases(CaseTable& t) {
     bool mask = false;
     std::vector<DType> dtypes = kFloat;
     std::int64_t window = 0;  // sliding window (causal only)
+    DType key_mask = DType::f32;  // a key-padding mask (padded_keys) of this dtype; f32: none
   };
   const std::vector<Config> configs = {
       {"causal", {2, 37, 4, 64}, {2, 37, 4, 64}},
@@ -308,6 +326,15 @@ void attention_cases(CaseTable& t) {
       {"window_gqa_mask", {1, 150, 8, 32}, {1, 150, 2, 32}, true, 0, true, kNoF64, 50},
       {"window_gqa_head_dim_128", {1, 200, 8, 128}, {1, 200, 2, 128}, true, 0, false, kRealistic, 96},
       {"window_past_keys", {2, 37, 4, 64}, {2, 37, 4, 64}, true, 0, false, kNoF64, 1000},
+      // Key padding (BERT's attention_mask): four samples padded differently, one of them entirely; not
+      // causal (BERT) and causal, a KV cache, padding-only key tiles, a window with GQA and an additive mask,
+      // head_dim 40 (padded lanes) and each key-mask dtype.
+      {"key_mask_not_causal", {4, 37, 4, 64}, {4, 53, 4, 64}, false, 0, false, kFloat, 0, DType::i64},
+      {"key_mask_causal", {4, 130, 4, 64}, {4, 130, 4, 64}, true, 0, false, kFloat, 0, DType::i32},
+      {"key_mask_kv_cache", {4, 5, 4, 64}, {4, 141, 4, 64}, true, 0, false, kFloat, 0, DType::u8},
+      {"key_mask_bert_long", {4, 200, 4, 64}, {4, 200, 4, 64}, false, 0, false, kRealistic, 0, DType::i64},
+      {"key_mask_head_dim_40_scale", {4, 70, 4, 40}, {4, 70, 4, 40}, false, 0.2, false, kNoF64, 0, DType::u8},
+      {"key_mask_window_gqa_mask", {4, 150, 8, 32}, {4, 150, 2, 32}, true, 0, true, kNoF64, 50, DType::i64},
   };
   for (const Config& cfg : configs) {
     ops::AttentionOptions options;
@@ -315,7 +342,8 @@ void attention_cases(CaseTable& t) {
     options.scale = cfg.scale;
     options.window = cfg.window;
     const bool with_mask = cfg.mask;
-    const auto inputs = [options, with_mask](bool backward) -> MakeInputs {
+    const DType key_mask_dtype = cfg.key_mask;
+    const auto inputs = [options, with_mask, key_mask_dtype](bool backward) -> MakeInputs {
       return [=](Rng& gen, DType d, const Shapes& s) {
         Tensor q = uniform(gen, s[0], d, -2, 2), k = uniform(gen, s[1], d, -2, 2), v = uniform(gen, s[1], d);
         ops::AttentionOptions opts = options;
@@ -328,20 +356,23 @@ void attention_cases(CaseTable& t) {
           }
           opts.mask = m.to(d);
         }
-        if (!backward) return Tensors{q, k, v, opts.mask};
+        if (key_mask_dtype != DType::f32) opts.key_mask = padded_keys(s[0][0], s[1][1], key_mask_dtype);
+        if (!backward) return Tensors{q, k, v, opts.mask, opts.key_mask};
         auto [out, lse] = ops::attention(q, k, v, opts);
-        return Tensors{q, k, v, out, lse, uniform(gen, s[0], d), opts.mask};
+        return Tensors{q, k, v, out, lse, uniform(gen, s[0], d), opts.mask, opts.key_mask};
       };
     };
     const RunOp fwd = [options](const Tensors& in, Device) {
       ops::AttentionOptions opts = options;
       opts.mask = in[3];
+      opts.key_mask = in[4];
       auto [out, lse] = ops::attention(in[0], in[1], in[2], opts);
       return Tensors{out, lse};
     };
     const RunOp bwd = [options](const Tensors& in, Device) {
       ops::AttentionOptions opts = options;
       opts.mask = in[6];
+      opts.key_mask = in[7];
       auto [dq, dk, dv] = ops::attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], opts);
       return Tensors{dq, dk, dv};
     };

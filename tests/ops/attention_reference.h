@@ -1,7 +1,8 @@
 // Naive f64 attention for tests: the full T×S score matrix per (batch, head),
 // softmax(scale · Q·Kᵀ + mask)·V with the causal rule of ops::attention
 // (key s visible to query t iff s ≤ t + S − T, and with a sliding window w > 0
-// also s > t + S − T − w), and the textbook backward.
+// also s > t + S − T − w), the key-padding mask (key s of sample b hidden iff
+// key_mask[b·S + s] == 0), and the textbook backward.
 // Written independently of the blocked kernel (no online softmax, no tiles).
 #pragma once
 
@@ -19,8 +20,10 @@ struct NaiveAttention {
   double scale;  // resolved (never 0)
   std::vector<double> mask;  // [T, S] or empty
   std::int64_t window = 0;   // sliding window (causal only); 0 = unlimited
+  std::vector<std::int64_t> key_mask = {};  // [B, S], 0 = padding key; or empty (every key real)
 
-  bool visible(std::int64_t t, std::int64_t s) const {
+  bool visible(std::int64_t b, std::int64_t t, std::int64_t s) const {
+    if (!key_mask.empty() && key_mask[static_cast<std::size_t>(b * S + s)] == 0) return false;
     if (!causal) return true;
     const std::int64_t p = t + S - T;  // the query's absolute position
     return s <= p && (window == 0 || s > p - window);
@@ -38,7 +41,7 @@ struct NaiveAttention {
           double mx = -inf;
           for (std::int64_t s = 0; s < S; ++s) {
             double x = -inf;
-            if (visible(t, s)) {
+            if (visible(b, t, s)) {
               double dot = 0;
               for (std::int64_t d = 0; d < D; ++d) dot += q[qi(b, t, h, d)] * k[ki(b, s, hk, d)];
               x = scale * dot + (mask.empty() ? 0.0 : mask[static_cast<std::size_t>(t * S + s)]);

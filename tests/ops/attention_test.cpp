@@ -1,7 +1,7 @@
 // Blocked attention kernel vs the naive f64 attention at sizes that cross tile
 // boundaries (and are not multiples of the tile), forward and backward, with
-// and without a sliding window; thread-count invariance; fully masked rows;
-// argument errors.
+// and without a sliding window and a key-padding mask; thread-count invariance;
+// fully masked rows and fully padded samples; argument errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,7 +52,44 @@ struct Problem {
   bool causal;
   bool with_mask = false;
   std::int64_t window = 0;
+  bool key_padding = false;  // a key-padding mask of padded_keys(B, S)
+  DType key_mask_dtype = DType::i64;
 };
+
+// Problem p with the key-padding mask of padded_keys (in `dtype`).
+Problem padded(Problem p, DType dtype = DType::i64) {
+  p.key_padding = true;
+  p.key_mask_dtype = dtype;
+  return p;
+}
+
+// A key-padding mask [B, S] (1 real, 0 padding) whose samples, in turn: have no
+// padding; the last third of the keys padded (right padding: at S = 300 whole
+// 64-key tiles hold padding only); a run of S/2 keys from S/4 padded (padding in
+// the middle, covering a whole tile at S = 300); the first S/2 + 1 keys padded
+// (left padding: under causal the early queries see no key at all).
+Tensor padded_keys(std::int64_t B, std::int64_t S, DType dtype) {
+  std::vector<std::int64_t> m(static_cast<std::size_t>(B * S), 1);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s) {
+      bool pad = false;
+      switch (b % 4) {
+        case 1:
+          pad = s >= S - std::max<std::int64_t>(3, S / 3);
+          break;
+        case 2:
+          pad = s >= S / 4 && s < S / 4 + std::max<std::int64_t>(2, S / 2);
+          break;
+        case 3:
+          pad = s <= S / 2;
+          break;
+        default:
+          break;
+      }
+      if (pad) m[static_cast<std::size_t>(b * S + s)] = 0;
+    }
+  return Tensor::from_vector<std::int64_t>(m, {B, S}).to(dtype);
+}
 
 // Runs the blocked kernel in `dtype` (forward and backward) and the naive f64
 // attention on the same rounded inputs; checks relative errors (as a whole,
@@ -75,14 +112,20 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
     options.mask = mask.to(dtype);
     naive.mask = values(options.mask);
   }
+  if (p.key_padding) {
+    options.key_mask = padded_keys(p.B, p.S, p.key_mask_dtype);
+    naive.key_mask = options.key_mask.to(DType::i64).to_vector<std::int64_t>();
+  }
   auto [out, lse] = ops::attention(q, k, v, options);
   auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, options);
 
   const auto qv = values(q), kv = values(k), vv = values(v), dov = values(dout);
   std::vector<double> rdq, rdk, rdv;
   naive.backward(qv, kv, vv, dov, rdq, rdk, rdv);
-  const std::string what = fmt::format("T={} S={} H={} Hkv={} D={} causal={} mask={} window={} {}", p.T, p.S, p.H,
-                                       p.Hkv, p.D, p.causal, p.with_mask, p.window, dtype_name(dtype));
+  const std::string what =
+      fmt::format("B={} T={} S={} H={} Hkv={} D={} causal={} mask={} window={} key_mask={} {}", p.B, p.T, p.S, p.H,
+                  p.Hkv, p.D, p.causal, p.with_mask, p.window,
+                  p.key_padding ? dtype_name(p.key_mask_dtype) : std::string_view("none"), dtype_name(dtype));
   EXPECT_LE(relative_error(values(out), naive.forward(qv, kv, vv)), tol) << "out, " << what;
   EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
   if (p.causal && p.window == 1) {
@@ -195,6 +238,142 @@ TEST(AttentionKernel, WindowCoveringEverythingEqualsFullAttention) {
   }
 }
 
+// Key padding across 64-key tiles (tiles of padding only are skipped): four
+// samples padded differently (padded_keys), with and without causal, a KV
+// cache, fewer keys than queries, GQA, a sliding window and an additive mask;
+// every dtype and every key-mask dtype.
+TEST(AttentionKernel, KeyPaddingMatchesNaive) {
+  for (bool causal : {false, true}) {
+    compare_with_naive(padded({4, 300, 300, 2, 2, 32, causal}), DType::f64, 1e-12);
+    compare_with_naive(padded({4, 300, 300, 2, 2, 40, causal}, DType::i32), DType::f32, 2e-5);
+    compare_with_naive(padded({4, 150, 150, 4, 2, 64, causal}, DType::u8), DType::bf16, 2e-2);
+    compare_with_naive(padded({4, 150, 150, 2, 2, 64, causal}), DType::f16, 5e-3);
+    compare_with_naive(padded({4, 70, 300, 6, 2, 16, causal}), DType::f64, 1e-12);       // S > T (KV cache)
+    compare_with_naive(padded({4, 1, 257, 4, 1, 64, causal}), DType::f32, 2e-5);         // one decoding step
+    compare_with_naive(padded({4, 129, 77, 4, 4, 8, causal, true}), DType::f64, 1e-12);  // additive mask too
+  }
+  compare_with_naive(padded({4, 200, 150, 2, 1, 24, true}), DType::f64, 1e-12);                       // S < T
+  compare_with_naive(padded({4, 131, 131, 4, 2, 32, true, false, 37}), DType::f64, 1e-12);            // window
+  compare_with_naive(padded({4, 70, 300, 6, 2, 16, true, true, 100}, DType::u8), DType::f64, 1e-12);  // all
+}
+
+TEST(AttentionKernel, KeyPaddingBf16DotProductPath) {
+  if (!kernels::cpu::attention_uses_bf16_dot_products()) {
+    GTEST_SKIP()
+        << "built without AVX512-BF16: bf16 takes the f32-compute path (AttentionKernel.KeyPaddingMatchesNaive)";
+  }
+  const double tol = 1e-2, elem = 2e-2;
+  compare_with_naive(padded({4, 131, 131, 4, 2, 32, false}), DType::bf16, tol, elem);
+  compare_with_naive(padded({4, 131, 131, 4, 2, 32, true}), DType::bf16, tol, elem);
+  compare_with_naive(padded({4, 70, 300, 6, 2, 16, true}, DType::i32), DType::bf16, tol, elem);  // S > T
+  compare_with_naive(padded({4, 1, 257, 4, 1, 64, false}, DType::u8), DType::bf16, tol, elem);   // decoding
+  compare_with_naive(padded({4, 129, 77, 4, 4, 8, false, true}), DType::bf16, tol, elem);        // mask
+  compare_with_naive(padded({4, 150, 150, 2, 1, 40, true, false, 70}), DType::bf16, tol, elem);  // window
+}
+
+// A key mask of ones changes nothing (bit-identical to no key mask), and a
+// padded sample gives exactly what the same sample gives alone with its padding
+// keys hidden by an additive −inf mask.
+TEST(AttentionKernel, KeyPaddingEqualsAdditiveMaskPerSample) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937_64 gen(13);
+    const std::int64_t B = 4, T = 100, S = 140;
+    Tensor q = random_f64(gen, {B, T, 2, 32}).to(dtype);
+    Tensor k = random_f64(gen, {B, S, 2, 32}).to(dtype);
+    Tensor v = random_f64(gen, {B, S, 2, 32}).to(dtype);
+    Tensor dout = random_f64(gen, {B, T, 2, 32}).to(dtype);
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(causal ? "causal" : "not causal");
+      ops::AttentionOptions none, ones, keyed;
+      none.causal = ones.causal = keyed.causal = causal;
+      ones.key_mask = Tensor::from_vector<std::int64_t>(std::vector<std::int64_t>(B * S, 1), {B, S}).to(DType::u8);
+      keyed.key_mask = padded_keys(B, S, DType::i64);
+      auto [o0, l0] = ops::attention(q, k, v, none);
+      auto [o1, l1] = ops::attention(q, k, v, ones);
+      auto [dq0, dk0, dv0] = ops::attention_backward(q, k, v, o0, l0, dout, none);
+      auto [dq1, dk1, dv1] = ops::attention_backward(q, k, v, o1, l1, dout, ones);
+      EXPECT_EQ(values(o0), values(o1));
+      EXPECT_EQ(values(l0), values(l1));
+      EXPECT_EQ(values(dq0), values(dq1));
+      EXPECT_EQ(values(dk0), values(dk1));
+      EXPECT_EQ(values(dv0), values(dv1));
+
+      auto [out, lse] = ops::attention(q, k, v, keyed);
+      auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, keyed);
+      const auto km = keyed.key_mask.to_vector<std::int64_t>();
+      for (std::int64_t b = 0; b < B; ++b) {
+        SCOPED_TRACE(fmt::format("sample {}", b));
+        ops::AttentionOptions alone;
+        alone.causal = causal;
+        Tensor mask = Tensor::zeros({T, S}, DType::f64);
+        auto m = mask.span<double>();
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t s = 0; s < S; ++s)
+            if (km[static_cast<std::size_t>(b * S + s)] == 0) m[static_cast<std::size_t>(t * S + s)] = -kInf;
+        alone.mask = mask.to(dtype);
+        const auto one = [b](const Tensor& t) { return t.slice0(b, b + 1); };
+        auto [ob, lb] = ops::attention(one(q), one(k), one(v), alone);
+        auto [dqb, dkb, dvb] = ops::attention_backward(one(q), one(k), one(v), ob, lb, one(dout), alone);
+        EXPECT_EQ(values(one(out)), values(ob));
+        EXPECT_EQ(values(one(lse)), values(lb));
+        EXPECT_EQ(values(one(dq)), values(dqb));
+        EXPECT_EQ(values(one(dk)), values(dkb));
+        EXPECT_EQ(values(one(dv)), values(dvb));
+        // Padding keys get no gradient.
+        const auto dkv = values(one(dk)), dvv = values(one(dv));
+        for (std::int64_t s = 0; s < S; ++s) {
+          if (km[static_cast<std::size_t>(b * S + s)] != 0) continue;
+          for (std::int64_t j = 0; j < 2 * 32; ++j) {
+            ASSERT_EQ(dkv[static_cast<std::size_t>(s * 64 + j)], 0.0) << "dk at padding key " << s;
+            ASSERT_EQ(dvv[static_cast<std::size_t>(s * 64 + j)], 0.0) << "dv at padding key " << s;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A sample whose keys are all padding: zero output, lse −inf, zero and finite gradients, the other sample intact.
+TEST(AttentionKernel, FullyPaddedSampleGivesZerosNotNaN) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} causal={}", dtype_name(dtype), causal));
+      std::mt19937_64 gen(17);
+      const std::int64_t T = 70, S = 90;
+      autograd::Variable q(random_f64(gen, {2, T, 2, 16}).to(dtype), true);
+      autograd::Variable k(random_f64(gen, {2, S, 1, 16}).to(dtype), true);
+      autograd::Variable v(random_f64(gen, {2, S, 1, 16}).to(dtype), true);
+      std::vector<std::int32_t> km(2 * S, 1);
+      std::fill(km.begin() + S, km.end(), 0);  // sample 1: padding only
+      ops::AttentionOptions options;
+      options.causal = causal;
+      options.key_mask = Tensor::from_vector<std::int32_t>(km, {2, S});
+      autograd::Variable out = autograd::attention(q, k, v, options);
+      const auto o = values(out.data());
+      for (std::size_t i = o.size() / 2; i < o.size(); ++i) ASSERT_EQ(o[i], 0.0) << "out at " << i;
+      double first_sample = 0;
+      for (std::size_t i = 0; i < o.size() / 2; ++i) first_sample += std::abs(o[i]);
+      EXPECT_GT(first_sample, 0.0);
+      auto [unused, lse] = ops::attention(q.data(), k.data(), v.data(), options);
+      const auto l = values(lse);
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        if (i < l.size() / 2) {
+          ASSERT_TRUE(std::isfinite(l[i])) << "lse at " << i;
+        } else {
+          ASSERT_EQ(l[i], -kInf) << "lse at " << i;
+        }
+      }
+      autograd::sum(out).backward();
+      for (const autograd::Variable* x : {&q, &k, &v}) {
+        const auto g = values(x->grad());
+        for (double e : g) ASSERT_TRUE(std::isfinite(e));
+        for (std::size_t i = g.size() / 2; i < g.size(); ++i) ASSERT_EQ(g[i], 0.0);
+      }
+    }
+  }
+}
+
 TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     std::mt19937_64 gen(7);
@@ -206,9 +385,13 @@ TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
     std::vector<std::vector<float>> runs[2];
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      for (std::int64_t window : {0, 70}) {
+      for (std::int64_t window : {0, 70, -1}) {  // -1: not causal, with a key-padding mask
         ops::AttentionOptions options;
-        options.window = window;
+        options.window = std::max<std::int64_t>(window, 0);
+        if (window < 0) {
+          options.causal = false;
+          options.key_mask = padded_keys(2, 200, DType::u8);
+        }
         auto [out, lse] = ops::attention(q, k, v, options);
         auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, options);
         for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) {
@@ -303,6 +486,16 @@ TEST(AttentionKernel, BadArgumentsNameTheOpAndShapes) {
   window_not_causal.window = 4;
   window_not_causal.causal = false;
   expect_error([&] { ops::attention(q4, k, v, window_not_causal); }, {"attention", "window 4", "causal"});
+  ops::AttentionOptions bad_keys;
+  bad_keys.key_mask = Tensor::zeros({1, 6}, DType::i64);
+  expect_error([&] { ops::attention(q4, k, v, bad_keys); },
+               {"attention", "key_mask", "[1, 6]", "[B, S] = [1, 7]", "[1, 5, 4, 8]", "[1, 7, 2, 8]"});
+  bad_keys.key_mask = Tensor::zeros({7}, DType::i64);
+  expect_error([&] { ops::attention(q4, k, v, bad_keys); }, {"attention", "key_mask", "[7]", "[B, S]"});
+  bad_keys.key_mask = Tensor::zeros({1, 7}, DType::f32);
+  expect_error([&] { ops::attention(q4, k, v, bad_keys); }, {"attention", "key_mask", "f32", "i64, i32 or u8"});
+  expect_error([&] { ops::attention_backward(q4, k, v, out, lse, out, bad_keys); },
+               {"attention_backward", "key_mask", "f32"});
 }
 
 }  // namespace

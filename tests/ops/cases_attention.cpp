@@ -1,7 +1,10 @@
 // Op-table cases for attention: causal and not, grouped-query heads, a KV
-// cache (S > T), an additive mask, odd sizes and sliding windows (smaller
-// than, equal to and larger than T, window 1, with a cache, GQA), against the naive f64
-// softmax(scale·QKᵀ + mask)·V of attention_reference.h.
+// cache (S > T), an additive mask, odd sizes, sliding windows (smaller
+// than, equal to and larger than T, window 1, with a cache, GQA) and key-padding
+// masks (samples padded differently: none, the last 3 keys, keys in the middle,
+// the first keys, every key — so some rows see no key at all; i64, i32 and u8;
+// with and without causal, a cache, a window and an additive mask), against the
+// naive f64 softmax(scale·QKᵀ + mask)·V of attention_reference.h.
 #include <cmath>
 #include <limits>
 
@@ -14,6 +17,9 @@ namespace {
 
 namespace ag = trident::autograd;
 
+// How the keys of one sample are padded (key_mask 0).
+enum class Pad { kNone, kLast3, kMiddle, kFirst2, kAll };
+
 struct Config {
   std::string name;
   std::int64_t B, T, S, H, Hkv, D;
@@ -21,7 +27,37 @@ struct Config {
   double scale;    // 0: 1/sqrt(D)
   bool with_mask;  // random additive mask [T, S] with a few -inf entries
   std::int64_t window = 0;
+  std::vector<Pad> pads = {};  // per sample (B entries): a key-padding mask [B, S]; empty: none
+  DType key_mask_dtype = DType::i64;
 };
+
+// The key-padding mask [B, S] of `pads` (1 = real key, 0 = padding) in `dtype`.
+Tensor key_mask_of(const std::vector<Pad>& pads, std::int64_t S, DType dtype) {
+  const auto B = static_cast<std::int64_t>(pads.size());
+  std::vector<std::int64_t> m(static_cast<std::size_t>(B * S), 1);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s) {
+      bool pad = false;
+      switch (pads[static_cast<std::size_t>(b)]) {
+        case Pad::kNone:
+          break;
+        case Pad::kLast3:
+          pad = s >= S - 3;
+          break;
+        case Pad::kMiddle:
+          pad = s >= S / 3 && s < S / 3 + 2;
+          break;
+        case Pad::kFirst2:
+          pad = s < 2;
+          break;
+        case Pad::kAll:
+          pad = true;
+          break;
+      }
+      if (pad) m[static_cast<std::size_t>(b * S + s)] = 0;
+    }
+  return Tensor::from_vector<std::int64_t>(m, {B, S}).to(dtype);
+}
 
 // A random mask in [-1, 1) with roughly one entry in five hidden (-inf),
 // keeping at least one visible key in every row.
@@ -43,23 +79,28 @@ OpCase make_case(const Config& c) {
     std::vector<Variable> in{param(g, {c.B, c.T, c.H, c.D}), param(g, {c.B, c.S, c.Hkv, c.D}),
                              param(g, {c.B, c.S, c.Hkv, c.D})};
     if (c.with_mask) in.push_back(constant(random_mask(g, c.T, c.S)));
+    if (!c.pads.empty()) in.push_back(constant(key_mask_of(c.pads, c.S, c.key_mask_dtype)));
     return in;
   };
-  oc.forward = [c](const std::vector<Variable>& in) {
+  const std::size_t key_mask_at = c.with_mask ? 4 : 3;  // index of the key mask among the inputs
+  oc.forward = [c, key_mask_at](const std::vector<Variable>& in) {
     ops::AttentionOptions o;
     o.causal = c.causal;
     o.scale = c.scale;
     o.window = c.window;
     if (c.with_mask) o.mask = in[3].data();
+    if (!c.pads.empty()) o.key_mask = in[key_mask_at].data();
     return ag::attention(in[0], in[1], in[2], o);
   };
-  oc.reference = [c](const std::vector<Tensor>& in) {
+  oc.reference = [c, key_mask_at](const std::vector<Tensor>& in) {
     NaiveAttention n{c.B, c.T, c.S, c.H, c.Hkv, c.D, c.causal,
                      c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D)), {}, c.window};
     if (c.with_mask) n.mask = values(in[3]);
+    if (!c.pads.empty()) n.key_mask = in[key_mask_at].to(DType::i64).to_vector<std::int64_t>();
     return tensor_from(n.forward(values(in[0]), values(in[1]), values(in[2])), in[0].shape());
   };
   oc.dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 1e-2}};
+  if (!c.pads.empty()) oc.dtypes.emplace_back(DType::f16, 5e-3);
   return oc;
 }
 
@@ -77,6 +118,84 @@ std::vector<OpCase> make_attention_cases() {
       {"attention_window_1", 1, 5, 5, 2, 2, 3, true, 0, false, 1},
       {"attention_window_kv_cache", 2, 3, 8, 2, 1, 4, true, 0, false, 4},
       {"attention_window_gqa_mask", 1, 8, 8, 4, 2, 5, true, 0, true, 3},
+      // Key padding (BERT's attention_mask). Sample 0 fully real, then the last 3 keys, two keys in the
+      // middle, the first two keys (under causal: the first rows see no key) or every key padded.
+      {"attention_key_mask_noncausal",
+       4,
+       6,
+       6,
+       2,
+       2,
+       4,
+       false,
+       0,
+       false,
+       0,
+       {Pad::kNone, Pad::kLast3, Pad::kMiddle, Pad::kAll}},
+      {"attention_key_mask_causal",
+       4,
+       7,
+       7,
+       2,
+       1,
+       4,
+       true,
+       0,
+       false,
+       0,
+       {Pad::kNone, Pad::kLast3, Pad::kMiddle, Pad::kFirst2},
+       DType::i32},
+      {"attention_key_mask_kv_cache_causal",
+       4,
+       3,
+       8,
+       2,
+       1,
+       4,
+       true,
+       0,
+       false,
+       0,
+       {Pad::kNone, Pad::kLast3, Pad::kMiddle, Pad::kAll},
+       DType::u8},
+      {"attention_key_mask_kv_cache_noncausal",
+       3,
+       3,
+       8,
+       2,
+       2,
+       4,
+       false,
+       0,
+       false,
+       0,
+       {Pad::kLast3, Pad::kNone, Pad::kMiddle}},
+      {"attention_key_mask_additive_mask_scale",
+       3,
+       5,
+       7,
+       2,
+       2,
+       5,
+       false,
+       0.3,
+       true,
+       0,
+       {Pad::kMiddle, Pad::kLast3, Pad::kNone},
+       DType::u8},
+      {"attention_key_mask_window_gqa_mask",
+       3,
+       8,
+       8,
+       4,
+       2,
+       5,
+       true,
+       0,
+       true,
+       3,
+       {Pad::kFirst2, Pad::kMiddle, Pad::kLast3},
+       DType::i32},
   };
   std::vector<OpCase> cases;
   for (const Config& c : configs) cases.push_back(make_case(c));

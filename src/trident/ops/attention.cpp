@@ -11,6 +11,10 @@ namespace {
 
 DType lse_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
 
+const void* raw_or_null(const Tensor& t) {
+  return t.defined() ? t.raw_data() : nullptr;
+}
+
 // Validates q, k, v and the options; returns the kernel's dimensions.
 kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const AttentionOptions& options) {
@@ -43,6 +47,16 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
                   mask.shape(), q.dtype());
     check_same_device(q, mask, op);
   }
+  const Tensor& key_mask = options.key_mask;
+  if (key_mask.defined()) {
+    TRIDENT_CHECK(key_mask.rank() == 2 && key_mask.size(0) == q.size(0) && key_mask.size(1) == k.size(1),
+                  "{}: key_mask {} must have shape [B, S] = [{}, {}] (q {}, k {})", op, key_mask.shape(), q.size(0),
+                  k.size(1), q.shape(), k.shape());
+    TRIDENT_CHECK(key_mask.dtype() == DType::i64 || key_mask.dtype() == DType::i32 || key_mask.dtype() == DType::u8,
+                  "{}: key_mask dtype {} (shape {}) must be i64, i32 or u8 (nonzero = real key, 0 = padding)", op,
+                  key_mask.dtype(), key_mask.shape());
+    check_same_device(q, key_mask, op);
+  }
   TRIDENT_CHECK(std::isfinite(options.scale), "{}: scale {} must be finite", op, options.scale);
   TRIDENT_CHECK(options.window >= 0, "{}: window {} must be >= 0 (0 = unlimited, n = the n most recent keys)", op,
                 options.window);
@@ -58,6 +72,7 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
   dims.kv_heads = k.size(2);
   dims.causal = options.causal;
   dims.window = options.window;
+  if (key_mask.defined()) dims.key_mask_dtype = key_mask.dtype();
   dims.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   return dims;
 }
@@ -70,7 +85,7 @@ std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
   Tensor lse = Tensor::empty({dims.batch, dims.heads, dims.q_len}, lse_dtype(q.dtype()), q.device());
   TRIDENT_KERNEL(q.device(), attention_forward, q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
-                 options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(), lse.raw_data());
+                 raw_or_null(options.mask), raw_or_null(options.key_mask), out.raw_data(), lse.raw_data());
   return {out, lse};
 }
 
@@ -97,7 +112,7 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Ten
   Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
   Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
   TRIDENT_KERNEL(q.device(), attention_backward, q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
-                 options.mask.defined() ? options.mask.raw_data() : nullptr, out.raw_data(), lse.raw_data(),
+                 raw_or_null(options.mask), raw_or_null(options.key_mask), out.raw_data(), lse.raw_data(),
                  dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
   return {dq, dk, dv};
 }

@@ -7,6 +7,11 @@
 // after a reshape, so no permute is needed on either side.
 // dtypes: q, k, v (and the mask) share one floating dtype: f32, f64, bf16 or
 // f16 (bf16/f16 computed in f32). out has q's dtype; lse is f32 (f64 for f64).
+//
+// Which keys a query sees: the keys that the causal rule and the sliding window
+// (when set) leave, less the padding keys of its sample (key_mask), with the
+// additive mask added to the scores of those. A query that sees no key at all
+// (every key hidden or -inf) gets a zero output and lse = −inf.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +38,15 @@ struct AttentionOptions {
   // visible iff kv_idx > q_idx − sliding_window and kv_idx ≤ q_idx). Kernels
   // visit only the keys in range, so the cost grows with T·window, not T·S.
   // window < 0 is an error, and so is window > 0 without causal (no symmetric
-  // band is defined). The mask, if any, applies on top of the window. Last, so
-  // positional {causal, scale, mask} initialisers keep their meaning.
+  // band is defined). The mask, if any, applies on top of the window. After
+  // {causal, scale, mask}, so positional initialisers of those keep their meaning.
   std::int64_t window = 0;
+  // Optional key-padding mask [B, S] (Hugging Face's attention_mask): a nonzero entry marks a real key,
+  // 0 a padding key that no query of that sample sees. dtype i64, i32 or u8; on q's device.
+  // It applies on top of causal, window and mask (BERT: causal = false, key_mask only). A query whose
+  // sample has no real key among the keys it would see gets a zero output and lse = −inf. The CPU
+  // kernels skip the key tiles that hold padding only. It is a constant: no gradient flows to it.
+  Tensor key_mask;
 };
 
 // Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the
@@ -45,7 +56,8 @@ std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tens
                                     const AttentionOptions& options = {});
 
 // Gradients (dq, dk, dv) of the attention output from the forward's out and lse
-// and the output gradient dout [B, T, H, D]. The mask receives no gradient.
+// and the output gradient dout [B, T, H, D]. Neither mask receives a gradient;
+// dk and dv are zero at padding keys.
 std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                       const Tensor& out, const Tensor& lse, const Tensor& dout,
                                                       const AttentionOptions& options = {});

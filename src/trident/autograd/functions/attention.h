@@ -10,8 +10,9 @@ namespace trident::autograd {
 // out [B, T, H, D] from q [B, T, H, D], k and v [B, S, Hkv, D]. Saves q, k, v,
 // out and the row log-sum-exp (B·H·T values) for the backward pass, which
 // recomputes the scores block by block with the same options (causal, scale,
-// sliding window), so gradients flow only through the visible keys;
-// options.mask is a constant.
+// sliding window, key padding), so gradients flow only through the visible
+// keys; options.mask and options.key_mask are constants (no gradient), held by
+// the backward closure with the rest of the options.
 Variable attention(const Variable& q, const Variable& k, const Variable& v, const ops::AttentionOptions& options = {});
 
 }  // namespace trident::autograd

@@ -232,10 +232,11 @@ class HeadPack {
 // Forward.
 
 template <typename T>
-void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v, const T* mask, T* out,
-                  acc_t<T>* lse) {
+void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v, const T* mask, const void* key_mask,
+                  T* out, acc_t<T>* lse) {
   using A = acc_t<T>;
   const Geometry g(dims);
+  const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
   const A scale = static_cast<A>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
   const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp);
@@ -246,22 +247,17 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
-      const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
-      head.pack(g, k, v, b, h / g.group, kb_begin, kb_end);
+      const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
       pack_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, scale, qs.get());
       std::fill_n(acc.get(), M * g.Dp, A(0));
       std::fill_n(running_max, kTile, kNegInf<A>);
       std::fill_n(running_sum, kTile, A(0));
       for (i64 kb = kb_begin; kb < kb_end; ++kb) {
+        if (!keys.tile_has_keys(b, kb)) continue;  // padding only: adds nothing
         const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
+        head.pack(g, k, v, b, h / g.group, kb, kb + 1);
         gemm_tile<A, false>(M, kTile, g.D, qs.get(), g.Dp, 1, head.keys_t(g, kb), kTile, sc.get(), kTile);
-        for (i64 i = 0; i < M; ++i) {
-          const i64 lim = i < nq ? g.visible(t0 + i, s0, nk) : 0;
-          const i64 first = i < nq ? g.visible_first(t0 + i, s0, nk) : 0;
-          const T* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
-          online_softmax_row(sc.get() + i * kTile, mask_row, first, lim, running_max[i], running_sum[i],
-                             acc.get() + i * g.Dp, g.Dp);
-        }
+        online_softmax_tile(g, mask, keys, b, t0, nq, M, s0, nk, sc.get(), running_max, running_sum, acc.get());
         gemm_tile<A, true>(M, g.Dp, nk, sc.get(), kTile, 1, head.value_rows(g, kb), g.Dp, acc.get(), g.Dp);
       }
       store_output_rows(g, acc.get(), running_max, running_sum, b, h, t0, nq, out, lse);
@@ -278,6 +274,7 @@ struct BackwardArgs {
   const acc_t<T>* lse;
   T *dq, *dk, *dv;
   acc_t<T> scale;
+  const KeyPadding* keys;
 };
 
 // The query side of the backward, packed: Q·scale and dout rows [rows × Dp]
@@ -316,16 +313,16 @@ class QueryPack {
   Scratch<A> q_, dout_, di_;
 };
 
-// Scores S = Q·Kᵀ and dP = dout·Vᵀ of one tile, turned in place into P and dS
-// (hidden entries, padding rows and rows with no visible key give 0).
+// Scores S = Q·Kᵀ and dP = dout·Vᵀ of one tile of sample b, turned in place into P and dS
+// (hidden entries, padding keys, padding rows and rows with no visible key give 0).
 template <typename T>
-void tile_softmax_grad(const Geometry& g, const BackwardArgs<T>& a, const acc_t<T>* q_rows, const acc_t<T>* dout_rows,
-                       const acc_t<T>* di, const acc_t<T>* keys_t, const acc_t<T>* values_t, const acc_t<T>* lse_h,
-                       i64 t0, i64 nq, i64 M, i64 s0, i64 nk, acc_t<T>* s, acc_t<T>* dp) {
+void tile_softmax_grad(const Geometry& g, const BackwardArgs<T>& a, i64 b, const acc_t<T>* q_rows,
+                       const acc_t<T>* dout_rows, const acc_t<T>* di, const acc_t<T>* keys_t, const acc_t<T>* values_t,
+                       const acc_t<T>* lse_h, i64 t0, i64 nq, i64 M, i64 s0, i64 nk, acc_t<T>* s, acc_t<T>* dp) {
   using A = acc_t<T>;
   gemm_tile<A, false>(M, kTile, g.D, q_rows, g.Dp, 1, keys_t, kTile, s, kTile);
   gemm_tile<A, false>(M, kTile, g.D, dout_rows, g.Dp, 1, values_t, kTile, dp, kTile);
-  softmax_grad_rows(g, a.mask, lse_h, di, t0, nq, M, s0, nk, s, dp);
+  softmax_grad_rows(g, a.mask, *a.keys, b, lse_h, di, t0, nq, M, s0, nk, s, dp);
 }
 
 // Per-thread scratch of the dk/dv tasks.
@@ -344,13 +341,15 @@ void backward_kv_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, KvS
   using A = acc_t<T>;
   const i64 kb = task % g.k_blocks, hk = (task / g.k_blocks) % g.Hkv, b = task / (g.k_blocks * g.Hkv);
   const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0), Mk = round_up(nk, kRows);
-  pack_cols(a.k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.keys_t.get());
-  pack_cols(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.values_t.get());
   std::fill_n(w.dk.get(), Mk * g.Dp, A(0));
   std::fill_n(w.dv.get(), Mk * g.Dp, A(0));
-  // Only queries [q_begin, q_end) see a key of this tile (causal: t ≥ s − shift; window: t < s − shift + window).
-  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);
-  if (t_first < t_end) w.queries.pack(g, a, b, hk * g.group, 0);
+  // Only queries [t_first, t_end) see a key of this tile (none when it holds padding only: dk = dv = 0).
+  const auto [t_first, t_end] = queries_seeing(g, *a.keys, b, kb, nk);
+  if (t_first < t_end) {
+    pack_cols(a.k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.keys_t.get());
+    pack_cols(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, w.values_t.get());
+    w.queries.pack(g, a, b, hk * g.group, 0);
+  }
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
     const i64 j = h - hk * g.group;
     const A* lse_h = a.lse + (b * g.H + h) * g.T;
@@ -358,8 +357,8 @@ void backward_kv_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, KvS
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
       const A* q_rows = w.queries.q(g, j, t0);
       const A* dout_rows = w.queries.dout(g, j, t0);
-      tile_softmax_grad(g, a, q_rows, dout_rows, w.queries.di(j, t0), w.keys_t.get(), w.values_t.get(), lse_h, t0, nq,
-                        M, s0, nk, w.p.get(), w.ds.get());
+      tile_softmax_grad(g, a, b, q_rows, dout_rows, w.queries.di(j, t0), w.keys_t.get(), w.values_t.get(), lse_h, t0,
+                        nq, M, s0, nk, w.p.get(), w.ds.get());
       // dV += Pᵀ·dout and dK += dSᵀ·(Q·scale): A read column-wise (row stride 1, k stride 64).
       gemm_tile<A, true>(Mk, g.Dp, nq, w.p.get(), 1, kTile, dout_rows, g.Dp, w.dv.get(), g.Dp);
       gemm_tile<A, true>(Mk, g.Dp, nq, w.ds.get(), 1, kTile, q_rows, g.Dp, w.dk.get(), g.Dp);
@@ -394,15 +393,14 @@ void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScr
   const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
   const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
   const A* lse_h = a.lse + (b * g.H + h) * g.T;
-  const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
+  const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
   std::fill_n(w.dq.get(), M * g.Dp, A(0));
-  if (kb_begin < kb_end) {
-    w.head.pack(g, a.k, a.v, b, h / g.group, kb_begin, kb_end);
-    w.queries.pack(g, a, b, h, t0);
-  }
+  if (kb_begin < kb_end) w.queries.pack(g, a, b, h, t0);
   for (i64 kb = kb_begin; kb < kb_end; ++kb) {
+    if (!a.keys->tile_has_keys(b, kb)) continue;  // padding only: dS = 0
     const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
-    tile_softmax_grad(g, a, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
+    w.head.pack(g, a.k, a.v, b, h / g.group, kb, kb + 1);
+    tile_softmax_grad(g, a, b, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
                       w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.ds.get());
     gemm_tile<A, true>(M, g.Dp, nk, w.ds.get(), kTile, 1, w.head.key_rows(g, kb), g.Dp, w.dq.get(), g.Dp);
   }
@@ -432,29 +430,28 @@ bool attention_uses_bf16_dot_products() noexcept {
 }
 
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, void* out, void* lse) {
+                       const void* mask, const void* key_mask, void* out, void* lse) {
 #ifdef TRIDENT_ATTENTION_BF16_DOT
   if (dtype == DType::bf16) {
-    attention_forward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
-                           static_cast<const bf16*>(v), static_cast<const bf16*>(mask), static_cast<bf16*>(out),
-                           static_cast<float*>(lse));
+    attention_forward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
+                           static_cast<const bf16*>(mask), key_mask, static_cast<bf16*>(out), static_cast<float*>(lse));
     return;
   }
 #endif
   TRIDENT_DISPATCH_FLOAT(dtype, "attention", [&] {
     forward_impl(dims, static_cast<const scalar_t*>(q), static_cast<const scalar_t*>(k),
-                 static_cast<const scalar_t*>(v), static_cast<const scalar_t*>(mask), static_cast<scalar_t*>(out),
-                 static_cast<acc_t<scalar_t>*>(lse));
+                 static_cast<const scalar_t*>(v), static_cast<const scalar_t*>(mask), key_mask,
+                 static_cast<scalar_t*>(out), static_cast<acc_t<scalar_t>*>(lse));
   });
 }
 
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
-                        void* dv) {
+                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
+                        void* dq, void* dk, void* dv) {
 #ifdef TRIDENT_ATTENTION_BF16_DOT
   if (dtype == DType::bf16) {
-    attention_backward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
-                            static_cast<const bf16*>(v), static_cast<const bf16*>(mask), static_cast<const bf16*>(out),
+    attention_backward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
+                            static_cast<const bf16*>(mask), key_mask, static_cast<const bf16*>(out),
                             static_cast<const float*>(lse), static_cast<const bf16*>(dout), static_cast<bf16*>(dq),
                             static_cast<bf16*>(dk), static_cast<bf16*>(dv));
     return;
@@ -462,13 +459,21 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
 #endif
   TRIDENT_DISPATCH_FLOAT(dtype, "attention_backward", [&] {
     using T = scalar_t;
-    const BackwardArgs<T> args{static_cast<const T*>(q),          static_cast<const T*>(k),
-                               static_cast<const T*>(v),          static_cast<const T*>(mask),
-                               static_cast<const T*>(out),        static_cast<const T*>(dout),
-                               static_cast<const acc_t<T>*>(lse), static_cast<T*>(dq),
-                               static_cast<T*>(dk),               static_cast<T*>(dv),
-                               static_cast<acc_t<T>>(dims.scale)};
-    backward_impl(Geometry(dims), args);
+    const Geometry g(dims);
+    const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+    const BackwardArgs<T> args{static_cast<const T*>(q),
+                               static_cast<const T*>(k),
+                               static_cast<const T*>(v),
+                               static_cast<const T*>(mask),
+                               static_cast<const T*>(out),
+                               static_cast<const T*>(dout),
+                               static_cast<const acc_t<T>*>(lse),
+                               static_cast<T*>(dq),
+                               static_cast<T*>(dk),
+                               static_cast<T*>(dv),
+                               static_cast<acc_t<T>>(dims.scale),
+                               &keys};
+    backward_impl(g, args);
   });
 }
 

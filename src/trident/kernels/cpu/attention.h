@@ -2,7 +2,9 @@
 //
 // Shapes (contiguous, row-major): q [B, T, H, D], k and v [B, S, Hkv, D],
 // out and dout [B, T, H, D], lse [B, H, T], optional additive mask [T, S]
-// broadcast over batch and heads. Query head h reads kv head h / (H / Hkv)
+// broadcast over batch and heads, optional key-padding mask [B, S] (dtype
+// dims.key_mask_dtype: i64, i32 or u8; 0 hides key s from every query of
+// sample b). Query head h reads kv head h / (H / Hkv)
 // (grouped-query attention). q, k, v, out, dout and mask share one floating
 // dtype T; lse is acc_t<T> (f32, or f64 for f64 inputs), as are all products,
 // exponentials and sums — f16 is converted once into f32 tiles and the
@@ -14,10 +16,12 @@
 // Score of query t and key s: scale · q_t·k_s + mask[t, s]; with `causal`,
 // keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
 // S > T), and with a sliding `window` > 0 also keys s ≤ t + (S − T) − window
-// (ops/attention.h). Each query block visits only the key tiles that meet its
-// visible range [first, last] (and each key block only the query tiles that see
-// it), masking per element inside partial tiles, so a windowed call costs
-// O(T·window), not O(T·S). A row with no visible key gets out = 0 and lse = −inf.
+// (ops/attention.h); padding keys (key mask 0) are hidden like a −inf mask
+// entry. Each query block visits only the key tiles that meet its visible range
+// [first, last] and hold a real key (and each key block only the query tiles
+// that see it; a key block of padding only gets dk = dv = 0 at once), masking
+// per element inside partial tiles, so a windowed call costs O(T·window), not
+// O(T·S). A row with no visible key gets out = 0 and lse = −inf.
 //
 // The T×S score matrix is never formed: a task holds one 64-query × 64-key
 // tile of scores; a thread holds acc_t copies of the K/V (or Q/dout) rows of
@@ -45,19 +49,20 @@ struct AttentionDims {
   bool causal = true;
   std::int64_t window = 0;  // with causal: query p = t + S − T sees keys (p − window, p]; 0 = unlimited
   double scale = 1.0;  // the factor on q·k (already resolved; never 0 here)
+  DType key_mask_dtype = DType::u8;  // of the key-padding mask, when one is passed: i64, i32 or u8
 };
 
 // Whether bf16 runs on AVX512-BF16 dot products in this build.
 bool attention_uses_bf16_dot_products() noexcept;
 
-// out and lse from q, k, v (mask may be null). Overwrites out and lse.
+// out and lse from q, k, v (mask and key_mask may be null). Overwrites out and lse.
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, void* out, void* lse);
+                       const void* mask, const void* key_mask, void* out, void* lse);
 
 // dq, dk, dv (dtypes of q, k, v; overwritten) from the forward's out and lse and
 // the output gradient dout.
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
-                        void* dv);
+                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
+                        void* dq, void* dk, void* dv);
 
 }  // namespace trident::kernels::cpu

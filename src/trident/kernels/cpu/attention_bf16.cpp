@@ -222,9 +222,10 @@ class HeadPairs {
 
 // ----------------------------------------------------------------- forward --
 
-void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask, bf16* out,
-             float* lse) {
+void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
+             const void* key_mask, bf16* out, float* lse) {
   const Geometry g(dims);
+  const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
   const auto scale = static_cast<float>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
   const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp);
@@ -236,23 +237,18 @@ void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
-      const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
-      head.pack(g, k, v, b, h / g.group, kb_begin, kb_end);
+      const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
       copy_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, qs.get());
       std::fill_n(acc.get(), M * g.Dp, 0.0f);
       std::fill_n(running_max, kTile, kNegInf<float>);
       std::fill_n(running_sum, kTile, 0.0f);
       for (i64 kb = kb_begin; kb < kb_end; ++kb) {
+        if (!keys.tile_has_keys(b, kb)) continue;  // padding only: adds nothing
         const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
+        head.pack(g, k, v, b, h / g.group, kb, kb + 1);
         dot_tile<false>(M, kTile, g.Dp / 2, qs.get(), g.Dp, head.keys_t(g, kb), sc.get(), kTile);
         scale_rows(sc.get(), M, scale);
-        for (i64 i = 0; i < M; ++i) {
-          const i64 lim = i < nq ? g.visible(t0 + i, s0, nk) : 0;
-          const i64 first = i < nq ? g.visible_first(t0 + i, s0, nk) : 0;
-          const bf16* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
-          online_softmax_row(sc.get() + i * kTile, mask_row, first, lim, running_max[i], running_sum[i],
-                             acc.get() + i * g.Dp, g.Dp);
-        }
+        online_softmax_tile(g, mask, keys, b, t0, nq, M, s0, nk, sc.get(), running_max, running_sum, acc.get());
         round_rows(sc.get(), M, p.get());
         dot_tile<true>(M, g.Dp, kTile / 2, p.get(), kTile, head.rows(g, kb), acc.get(), g.Dp);
       }
@@ -268,6 +264,7 @@ struct Args {
   const float* lse;
   bf16 *dq, *dk, *dv;
   float scale;
+  const KeyPadding* keys;
 };
 
 // The query side for `heads` consecutive heads from row t0 (rows past T zero):
@@ -314,14 +311,14 @@ class QueryRows {
   Scratch<float> di_;
 };
 
-// S·scale and dP of one tile from packed rows, turned into P and dS (f32).
-void tile_softmax_grad(const Geometry& g, const Args& a, const bf16* q_rows, const bf16* dout_rows, const float* di,
-                       const bf16* keys_t, const bf16* values_t, const float* lse_h, i64 t0, i64 nq, i64 M, i64 s0,
-                       i64 nk, float* s, float* dp) {
+// S·scale and dP of one tile of sample b from packed rows, turned into P and dS (f32).
+void tile_softmax_grad(const Geometry& g, const Args& a, i64 b, const bf16* q_rows, const bf16* dout_rows,
+                       const float* di, const bf16* keys_t, const bf16* values_t, const float* lse_h, i64 t0, i64 nq,
+                       i64 M, i64 s0, i64 nk, float* s, float* dp) {
   dot_tile<false>(M, kTile, g.Dp / 2, q_rows, g.Dp, keys_t, s, kTile);
   scale_rows(s, M, a.scale);
   dot_tile<false>(M, kTile, g.Dp / 2, dout_rows, g.Dp, values_t, dp, kTile);
-  softmax_grad_rows(g, a.mask, lse_h, di, t0, nq, M, s0, nk, s, dp);
+  softmax_grad_rows(g, a.mask, *a.keys, b, lse_h, di, t0, nq, M, s0, nk, s, dp);
 }
 
 // Stores rows [0, n) of an f32 [· × Dp] accumulator times `factor` into
@@ -344,18 +341,21 @@ struct KvWork {
 void backward_kv_task(const Geometry& g, const Args& a, i64 task, KvWork& w) {
   const i64 kb = task % g.k_blocks, hk = (task / g.k_blocks) % g.Hkv, b = task / (g.k_blocks * g.Hkv);
   const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0), Mk = round_up(nk, 2);
-  transpose_pairs(a.k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, g.Dp, w.keys_t.get());
-  transpose_pairs(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, g.Dp, w.values_t.get());
   std::fill_n(w.dk.get(), Mk * g.Dp, 0.0f);
   std::fill_n(w.dv.get(), Mk * g.Dp, 0.0f);
-  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);  // the queries that see a key of the tile
-  if (t_first < t_end) w.queries.pack(g, a, b, hk * g.group, 0);
+  // The queries that see a key of the tile; none when it holds padding only (dk = dv = 0).
+  const auto [t_first, t_end] = queries_seeing(g, *a.keys, b, kb, nk);
+  if (t_first < t_end) {
+    transpose_pairs(a.k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, g.Dp, w.keys_t.get());
+    transpose_pairs(a.v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, g.D, g.Dp, w.values_t.get());
+    w.queries.pack(g, a, b, hk * g.group, 0);
+  }
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
     const i64 j = h - hk * g.group;
     const float* lse_h = a.lse + (b * g.H + h) * g.T;
     for (i64 qb = t_first / kTile; qb * kTile < t_end; ++qb) {
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
-      tile_softmax_grad(g, a, w.queries.q(g, j, t0), w.queries.dout(g, j, t0), w.queries.di(j, t0), w.keys_t.get(),
+      tile_softmax_grad(g, a, b, w.queries.q(g, j, t0), w.queries.dout(g, j, t0), w.queries.di(j, t0), w.keys_t.get(),
                         w.values_t.get(), lse_h, t0, nq, M, s0, nk, w.s.get(), w.dp.get());
       round_transposed(w.s.get(), M, w.pt.get());
       round_transposed(w.dp.get(), M, w.dst.get());
@@ -383,15 +383,14 @@ void backward_q_task(const Geometry& g, const Args& a, i64 task, QWork& w) {
   const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
   const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
   const float* lse_h = a.lse + (b * g.H + h) * g.T;
-  const i64 kb_begin = g.kv_begin(t0) / kTile, kb_end = ceil_div(g.kv_end(t0, nq), kTile);
+  const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
   std::fill_n(w.dq.get(), M * g.Dp, 0.0f);
-  if (kb_begin < kb_end) {
-    w.head.pack(g, a.k, a.v, b, h / g.group, kb_begin, kb_end);
-    w.queries.pack(g, a, b, h, t0);
-  }
+  if (kb_begin < kb_end) w.queries.pack(g, a, b, h, t0);
   for (i64 kb = kb_begin; kb < kb_end; ++kb) {
+    if (!a.keys->tile_has_keys(b, kb)) continue;  // padding only: dS = 0
     const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
-    tile_softmax_grad(g, a, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
+    w.head.pack(g, a.k, a.v, b, h / g.group, kb, kb + 1);
+    tile_softmax_grad(g, a, b, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
                       w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.dp.get());
     round_rows(w.dp.get(), M, w.ds.get());
     dot_tile<true>(M, g.Dp, kTile / 2, w.ds.get(), kTile, w.head.rows(g, kb), w.dq.get(), g.Dp);
@@ -408,13 +407,16 @@ void backward(const Geometry& g, const Args& a) {
 }  // namespace
 
 void attention_forward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                            bf16* out, float* lse) {
-  forward(dims, q, k, v, mask, out, lse);
+                            const void* key_mask, bf16* out, float* lse) {
+  forward(dims, q, k, v, mask, key_mask, out, lse);
 }
 
 void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                             const bf16* out, const float* lse, const bf16* dout, bf16* dq, bf16* dk, bf16* dv) {
-  backward(Geometry(dims), Args{q, k, v, mask, out, dout, lse, dq, dk, dv, static_cast<float>(dims.scale)});
+                             const void* key_mask, const bf16* out, const float* lse, const bf16* dout, bf16* dq,
+                             bf16* dk, bf16* dv) {
+  const Geometry g(dims);
+  const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+  backward(g, Args{q, k, v, mask, out, dout, lse, dq, dk, dv, static_cast<float>(dims.scale), &keys});
 }
 
 }  // namespace trident::kernels::cpu::attention_detail

@@ -1,16 +1,19 @@
 // Pieces shared by the CPU attention kernels (attention.cpp: f32/f64 tile
 // products; attention_bf16.cpp: AVX512-BF16 dot products): the 64×64 tile
-// geometry, per-thread scratch, the online-softmax row operations on f32 score
-// rows, and an in-register 16×16 transpose. Internal to kernels/cpu.
+// geometry and which keys each query sees (causal, window, key padding),
+// per-thread scratch, the online-softmax row operations on f32 score rows, and
+// an in-register 16×16 transpose. Internal to kernels/cpu.
 #pragma once
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <new>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/attention.h"
@@ -166,9 +169,10 @@ inline void transpose16(__m512 (&r)[16]) {
 // attention_bf16.cpp: bf16 inputs through AVX512-BF16 dot products (same
 // contract as attention_forward / attention_backward for dtype bf16).
 void attention_forward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                            bf16* out, float* lse);
+                            const void* key_mask, bf16* out, float* lse);
 void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                             const bf16* out, const float* lse, const bf16* dout, bf16* dq, bf16* dk, bf16* dv);
+                             const void* key_mask, const bf16* out, const float* lse, const bf16* dout, bf16* dq,
+                             bf16* dk, bf16* dv);
 #endif
 
 // Tasks per thread chunk so that a chunk has at least ~2^18 multiply-adds: tiny
@@ -202,6 +206,16 @@ struct Geometry {
     return window > 0 ? std::clamp<i64>(t + shift - window + 1 - s0, 0, nk) : 0;
   }
   i64 visible(i64 t, i64 s0, i64 nk) const { return causal ? std::clamp<i64>(t + shift - s0 + 1, 0, nk) : nk; }
+  // Tile columns [first, lim) that row i of the query block from t0 (nq live rows) sees in the tile of nk
+  // keys from s0; empty for the padding rows i ≥ nq.
+  std::pair<i64, i64> visible_cols(i64 t0, i64 nq, i64 i, i64 s0, i64 nk) const {
+    if (i >= nq) return {0, 0};
+    return {visible_first(t0 + i, s0, nk), visible(t0 + i, s0, nk)};
+  }
+  // Key tiles [begin, end) that meet the visible range of the query block of nq rows from t0.
+  std::pair<i64, i64> key_blocks(i64 t0, i64 nq) const {
+    return {kv_begin(t0) / kTile, ceil_div(kv_end(t0, nq), kTile)};
+  }
   // Keys a query block can see at most (for the work estimates of task_grain).
   i64 keys_per_query() const { return window > 0 ? std::min(S, window + kTile) : S; }
   i64 queries_per_key() const { return window > 0 ? std::min(T, window + kTile) : T; }
@@ -211,15 +225,71 @@ struct Geometry {
   i64 q_blocks, k_blocks;
 };
 
+// The key-padding mask [B, S] (i64, i32 or u8; 0 = padding) as bytes, 1 for a
+// real key, and per (batch, key tile) whether the tile holds a real key, so that
+// tiles of padding only are skipped. Built once per call, before the parallel
+// region (O(B·S)); without a mask every key is real and nothing is stored.
+class KeyPadding {
+ public:
+  KeyPadding(const Geometry& g, const void* key_mask, DType dtype) : S_(g.S), k_blocks_(g.k_blocks) {
+    if (key_mask == nullptr) return;
+    const auto n = static_cast<std::size_t>(g.B * g.S);
+    real_.resize(n);
+    const auto nonzero = [&](const auto* m) {
+      for (std::size_t i = 0; i < n; ++i) real_[i] = m[i] != 0 ? 1 : 0;
+    };
+    if (dtype == DType::i64) {
+      nonzero(static_cast<const std::int64_t*>(key_mask));
+    } else if (dtype == DType::i32) {
+      nonzero(static_cast<const std::int32_t*>(key_mask));
+    } else {
+      nonzero(static_cast<const std::uint8_t*>(key_mask));  // u8 (ops::attention admits no other dtype)
+    }
+    tiles_.assign(static_cast<std::size_t>(g.B * g.k_blocks), 0);
+    for (i64 b = 0; b < g.B; ++b)
+      for (i64 s = 0; s < g.S; ++s)
+        if (real_[static_cast<std::size_t>(b * g.S + s)] != 0)
+          tiles_[static_cast<std::size_t>(b * g.k_blocks + s / kTile)] = 1;
+  }
+  // The bytes of sample b from key s0 on, or null when every key is real.
+  const std::uint8_t* row(i64 b, i64 s0) const { return real_.empty() ? nullptr : real_.data() + b * S_ + s0; }
+  // Whether key tile kb of sample b holds a real key.
+  bool tile_has_keys(i64 b, i64 kb) const {
+    return tiles_.empty() || tiles_[static_cast<std::size_t>(b * k_blocks_ + kb)] != 0;
+  }
+
+ private:
+  i64 S_, k_blocks_;
+  std::vector<std::uint8_t> real_, tiles_;
+};
+
+// Queries [first, end) that see some key of key tile kb (nk keys from s0 = kb·64) of sample b: causal,
+// t ≥ s − shift; window, t < s − shift + window; none at all when the tile holds padding only.
+inline std::pair<i64, i64> queries_seeing(const Geometry& g, const KeyPadding& keys, i64 b, i64 kb, i64 nk) {
+  if (!keys.tile_has_keys(b, kb)) return {0, 0};
+  return {g.q_begin(kb * kTile), g.q_end(kb * kTile, nk)};
+}
+
+// Hides (−inf) the padding keys among the visible columns [first, lim) of a score row.
+template <typename A>
+void hide_padding(A* row, const std::uint8_t* key_row, i64 first, i64 lim) {
+  if (key_row == nullptr) return;
+  for (i64 j = first; j < lim; ++j)
+    if (key_row[j] == 0) row[j] = kNegInf<A>;
+}
+
 // Forward, one score row of a tile (scores already scaled): adds the mask over
-// the visible keys [first, lim), folds them into the query's running max and sum,
-// rescales its output accumulator row (Dp wide) when the max grows, and leaves
-// exp(s − max) in the row (0 outside [first, lim); all 0 while nothing is visible).
+// the visible keys [first, lim), hides the padding keys (key_row: the sample's
+// key bytes from the tile's first key, or null), folds them into the query's
+// running max and sum, rescales its output accumulator row (Dp wide) when the
+// max grows, and leaves exp(s − max) in the row (0 outside [first, lim) and at
+// padding keys; all 0 while nothing is visible).
 template <typename T, typename A>
-void online_softmax_row(A* row, const T* mask_row, i64 first, i64 lim, A& running_max, A& running_sum, A* acc_row,
-                        i64 Dp) {
+void online_softmax_row(A* row, const T* mask_row, const std::uint8_t* key_row, i64 first, i64 lim, A& running_max,
+                        A& running_sum, A* acc_row, i64 Dp) {
   if (mask_row != nullptr)
     for (i64 j = first; j < lim; ++j) row[j] += load(mask_row[j]);
+  hide_padding(row, key_row, first, lim);
   const A mx = row_max(row, first, lim, running_max);
   if (mx == kNegInf<A>) {  // nothing visible to this query yet (or a padding row)
     std::fill_n(row, kTile, A(0));
@@ -230,6 +300,22 @@ void online_softmax_row(A* row, const T* mask_row, i64 first, i64 lim, A& runnin
   running_max = mx;
   if (alpha != A(1))
     for (i64 d = 0; d < Dp; ++d) acc_row[d] *= alpha;
+}
+
+// Forward, one score tile [M × 64] of sample b: the query block from t0 (nq
+// live rows, padding rows up to M) against the key tile of nk keys from s0,
+// each row through online_softmax_row with its visible columns, its row of the
+// additive mask (null: none) and the sample's key padding.
+template <typename T, typename A>
+void online_softmax_tile(const Geometry& g, const T* mask, const KeyPadding& keys, i64 b, i64 t0, i64 nq, i64 M, i64 s0,
+                         i64 nk, A* scores, A* running_max, A* running_sum, A* acc) {
+  const std::uint8_t* key_row = keys.row(b, s0);
+  for (i64 i = 0; i < M; ++i) {
+    const auto [first, lim] = g.visible_cols(t0, nq, i, s0, nk);
+    const T* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
+    online_softmax_row(scores + i * kTile, mask_row, key_row, first, lim, running_max[i], running_sum[i],
+                       acc + i * g.Dp, g.Dp);
+  }
 }
 
 // Forward, the end of a query block: out = acc / sum (rows [t0, t0 + nq) of
@@ -248,22 +334,24 @@ void store_output_rows(const Geometry& g, const A* acc, const A* running_max, co
   }
 }
 
-// Backward, a recomputed tile: S (scaled scores) and dP = dout·Vᵀ in place
-// become P = exp(S + mask − lse) and dS = P ∘ (dP − Di) over the visible keys,
-// 0 elsewhere and in rows past nq or with lse = −inf (rows [0, M)).
+// Backward, a recomputed tile of sample b: S (scaled scores) and dP = dout·Vᵀ
+// in place become P = exp(S + mask − lse) and dS = P ∘ (dP − Di) over the
+// visible real keys, 0 elsewhere and in rows past nq or with lse = −inf (rows
+// [0, M)).
 template <typename T, typename A>
-void softmax_grad_rows(const Geometry& g, const T* mask, const A* lse_h, const A* di, i64 t0, i64 nq, i64 M, i64 s0,
-                       i64 nk, A* s, A* dp) {
+void softmax_grad_rows(const Geometry& g, const T* mask, const KeyPadding& keys, i64 b, const A* lse_h, const A* di,
+                       i64 t0, i64 nq, i64 M, i64 s0, i64 nk, A* s, A* dp) {
+  const std::uint8_t* key_row = keys.row(b, s0);
   for (i64 i = 0; i < M; ++i) {
     A* srow = s + i * kTile;
     const i64 t = t0 + i;
     const bool live = i < nq && lse_h[t] != kNegInf<A>;
-    const i64 lim = live ? g.visible(t, s0, nk) : 0;
-    const i64 first = live ? g.visible_first(t, s0, nk) : 0;
+    const auto [first, lim] = g.visible_cols(t0, live ? nq : 0, i, s0, nk);
     if (mask != nullptr && lim > first) {
       const T* mrow = mask + t * g.S + s0;
       for (i64 j = first; j < lim; ++j) srow[j] += load(mrow[j]);
     }
+    hide_padding(srow, key_row, first, lim);
     row_softmax_grad(srow, dp + i * kTile, first, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
   }
 }

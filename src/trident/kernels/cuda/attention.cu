@@ -8,7 +8,8 @@
 //
 // Forward: online softmax per query row in f32 (f64) — running max m and sum l, the output rescaled by
 // exp(m_old − m_new); key tiles outside the tile's visible range (causal, sliding window) are never
-// loaded, partial ones are masked per element; a row with no visible key gets out = 0 and lse = −inf. Backward: Di = Σ_d dout·out per row (its own kernel), then
+// loaded, partial ones are masked per element, and so are padding keys (key_mask); a row with no visible
+// key gets out = 0 and lse = −inf. Backward: Di = Σ_d dout·out per row (its own kernel), then
 // P = exp(S − lse) recomputed, dS = P ∘ (dP − Di); one kernel per (batch, kv head, key tile) owns dK and
 // dV and sums over the group's heads and the query tiles in order, one per (batch, head, query tile) owns
 // dQ and sums over key tiles in order. Nothing is written by two blocks and no float atomics are used, so
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kFmaThreads)
       for (int j = 0; j < CJ; ++j) {
         const int r = tr + 16 * i, c = tc + 16 * j;
         const i64 t = t0 + r, s = s0 + c;
-        ps[r * LDP + c] = g.visible(t, s) ? acc[i][j] + mask_value(mask, g, t, s) : neg_inf;
+        ps[r * LDP + c] = g.sees(b, t, s) ? acc[i][j] + mask_value(mask, g, t, s) : neg_inf;
       }
     }
     __syncthreads();
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(kFmaThreads)
           const int kr = tr + 16 * i, qc = tc + 16 * j;
           const i64 s = s0 + kr, t = t0 + qc;
           A p = 0;
-          if (lse_s[qc] != neg_inf && g.visible(t, s)) p = exp_acc(st[i][j] + mask_value(mask, g, t, s) - lse_s[qc]);
+          if (lse_s[qc] != neg_inf && g.sees(b, t, s)) p = exp_acc(st[i][j] + mask_value(mask, g, t, s) - lse_s[qc]);
           pt[kr * LDP + qc] = p;
           dst[kr * LDP + qc] = p * (dpt[i][j] - di_s[qc]);
         }
@@ -359,7 +360,7 @@ __global__ void __launch_bounds__(kFmaThreads)
         const int qr = tr + 16 * i, kc = tc + 16 * j;
         const i64 t = t0 + qr, s = s0 + kc;
         A p = 0;
-        if (lse_s[qr] != neg_inf && g.visible(t, s)) p = exp_acc(sc[i][j] + mask_value(mask, g, t, s) - lse_s[qr]);
+        if (lse_s[qr] != neg_inf && g.sees(b, t, s)) p = exp_acc(sc[i][j] + mask_value(mask, g, t, s) - lse_s[qr]);
         dss[qr * LDS + kc] = p * (dp[i][j] - di_s[qr]);
       }
     }
@@ -446,9 +447,9 @@ void backward_fma(const Geometry& g, const A* q, const A* k, const A* v, const A
 }  // namespace
 
 void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
-                              const void* mask, void* out, void* lse) {
+                              const void* mask, const void* key_mask, void* out, void* lse) {
   using namespace attention_detail;
-  const Geometry g = make_geometry(dims);
+  const Geometry g = make_geometry(dims, key_mask);
   if (g.B == 0 || g.H == 0 || g.T == 0) return;
   switch (dtype) {
     case DType::bf16: {
@@ -481,10 +482,10 @@ void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const
 }
 
 void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
-                               const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
-                               void* dv, void* di) {
+                               const void* mask, const void* key_mask, const void* out, const void* lse,
+                               const void* dout, void* dq, void* dk, void* dv, void* di) {
   using namespace attention_detail;
-  const Geometry g = make_geometry(dims);
+  const Geometry g = make_geometry(dims, key_mask);
   if (g.B == 0 || g.H == 0) return;
   dispatch_floating(dtype, "attention_backward", [&](auto tag) {
     using T = decltype(tag);

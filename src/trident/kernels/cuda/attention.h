@@ -3,10 +3,11 @@
 //
 // Same signatures and semantics as kernels/cpu/attention.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream. Layouts
-// q/out/dout [B, T, H, D], k/v [B, S, Hkv, D], optional additive mask [T, S]; GQA, bottom-right causal
-// alignment, the sliding window (only the key tiles of a query tile's visible range are loaded, and only
-// the query tiles that see a key tile), rows with no visible key giving out = 0 and lse = −inf, all as on
-// the CPU.
+// q/out/dout [B, T, H, D], k/v [B, S, Hkv, D], optional additive mask [T, S], optional key-padding mask
+// [B, S] (i64, i32 or u8: dims.key_mask_dtype; 0 hides the key, tested per element, padding-only tiles are
+// not skipped here); GQA, bottom-right causal alignment, the sliding window (only the key tiles of a query
+// tile's visible range are loaded, and only the query tiles that see a key tile), rows with no visible key
+// giving out = 0 and lse = −inf, all as on the CPU.
 //
 // head_dim: 1 to 128 (padded inside to 32, 64 or 128; larger is a clear error). dtypes: bf16 and f16 on
 // tensor cores (mma.sync m16n8k16, f32 accumulation, P and dS rounded to the input dtype as operands of
@@ -42,10 +43,10 @@ namespace trident::kernels::cuda {
 using cpu::AttentionDims;
 
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, void* out, void* lse);
+                       const void* mask, const void* key_mask, void* out, void* lse);
 
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* out, const void* lse, const void* dout, void* dq, void* dk,
-                        void* dv);
+                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
+                        void* dq, void* dk, void* dv);
 
 }  // namespace trident::kernels::cuda

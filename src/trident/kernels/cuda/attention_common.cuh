@@ -19,6 +19,10 @@ struct Geometry {
   bool causal;
   i64 window;  // sliding window (0: unlimited; only with causal): query t sees keys (t + shift − window, t + shift]
   double scale;
+  // Key-padding mask [B, S] (null: every key real) as raw bytes, key_mask_bytes per entry (8: i64, 4: i32,
+  // 1: u8); an entry of 0 is a padding key.
+  const unsigned char* key_mask;
+  int key_mask_bytes;
 
   __device__ i64 q_row(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   __device__ i64 kv_row(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
@@ -50,12 +54,38 @@ struct Geometry {
   __device__ bool visible(i64 t, i64 s) const {
     return t < T && s < S && (!causal || (s <= t + shift && (window <= 0 || s > t + shift - window)));
   }
+  // Key s (< S) of sample b is a real key, not padding.
+  __device__ bool real_key(i64 b, i64 s) const {
+    if (key_mask == nullptr) return true;
+    const i64 at = b * S + s;
+    switch (key_mask_bytes) {
+      case 8:
+        return reinterpret_cast<const long long*>(key_mask)[at] != 0;
+      case 4:
+        return reinterpret_cast<const int*>(key_mask)[at] != 0;
+      default:
+        return key_mask[at] != 0;
+    }
+  }
+  // Query t of sample b sees key s: visible under causal and window, and not padding.
+  __device__ bool sees(i64 b, i64 t, i64 s) const { return visible(t, s) && real_key(b, s); }
 };
 
-inline Geometry make_geometry(const cpu::AttentionDims& d) {
-  return Geometry{
-      d.batch,  d.q_len, d.kv_len, d.heads, d.kv_heads, d.head_dim, d.heads / d.kv_heads, d.kv_len - d.q_len,
-      d.causal, d.causal ? d.window : 0, d.scale};
+inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask) {
+  const int bytes = d.key_mask_dtype == DType::i64 ? 8 : d.key_mask_dtype == DType::i32 ? 4 : 1;
+  return Geometry{d.batch,
+                  d.q_len,
+                  d.kv_len,
+                  d.heads,
+                  d.kv_heads,
+                  d.head_dim,
+                  d.heads / d.kv_heads,
+                  d.kv_len - d.q_len,
+                  d.causal,
+                  d.causal ? d.window : 0,
+                  d.scale,
+                  static_cast<const unsigned char*>(key_mask),
+                  bytes};
 }
 
 template <typename T>

@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         const int r = i >> 1;
         const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
         float x = neg_inf;
-        if (g.visible(t_row[r], s)) x = sc[nt][i] * scale + mask_value(mask, g, t_row[r], s);
+        if (g.sees(b, t_row[r], s)) x = sc[nt][i] * scale + mask_value(mask, g, t_row[r], s);
         sc[nt][i] = x;
         tile_max[r] = fmaxf(tile_max[r], x);
       }
@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kMmaThreads)
           const i64 s = key[i >> 1], t = t0 + c;
           const float row_lse = lse_s[c];
           float p = 0.0f;
-          if (row_lse != neg_inf && g.visible(t, s)) {
+          if (row_lse != neg_inf && g.sees(b, t, s)) {
             p = __expf(st[nt][i] * scale + mask_value(mask, g, t, s) - row_lse);
           }
           st[nt][i] = p;
@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         const int r = i >> 1;
         const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
         float p = 0.0f;
-        if (row_lse[r] != neg_inf && g.visible(t_row[r], s)) {
+        if (row_lse[r] != neg_inf && g.sees(b, t_row[r], s)) {
           p = __expf(sc[nt][i] * scale + mask_value(mask, g, t_row[r], s) - row_lse[r]);
         }
         dp[nt][i] = p * (dp[nt][i] - row_di[r]);
