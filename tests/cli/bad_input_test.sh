@@ -39,8 +39,9 @@
 #                  runs/default in the scratch directory
 #
 # Rows that run `$T launch` (mpirun and its ranks) are skipped when TRIDENT_BINARY
-# is a sanitizer build: Open MPI's own allocations would read as leaks, and the
-# multi-rank tests (label dist) run in the Release pass only, as these do.
+# is a sanitizer build (sanitizer_build in tiny_corpus.sh): Open MPI's own
+# allocations would read as leaks, and the multi-rank tests (label dist) run in the
+# Release pass only, as these do.
 #
 # Each row prints one `ok` or `FAIL` line (with the reason, stderr and the tail
 # of stdout on failure). A row also fails when processes it started are still
@@ -106,7 +107,7 @@ rm -rf "$root/fixture-check" "$root/fixture-check.err"
 
 # --- the rows ----------------------------------------------------------------
 sanitized=""
-if ldd "$T" 2>/dev/null | grep -q 'libasan\|libubsan'; then sanitized=1; fi
+if sanitizer_build "$T"; then sanitized=1; fi
 failures=0
 rows=0
 declare -A seen=()

@@ -13,9 +13,9 @@ holder=""
 trap '[[ -n $holder ]] && kill -KILL $holder 2>/dev/null; rm -rf "$work"' EXIT
 export TRIDENT_NUM_THREADS=1
 cd "$work" || exit 1
-# Multi-rank parts need mpirun, and not a sanitizer build (Open MPI's own allocations read as leaks there).
+# Multi-rank parts need mpirun, and not a sanitizer build (see sanitizer_build in tiny_corpus.sh).
 sanitized=""
-ldd "$trident" 2>/dev/null | grep -q 'libasan\|libubsan' && sanitized=1
+sanitizer_build "$trident" && sanitized=1
 
 make_tiny_corpus "$trident" "$work"
 args=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16

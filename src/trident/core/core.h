@@ -12,4 +12,5 @@
 #include "trident/core/shape.h"
 #include "trident/core/storage.h"
 #include "trident/core/tensor.h"
+#include "trident/core/text.h"
 #include "trident/core/version.h"

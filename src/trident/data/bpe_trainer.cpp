@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -14,15 +13,10 @@
 #include "trident/data/added_vocabulary.h"
 #include "trident/data/byte_level.h"
 #include "trident/data/pre_tokenizer.h"
+#include "trident/data/word_counts.h"
 
 namespace trident::data {
 namespace {
-
-using WordCounts = std::unordered_map<std::string, std::int64_t, StringHash, std::equal_to<>>;
-
-// Files are counted in blocks of about this size, cut after a newline, so the
-// word counts (and the trained vocabulary) do not depend on the thread count.
-constexpr std::size_t kBlockBytes = 1 << 20;
 
 void count_words(std::string_view text, const AddedVocabulary& specials, const PreTokenizer& pre, WordCounts& counts) {
   PreTokenizer::Scratch scratch;
@@ -33,14 +27,7 @@ void count_words(std::string_view text, const AddedVocabulary& specials, const P
     if (s.token_id >= 0) continue;
     const std::string_view span = text.substr(s.begin, s.end - s.begin);
     pre.split(span, pieces, scratch);
-    for (const Piece& p : pieces) {
-      const std::string_view w = span.substr(p.begin, p.end - p.begin);
-      if (auto it = counts.find(w); it != counts.end()) {
-        ++it->second;
-      } else {
-        counts.emplace(std::string(w), 1);
-      }
-    }
+    count_pieces(span, pieces, counts);
   }
 }
 
@@ -81,32 +68,16 @@ void BpeTrainer::feed(std::string_view text) {
 }
 
 void BpeTrainer::feed_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TRIDENT_CHECK(in.good(), "cannot open training file '{}'", path.string());
+  LineBlockReader reader(path);  // blocks cut at newlines: the counts do not depend on the thread count
   const AddedVocabulary specials = special_vocabulary(options_.special_tokens);
   const PreTokenizer pre = PreTokenizer::gpt2(false);
   const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
                                                 : static_cast<unsigned>(num_threads());
   // Read a batch of blocks (one per thread), count them in parallel, repeat.
-  std::string carry;
-  bool eof = false;
   std::uint64_t total = 0;
-  while (!eof) {
+  while (!reader.done()) {
     std::vector<std::string> blocks;
-    while (blocks.size() < threads && !eof) {
-      std::string block = std::move(carry);
-      carry.clear();
-      const std::size_t have = block.size();
-      block.resize(std::max(kBlockBytes, have + 1));
-      in.read(block.data() + have, static_cast<std::streamsize>(block.size() - have));
-      block.resize(have + static_cast<std::size_t>(in.gcount()));
-      TRIDENT_CHECK(!in.bad(), "error reading training file '{}'", path.string());
-      if (in.eof()) {
-        eof = true;
-      } else if (auto nl = block.rfind('\n'); nl != std::string::npos) {
-        carry = block.substr(nl + 1);
-        block.resize(nl + 1);
-      }
+    for (std::string block; blocks.size() < threads && reader.next(block);) {
       total += block.size();
       blocks.push_back(std::move(block));
     }
@@ -153,10 +124,7 @@ TrainedBpe BpeTrainer::train() const {
   for (const auto& [c, b] : alphabet) byte_id[b] = add_token(std::string(byte_to_utf8(b)));
 
   // Words in a fixed order (sorted), as id sequences.
-  std::vector<std::pair<std::string_view, std::int64_t>> sorted;
-  sorted.reserve(counts_.size());
-  for (const auto& [w, c] : counts_) sorted.emplace_back(w, c);
-  std::sort(sorted.begin(), sorted.end());
+  const auto sorted = sorted_word_counts(counts_);
   std::vector<std::vector<std::int32_t>> words(sorted.size());
   std::vector<std::int64_t> freq(sorted.size());
   for (std::size_t i = 0; i < sorted.size(); ++i) {

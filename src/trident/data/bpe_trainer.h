@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "trident/data/bpe_model.h"
+#include "trident/data/word_counts.h"
 
 namespace trident::data {
 
@@ -53,7 +53,7 @@ class BpeTrainer {
 
  private:
   BpeTrainerOptions options_;
-  std::unordered_map<std::string, std::int64_t, StringHash, std::equal_to<>> counts_;
+  WordCounts counts_;
 };
 
 // The tokenizer.json text for `bpe` (vocab in id order, merges as "a b").

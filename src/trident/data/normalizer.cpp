@@ -65,6 +65,7 @@ void normalize_runs(const HfNfc& n, std::string_view text, std::string& out) {
   out.clear();
   std::size_t pos = 0;
   while (pos < text.size()) {
+    // A maximal run of valid UTF-8, then one of bytes that start no valid character.
     const std::size_t start = pos;
     char32_t c = 0;
     for (std::size_t len = 0; pos < text.size() && (len = decode_utf8(text, pos, c)) > 0;) pos += len;
@@ -177,10 +178,6 @@ void bert_normalize(std::string_view text, const BertNormalizerOptions& o, std::
   }
 }
 
-namespace {
-
-}  // namespace
-
 void nfc(std::string_view text, std::string& out) {
   out.clear();
   std::size_t pos = 0;
@@ -189,18 +186,7 @@ void nfc(std::string_view text, std::string& out) {
     out.assign(text);
     return;
   }
-  const HfNfc& n = hf_nfc();
-  pos = 0;
-  while (pos < text.size()) {
-    // A maximal run of valid UTF-8, then one of bytes that start no valid character.
-    const std::size_t start = pos;
-    char32_t c = 0;
-    for (std::size_t len = 0; pos < text.size() && (len = decode_utf8(text, pos, c)) > 0;) pos += len;
-    if (pos > start) n.append(text.substr(start, pos - start), out);
-    const std::size_t bad = pos;
-    while (pos < text.size() && decode_utf8(text, pos, c) == 0) ++pos;
-    out.append(text.substr(bad, pos - bad));
-  }
+  normalize_runs(hf_nfc(), text, out);
 }
 
 void Normalizer::add_prepend(std::string prepend) {

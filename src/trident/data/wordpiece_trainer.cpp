@@ -1,7 +1,6 @@
 #include "trident/data/wordpiece_trainer.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <queue>
 #include <set>
@@ -13,12 +12,12 @@
 #include "trident/data/normalizer.h"
 #include "trident/data/pre_tokenizer.h"
 #include "trident/data/tokenizer.h"
+#include "trident/data/word_counts.h"
 
 namespace trident::data {
 namespace {
 
 constexpr std::string_view kPrefix = "##";
-constexpr std::size_t kBlockBytes = std::size_t{1} << 20;
 
 std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
@@ -39,38 +38,12 @@ void WordPieceTrainer::feed(std::string_view text) {
   std::vector<Piece> pieces;
   PreTokenizer::Scratch scratch;
   pre.split(normalized, pieces, scratch);
-  for (const Piece& p : pieces) {
-    const std::string_view word(normalized.data() + p.begin, p.end - p.begin);
-    if (auto it = counts_.find(word); it != counts_.end()) {
-      ++it->second;
-    } else {
-      counts_.emplace(std::string(word), 1);
-    }
-  }
+  count_pieces(normalized, pieces, counts_);
 }
 
 void WordPieceTrainer::feed_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TRIDENT_CHECK(in.good(), "cannot open training file '{}'", path.string());
-  std::string carry;
-  while (true) {
-    std::string block = std::move(carry);
-    carry.clear();
-    const std::size_t have = block.size();
-    block.resize(std::max(kBlockBytes, have + 1));
-    in.read(block.data() + have, static_cast<std::streamsize>(block.size() - have));
-    block.resize(have + static_cast<std::size_t>(in.gcount()));
-    TRIDENT_CHECK(!in.bad(), "error reading training file '{}'", path.string());
-    const bool eof = in.eof();
-    if (!eof) {
-      if (auto nl = block.rfind('\n'); nl != std::string::npos) {
-        carry = block.substr(nl + 1);
-        block.resize(nl + 1);
-      }
-    }
-    feed(block);
-    if (eof) break;
-  }
+  LineBlockReader reader(path);
+  for (std::string block; reader.next(block);) feed(block);
 }
 
 std::vector<std::string> WordPieceTrainer::train() const {
@@ -85,10 +58,7 @@ std::vector<std::string> WordPieceTrainer::train() const {
     return id;
   };
   // Words in a fixed order (sorted), so the result does not depend on hashing.
-  std::vector<std::pair<std::string_view, std::int64_t>> words_sorted;
-  words_sorted.reserve(counts_.size());
-  for (const auto& [w, c] : counts_) words_sorted.emplace_back(w, c);
-  std::sort(words_sorted.begin(), words_sorted.end());
+  const auto words_sorted = sorted_word_counts(counts_);
   // The alphabet in code-point order, each character and its "##" form.
   std::set<char32_t> alphabet;
   std::set<std::string> invalid;  // bytes that start no valid character (a word may hold any bytes)

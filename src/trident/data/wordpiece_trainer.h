@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "trident/data/bpe_model.h"
+#include "trident/data/word_counts.h"
 
 namespace trident::data {
 
@@ -50,7 +50,7 @@ class WordPieceTrainer {
 
  private:
   WordPieceTrainerOptions options_;
-  std::unordered_map<std::string, std::int64_t, StringHash, std::equal_to<>> counts_;
+  WordCounts counts_;
 };
 
 // The special tokens of a trained WordPiece vocabulary, ids 0..4.

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "trident/core/error.h"
+#include "trident/core/text.h"
 #include "trident/train/deepspeed_config.h"
 
 namespace trident::train {
@@ -232,19 +233,6 @@ const Field* find_field(const std::string& key) {
   for (const Field& f : fields())
     if (f.key() == key) return &f;
   return nullptr;
-}
-
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 [[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "trident/core/error.h"
+#include "trident/core/text.h"
 
 // The key semantics followed here (defaults, the batch rule, what Adam means,
 // the schedulers' shapes) are written down in docs/deepspeed.md.
@@ -22,19 +23,6 @@ namespace trident::train {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 // The nearest of `known` to `key` when it is a likely typo ("" otherwise).
 std::string nearest(const std::string& key, const std::vector<std::string>& known) {
