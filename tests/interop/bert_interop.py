@@ -26,7 +26,7 @@ os.makedirs(tmp, exist_ok=True)
 torch.manual_seed(0)
 ids = [2, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 3]
 types = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
-mask = [1] * 12  # padding needs the attention key mask (next commit)
+mask = [1] * 9 + [0] * 3  # the last three tokens are padding
 csv = lambda values: ",".join(map(str, values))
 failures = []
 

@@ -92,6 +92,12 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
   ops::AttentionOptions attention;
   attention.causal = options_.causal;
   attention.window = options_.window;
+  if (ctx.key_mask.defined()) {
+    TRIDENT_CHECK(!ctx.cache, "attention: a key mask (padding) with a KV cache is not supported");
+    TRIDENT_CHECK(ctx.key_mask.shape() == Shape({B, T}), "attention: the key mask {} does not match the batch [{}, {}]",
+                  ctx.key_mask.shape(), B, T);
+    attention.key_mask = ctx.key_mask.device() == q.data().device() ? ctx.key_mask : ctx.key_mask.to(q.data().device());
+  }
   Variable y = ag::attention(q, k, v, attention);
   y = out_->forward(ag::reshape(y, {B, T, H * hd}), ctx);
   return dropout(y, options_.dropout, prefix() + ".resid", ctx);
