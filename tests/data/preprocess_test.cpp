@@ -9,6 +9,7 @@
 #include "test_util.h"
 #include "trident/data/bpe_trainer.h"
 #include "trident/data/indexed_dataset.h"
+#include "trident/data/parquet_reader.h"
 
 namespace trident::data {
 namespace {
@@ -150,6 +151,32 @@ TEST(Preprocess, WholeFilesAsDocuments) {
   EXPECT_EQ(ds->sequence(1), tok.encode("another\n\nfile"));
   o.inputs = {dir / "missing.txt"};
   EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("missing.txt' does not exist"));
+}
+
+TEST(Preprocess, ParquetInputIsDetectedAndABadFileNamed) {
+  // Reading real Parquet files is tested against pyarrow (tests/interop/parquet_interop.py); here,
+  // without pyarrow: the extension picks the format, and a file that is not Parquet fails before any
+  // work, naming the file, with or without Parquet support in this build.
+  EXPECT_EQ(detect_input_format("corpus/part-0001.parquet"), InputFormat::parquet);
+  EXPECT_EQ(detect_input_format("corpus/part.jsonl"), InputFormat::jsonl);
+  TempDir dir("trident-pre-parquet");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "a.txt", "first line\n");
+  write(dir / "bad.parquet", "PAR1 this is not a Parquet file");
+  PreprocessOptions o;
+  o.inputs = {dir / "a.txt", dir / "bad.parquet"};
+  o.output_prefix = dir / "out";
+  const std::string error = error_of([&] { preprocess(tok, o); });
+  EXPECT_THAT(error, HasSubstr("bad.parquet"));
+  if (parquet_supported()) {
+    EXPECT_THAT(error, HasSubstr("is not a readable Parquet file"));
+  } else {
+    EXPECT_THAT(error, HasSubstr("built without Parquet support"));
+    EXPECT_THAT(error, HasSubstr("scripts/python_env.sh"));
+    EXPECT_THAT(error, HasSubstr("iter_batches(columns=[sys.argv[2]])"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.bin"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.idx"));
 }
 
 }  // namespace
