@@ -12,7 +12,8 @@ struct ParquetColumnReader::Impl {};
 bool parquet_supported() noexcept { return false; }
 
 std::string parquet_build_description() {
-  return "not built (no pyarrow when configured: ./scripts/python_env.sh installs it, then configure again)";
+  return "not built (TRIDENT_WITH_PARQUET=OFF, or no pyarrow when configured: ./scripts/python_env.sh installs it, "
+         "then configure again)";
 }
 
 ParquetColumnReader::ParquetColumnReader(const std::filesystem::path& path, const std::string& column) {
