@@ -15,6 +15,8 @@ echo "==> dependencies"
 ./scripts/install_deps.sh
 if [[ -x scripts/python_env.sh ]]; then
   # Interop tests use the peers' Python packages; they skip cleanly if this fails.
+  # It runs before configuring: the build's Parquet reader is Arrow's, from this
+  # venv's pyarrow (cmake/TridentParquet.cmake; without it, built without Parquet).
   ./scripts/python_env.sh || echo "test.sh: Python environment unavailable; interop tests will skip"
 fi
 

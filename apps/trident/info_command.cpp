@@ -7,6 +7,7 @@
 #include "trident/core/backend.h"
 #include "trident/core/parallel.h"
 #include "trident/core/version.h"
+#include "trident/data/parquet_reader.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
 #ifdef TRIDENT_HAVE_CUDA
@@ -39,6 +40,7 @@ void add_info_command(CLI::App& app) {
 #endif
     fmt::print("matmul backend:  {}\n", kernels::cpu::matmul_backend_description());
     fmt::print("mpi:             built ({})\n", dist::mpi_library_version());
+    fmt::print("parquet input:   {}\n", data::parquet_build_description());
   });
 }
 

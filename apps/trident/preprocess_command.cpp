@@ -1,7 +1,7 @@
-// trident preprocess: text or JSONL -> Megatron .bin/.idx (docs/data.md).
+// trident preprocess: text, JSONL or Parquet -> Megatron .bin/.idx (docs/data.md).
 //
 //   trident preprocess --input FILE... --tokenizer tokenizer.json --output-prefix PREFIX
-//                      [--json-key text] [--append-eod] [--workers N] [--format auto|text|jsonl|file]
+//                      [--json-key text] [--append-eod] [--workers N] [--format auto|text|jsonl|parquet|file]
 //                      [--skip-bad-lines] [--eod-token TOK] [--no-special-tokens] [--quiet]
 #include <fmt/format.h>
 
@@ -17,7 +17,7 @@
 namespace trident::cli {
 
 void add_preprocess_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("preprocess", "Tokenize text/JSONL into a Megatron .bin/.idx dataset");
+  auto* cmd = app.add_subcommand("preprocess", "Tokenize text/JSONL/Parquet into a Megatron .bin/.idx dataset");
   struct Args {
     std::vector<std::string> inputs;
     std::string tokenizer, prefix, json_key = "text", format = "auto", eod_token, lower;
@@ -25,7 +25,7 @@ void add_preprocess_command(CLI::App& app) {
     int workers = 0;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--input,-i", args->inputs, "Input files: plain text (one document per line) or JSONL")
+  cmd->add_option("--input,-i", args->inputs, "Input files: plain text (one document per line), JSONL or Parquet")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, BERT vocab.txt, or a directory")
@@ -34,11 +34,11 @@ void add_preprocess_command(CLI::App& app) {
                   "vocab.txt only: true or false (default: tokenizer_config.json's, else true)")
       ->check(CLI::IsMember({"true", "false"}));
   cmd->add_option("--output-prefix,-o", args->prefix, "Writes PREFIX.bin and PREFIX.idx")->required();
-  cmd->add_option("--json-key", args->json_key, "JSONL key holding the document text")->capture_default_str();
+  cmd->add_option("--json-key", args->json_key, "JSONL key, or Parquet column, holding the document text")->capture_default_str();
   cmd->add_option("--format", args->format,
-                  "auto (.jsonl/.json are JSONL, else text), text (a document per line), jsonl, "
-                  "file (each file is one document)")
-      ->check(CLI::IsMember({"auto", "text", "jsonl", "file"}))
+                  "auto (.jsonl/.json are JSONL, .parquet Parquet, else text), text (a document per line), jsonl, "
+                  "parquet, file (each file is one document)")
+      ->check(CLI::IsMember({"auto", "text", "jsonl", "parquet", "file"}))
       ->capture_default_str();
   cmd->add_flag("--append-eod", args->append_eod, "Append the end-of-document token to every document");
   cmd->add_option("--eod-token", args->eod_token, "The end-of-document token (default: <|endoftext|> or similar)");
@@ -53,6 +53,7 @@ void add_preprocess_command(CLI::App& app) {
     o.json_key = args->json_key;
     if (args->format == "text") o.format = data::InputFormat::text;
     if (args->format == "jsonl") o.format = data::InputFormat::jsonl;
+    if (args->format == "parquet") o.format = data::InputFormat::parquet;
     if (args->format == "file") o.format = data::InputFormat::text_file;
     o.append_eod = args->append_eod;
     if (!args->eod_token.empty()) o.eod_token = args->eod_token;
@@ -76,9 +77,10 @@ void add_preprocess_command(CLI::App& app) {
       if (tty) fmt::print(stderr, "\n");
       fmt::print(stderr,
                  "preprocess: {} documents, {} tokens ({}), {:.1f} MB in {:.2f} s = {:.1f} MB/s with {} workers; "
-                 "skipped {} empty documents, {} bad lines -> {}.bin/.idx\n",
+                 "skipped {} empty documents, {} bad lines{} -> {}.bin/.idx\n",
                  s.documents, s.tokens, data::token_dtype_name(s.dtype), static_cast<double>(s.input_bytes) / 1e6,
-                 s.seconds, s.megabytes_per_second(), s.workers, s.empty_documents, s.bad_lines, args->prefix);
+                 s.seconds, s.megabytes_per_second(), s.workers, s.empty_documents, s.bad_lines,
+                 s.null_rows ? fmt::format(", {} null rows", s.null_rows) : "", args->prefix);
     }
   });
 }

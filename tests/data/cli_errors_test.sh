@@ -43,6 +43,16 @@ expect_error 'nokey.jsonl:2: the JSON object has no key "text"' "$trident" prepr
   && grep -q "2 bad lines" "$tmp/skip.log" && echo "ok   --skip-bad-lines: $(tail -n 1 "$tmp/skip.log")" \
   || { echo "FAIL: --skip-bad-lines"; cat "$tmp/skip.log"; failures=$((failures + 1)); }
 
+# Parquet input: a file that is not Parquet is named; a build without Parquet says how to get it
+# (real Parquet files are tested with pyarrow: tests/interop/parquet_interop.py).
+printf 'PAR1 not really\n' > "$tmp/fake.parquet"
+if "$trident" info | grep -q '^parquet input: *built'; then
+  expect_error "input '$tmp/fake.parquet' is not a readable Parquet file" "$trident" preprocess -i "$tmp/fake.parquet" -t "$tmp/tok.json" -o "$tmp/out" -q
+else
+  expect_error "input '$tmp/fake.parquet' is Parquet, but this trident was built without Parquet support" "$trident" preprocess -i "$tmp/fake.parquet" -t "$tmp/tok.json" -o "$tmp/out" -q
+  expect_error "install pyarrow with ./scripts/python_env.sh" "$trident" preprocess -i "$tmp/train.txt" --format parquet -t "$tmp/tok.json" -o "$tmp/out" -q
+fi
+
 # Invalid UTF-8 is encoded byte-level, not rejected.
 printf '\xff\xfe not utf-8 \xc3\x28\n' > "$tmp/invalid.txt"
 "$trident" tokenizer encode -t "$tmp/tok.json" -i "$tmp/invalid.txt" > "$tmp/ids.txt" || { echo "FAIL: invalid UTF-8 rejected"; failures=$((failures + 1)); }

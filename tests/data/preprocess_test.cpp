@@ -5,10 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <optional>
 
 #include "test_util.h"
 #include "trident/data/bpe_trainer.h"
 #include "trident/data/indexed_dataset.h"
+#include "trident/data/parquet_reader.h"
 
 namespace trident::data {
 namespace {
@@ -150,6 +152,85 @@ TEST(Preprocess, WholeFilesAsDocuments) {
   EXPECT_EQ(ds->sequence(1), tok.encode("another\n\nfile"));
   o.inputs = {dir / "missing.txt"};
   EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("missing.txt' does not exist"));
+}
+
+TEST(Preprocess, ParquetInputIsDetectedAndABadFileNamed) {
+  // Reading real Parquet files is tested against pyarrow (tests/interop/parquet_interop.py); here,
+  // without pyarrow: the extension picks the format, and a file that is not Parquet fails before any
+  // work, naming the file, with or without Parquet support in this build.
+  EXPECT_EQ(detect_input_format("corpus/part-0001.parquet"), InputFormat::parquet);
+  EXPECT_EQ(detect_input_format("corpus/part.jsonl"), InputFormat::jsonl);
+  TempDir dir("trident-pre-parquet");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "a.txt", "first line\n");
+  write(dir / "bad.parquet", "PAR1 this is not a Parquet file");
+  PreprocessOptions o;
+  o.inputs = {dir / "a.txt", dir / "bad.parquet"};
+  o.output_prefix = dir / "out";
+  const std::string error = error_of([&] { preprocess(tok, o); });
+  EXPECT_THAT(error, HasSubstr("bad.parquet"));
+  if (parquet_supported()) {
+    EXPECT_THAT(error, HasSubstr("is not a readable Parquet file"));
+  } else {
+    EXPECT_THAT(error, HasSubstr("built without Parquet support"));
+    EXPECT_THAT(error, HasSubstr("scripts/python_env.sh"));
+    EXPECT_THAT(error, HasSubstr("iter_batches(columns=[sys.argv[2]])"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.bin"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.idx"));
+}
+
+// tests/data/fixtures/docs.parquet (its README says how it was written): rows of `text` and `big`.
+const std::vector<std::optional<std::string>> kFixtureRows = {
+    "In the beginning God created the heaven and the earth.", "\u00fcn\u00efc\u00f6d\u00e9 \u4e2d\u6587\u5b57\u7b26 \U0001F600\U0001F44D\U0001F3FD",
+    std::nullopt, "", "two\nlines\r\n", "last"};
+
+TEST(Preprocess, ParquetColumnsReadRowByRowLikeJsonl) {
+  const std::filesystem::path fixture = TRIDENT_TEST_FIXTURES "/docs.parquet";
+  if (!parquet_supported()) {
+    EXPECT_THAT(error_of([&] { DocumentReader r({fixture}, std::nullopt); }), HasSubstr("built without Parquet support"));
+    GTEST_SKIP() << "this build reads no Parquet (pyarrow absent when configured)";
+  }
+  for (const char* column : {"text", "big"}) {  // string and large_string
+    DocumentReader reader({fixture}, std::nullopt, column);
+    std::vector<std::pair<std::uint64_t, std::string>> got;
+    RawDocument doc;
+    while (reader.next(doc)) got.emplace_back(doc.line, extract_document_text(doc, InputFormat::parquet, column, fixture));
+    std::vector<std::pair<std::uint64_t, std::string>> want;
+    for (std::size_t i = 0; i < kFixtureRows.size(); ++i) {
+      if (kFixtureRows[i]) want.emplace_back(i + 1, *kFixtureRows[i]);  // rows numbered from 1; the null skipped
+    }
+    EXPECT_EQ(got, want) << column;
+    EXPECT_EQ(reader.null_rows(), 1u) << column;
+    EXPECT_EQ(reader.bytes_read(), reader.total_bytes()) << column;
+  }
+  // Preprocessing it gives the bytes the same texts give as JSONL.
+  TempDir dir("trident-pre-parquet-read");
+  const Tokenizer tok = small_tokenizer();
+  std::string jsonl;
+  for (const auto& row : kFixtureRows) {
+    if (row) jsonl += nlohmann::json({{"text", *row}}).dump() + "\n";
+  }
+  write(dir / "docs.jsonl", jsonl);
+  PreprocessOptions o;
+  o.append_eod = true;
+  o.inputs = {dir / "docs.jsonl"};
+  o.output_prefix = dir / "from_jsonl";
+  preprocess(tok, o);
+  o.inputs = {fixture};
+  o.json_key = "big";
+  o.output_prefix = dir / "from_parquet";
+  const PreprocessSummary s = preprocess(tok, o);
+  EXPECT_EQ(s.null_rows, 1u);
+  EXPECT_EQ(s.documents, 4u);  // the empty string has no tokens
+  EXPECT_EQ(read(dir / "from_parquet.bin"), read(dir / "from_jsonl.bin"));
+  EXPECT_EQ(read(dir / "from_parquet.idx"), read(dir / "from_jsonl.idx"));
+  // The column must exist and hold strings; the errors name the file and list its columns.
+  EXPECT_THAT(error_of([&] { DocumentReader r({fixture}, std::nullopt, "body"); }),
+              HasSubstr("docs.parquet': no column \"body\" (use --json-key to choose another); its columns: id (int64), "
+                        "text (string), big (large_string)"));
+  EXPECT_THAT(error_of([&] { DocumentReader r({fixture}, std::nullopt, "id"); }),
+              HasSubstr("docs.parquet': column \"id\" is int64, expected string or large_string"));
 }
 
 }  // namespace

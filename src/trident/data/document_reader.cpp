@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,17 +13,21 @@ namespace trident::data {
 
 InputFormat detect_input_format(const std::filesystem::path& path) {
   const auto ext = path.extension().string();
+  if (ext == ".parquet") return InputFormat::parquet;
   return ext == ".jsonl" || ext == ".json" ? InputFormat::jsonl : InputFormat::text;
 }
 
-DocumentReader::DocumentReader(std::vector<std::filesystem::path> files, std::optional<InputFormat> format)
-    : files_(std::move(files)) {
+DocumentReader::DocumentReader(std::vector<std::filesystem::path> files, std::optional<InputFormat> format,
+                               std::string column)
+    : files_(std::move(files)), column_(std::move(column)) {
   TRIDENT_CHECK(!files_.empty(), "no input files");
   for (const auto& f : files_) {
     std::error_code ec;
     TRIDENT_CHECK(std::filesystem::is_regular_file(f, ec), "input '{}' does not exist or is not a file", f.string());
     total_bytes_ += std::filesystem::file_size(f, ec);
     formats_.push_back(format ? *format : detect_input_format(f));
+    // Opened now (its footer and schema) and again when its turn comes.
+    if (formats_.back() == InputFormat::parquet) ParquetColumnReader check(f, column_);
   }
 }
 
@@ -31,16 +36,24 @@ DocumentReader::~DocumentReader() {
 }
 
 bool DocumentReader::open_next() {
-  if (in_) {
-    std::fclose(in_);
+  if (in_ || parquet_) {
+    if (in_) std::fclose(in_);
     in_ = nullptr;
+    parquet_.reset();
     ++current_;
   }
   if (current_ >= files_.size()) return false;
+  line_ = 0;
+  if (formats_[current_] == InputFormat::parquet) {
+    parquet_ = std::make_unique<ParquetColumnReader>(files_[current_], column_);
+    parquet_base_ = bytes_read_;
+    std::error_code ec;
+    file_bytes_ = std::filesystem::file_size(files_[current_], ec);
+    return true;
+  }
   in_ = std::fopen(files_[current_].c_str(), "rb");
   TRIDENT_CHECK(in_ != nullptr, "cannot open input '{}': {}", files_[current_].string(), std::strerror(errno));
   static_cast<void>(std::setvbuf(in_, nullptr, _IOFBF, 1 << 20));
-  line_ = 0;
   return true;
 }
 
@@ -53,6 +66,24 @@ bool DocumentReader::next(RawDocument& doc) {
     if (current_ >= files_.size()) return false;
     doc.file_index = current_;
     doc.content.clear();
+    if (formats_[current_] == InputFormat::parquet) {
+      const auto row = parquet_->next(doc.content);
+      if (row == ParquetColumnReader::Row::end) {
+        bytes_read_ = parquet_base_ + file_bytes_;
+        if (!open_next()) return false;
+        continue;
+      }
+      doc.line = ++line_;
+      if (const std::uint64_t rows = parquet_->num_rows(); rows > 0) {
+        const double share = static_cast<double>(std::min(line_, rows)) / static_cast<double>(rows);
+        bytes_read_ = parquet_base_ + static_cast<std::uint64_t>(share * static_cast<double>(file_bytes_));
+      }
+      if (row == ParquetColumnReader::Row::null) {
+        ++null_rows_;
+        continue;
+      }
+      return true;
+    }
     if (formats_[current_] == InputFormat::text_file) {
       char buf[1 << 16];
       std::size_t n = 0;

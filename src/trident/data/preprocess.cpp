@@ -135,7 +135,7 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
     TRIDENT_CHECK(::access(dir.c_str(), W_OK) == 0, "--output-prefix '{}': cannot write in the directory '{}': {}",
                   options.output_prefix, dir.string(), std::strerror(errno));
   }
-  DocumentReader reader(options.inputs, options.format);
+  DocumentReader reader(options.inputs, options.format, options.json_key);
   PreprocessSummary summary;
   summary.dtype = best_fitting_dtype(tokenizer.vocab_size());
   summary.workers = workers;
@@ -239,13 +239,15 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   if (builder.documents() == 0) {
     std::string inputs;
     for (const auto& f : options.inputs) inputs += fmt::format("{}'{}'", inputs.empty() ? "" : ", ", f.string());
-    TRIDENT_FAIL("{}: no documents to write ({} empty documents and {} bad lines skipped); {}.bin/.idx not written",
-                 inputs, summary.empty_documents, summary.bad_lines, options.output_prefix);
+    const std::string nulls = reader.null_rows() ? fmt::format(", {} null rows", reader.null_rows()) : "";
+    TRIDENT_FAIL("{}: no documents to write ({} empty documents{} and {} bad lines skipped); {}.bin/.idx not written",
+                 inputs, summary.empty_documents, nulls, summary.bad_lines, options.output_prefix);
   }
   builder.finalize();
   summary.documents = builder.documents();
   summary.tokens = builder.tokens();
   summary.input_bytes = reader.bytes_read();
+  summary.null_rows = reader.null_rows();
   summary.seconds = elapsed();
   if (progress) progress({reader.bytes_read(), reader.total_bytes(), summary.documents, summary.tokens, summary.seconds});
   return summary;

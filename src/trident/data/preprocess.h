@@ -1,5 +1,5 @@
 // Preprocessing (Megatron's preprocess_data, oslo's DatasetPreprocessor):
-// text or JSONL in, Megatron .bin/.idx out, one sequence per document.
+// text, JSONL or Parquet in, Megatron .bin/.idx out, one sequence per document.
 //
 // Streaming in constant memory: a reader cuts the input into batches of
 // documents, worker threads tokenize them (each with its own Encoder cache),
@@ -25,7 +25,7 @@ struct PreprocessOptions {
   std::vector<std::filesystem::path> inputs;
   std::string output_prefix;
   std::optional<InputFormat> format;  // nullopt: by file extension
-  std::string json_key = "text";
+  std::string json_key = "text";           // JSONL key, and Parquet column, of the text
   bool append_eod = false;
   std::optional<std::string> eod_token;  // default: Tokenizer::eod_id()
   bool add_special_tokens = true;        // the tokenizer's post-processor template (e.g. BOS)
@@ -45,6 +45,7 @@ struct PreprocessSummary {
   std::uint64_t documents = 0;        // written
   std::uint64_t empty_documents = 0;  // skipped: no tokens
   std::uint64_t bad_lines = 0;        // skipped with skip_bad_lines
+  std::uint64_t null_rows = 0;        // Parquet rows whose text is null: skipped
   std::uint64_t tokens = 0;
   std::uint64_t input_bytes = 0;
   double seconds = 0;
