@@ -20,7 +20,8 @@
 // Megatron's preprocess_data write them).
 //
 // Indices are cached on disk, keyed by everything that determines them (the
-// .idx content hash, document range, seq_len, num_samples, seed): the first
+// .idx content hash, document range, seq_len, num_samples, seed,
+// add_extra_token when false): the first
 // process to take the cache lock builds and writes them (temp file + rename),
 // every other process — other ranks starting at the same moment included —
 // waits for the lock and then loads them. A loaded entry is checked once for
