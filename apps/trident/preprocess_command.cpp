@@ -2,7 +2,7 @@
 //
 //   trident preprocess --input FILE... --tokenizer tokenizer.json --output-prefix PREFIX
 //                      [--json-key text] [--append-eod] [--workers N] [--format auto|text|jsonl|parquet|file]
-//                      [--skip-bad-lines] [--eod-token TOK] [--no-special-tokens] [--quiet]
+//                      [--skip-bad-lines] [--eod-token TOK] [--no-special-tokens] [--encoder] [--quiet]
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -21,7 +21,7 @@ void add_preprocess_command(CLI::App& app) {
   struct Args {
     std::vector<std::string> inputs;
     std::string tokenizer, prefix, json_key = "text", format = "auto", eod_token, lower;
-    bool append_eod = false, skip_bad = false, no_special = false, quiet = false;
+    bool append_eod = false, skip_bad = false, no_special = false, encoder = false, quiet = false;
     int workers = 0;
   };
   auto args = std::make_shared<Args>();
@@ -41,9 +41,15 @@ void add_preprocess_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "text", "jsonl", "parquet", "file"}))
       ->capture_default_str();
   cmd->add_flag("--append-eod", args->append_eod, "Append the end-of-document token to every document");
-  cmd->add_option("--eod-token", args->eod_token, "The end-of-document token (default: <|endoftext|> or similar)");
+  cmd->add_option("--eod-token", args->eod_token,
+                  "The end-of-document token (default: the first of " + data::end_of_document_names_text() +
+                      " in the vocabulary)");
   cmd->add_flag("--skip-bad-lines", args->skip_bad, "Count and skip JSONL lines that are not JSON or lack the key");
   cmd->add_flag("--no-special-tokens", args->no_special, "Do not add the tokenizer's template tokens (e.g. BOS)");
+  cmd->add_flag("--encoder", args->encoder,
+                "Masked-LM (BERT) data: frame every document with the tokenizer's single-sequence template "
+                "([CLS] doc [SEP]) instead of an end-of-document token, as Hugging Face run_mlm does; documents with "
+                "no tokens are skipped. Train on non-overlapping seq_len windows (docs/data.md, masked LM)");
   cmd->add_option("--workers,-j", args->workers, "Encoding threads (default: cores / ranks on this node, as trident info shows)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress line or summary");
   cmd->callback([args] {
@@ -59,6 +65,7 @@ void add_preprocess_command(CLI::App& app) {
     if (!args->eod_token.empty()) o.eod_token = args->eod_token;
     o.skip_bad_lines = args->skip_bad;
     o.add_special_tokens = !args->no_special;
+    o.encoder = args->encoder;
     o.workers = args->workers;
     TRIDENT_CHECK(args->workers >= 0, "--workers {} is negative", args->workers);
     const auto tok = data::Tokenizer::load(

@@ -53,6 +53,14 @@ else
   expect_error "install pyarrow with ./scripts/python_env.sh" "$trident" preprocess -i "$tmp/train.txt" --format parquet -t "$tmp/tok.json" -o "$tmp/out" -q
 fi
 
+# --encoder: BERT's [CLS] doc [SEP] template needed, no EOD with it.
+expect_error "adds no tokens around a sequence" "$trident" preprocess -i "$tmp/train.txt" -t "$tmp/tok.json" -o "$tmp/enc" --encoder -q
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##e\n' > "$tmp/vocab.txt"
+expect_error "drop --append-eod" "$trident" preprocess -i "$tmp/train.txt" -t "$tmp/vocab.txt" -o "$tmp/enc" --encoder --append-eod -q
+"$trident" preprocess -i "$tmp/train.txt" -t "$tmp/vocab.txt" -o "$tmp/enc" --encoder -q \
+  && [[ -s "$tmp/enc.idx" ]] && echo "ok   --encoder with a vocab.txt" \
+  || { echo "FAIL: --encoder"; failures=$((failures + 1)); }
+
 # Invalid UTF-8 is encoded byte-level, not rejected.
 printf '\xff\xfe not utf-8 \xc3\x28\n' > "$tmp/invalid.txt"
 "$trident" tokenizer encode -t "$tmp/tok.json" -i "$tmp/invalid.txt" > "$tmp/ids.txt" || { echo "FAIL: invalid UTF-8 rejected"; failures=$((failures + 1)); }

@@ -1,5 +1,6 @@
 // Umbrella header of the data module: tokenizers, the Megatron-compatible
-// indexed dataset, preprocessing, GPT samples, blending and loading.
+// indexed dataset, preprocessing, GPT samples, blending, masked-LM masking and
+// loading.
 #pragma once
 
 #include "trident/data/blended_dataset.h"
@@ -7,6 +8,7 @@
 #include "trident/data/gpt_dataset.h"
 #include "trident/data/indexed_dataset.h"
 #include "trident/data/loader.h"
+#include "trident/data/masked_lm.h"
 #include "trident/data/preprocess.h"
 #include "trident/data/split.h"
 #include "trident/data/tokenizer.h"

@@ -46,7 +46,8 @@ std::vector<T> load_array(const std::filesystem::path& path, std::int64_t expect
 // fail here, once, naming the file — not as a wild read at some later sample.
 // Checks what sample() relies on, with the order build_gpt_indices guarantees.
 // The entry is derived data: the remedy is always to delete it.
-GptIndices load_cached_indices(const CacheEntry& entry, std::span<const std::int32_t> sizes, DocumentRange documents) {
+GptIndices load_cached_indices(const CacheEntry& entry, std::span<const std::int32_t> sizes, DocumentRange documents,
+                               bool add_extra_token) {
   const std::string rebuild = fmt::format("delete {}-* to rebuild", (entry.dir / entry.key).string());
   const auto counts_file = entry.file("sizes.bin");
   const auto counts = load_array<std::int64_t>(counts_file, 3, rebuild);
@@ -84,14 +85,16 @@ GptIndices load_cached_indices(const CacheEntry& entry, std::span<const std::int
                 "index cache file '{}': the first sample starts at ({}, {}), expected (0, 0); {}", sample_file.string(),
                 si[0], si[1], rebuild);
   // Each boundary (document position, offset) lies strictly after the previous
-  // one (a sample holds at least 2 tokens) and on a token of its document.
+  // one and on a token of its document — or, for samples without the extra
+  // token, possibly just past its last token (a sample that ends with it).
   for (std::int64_t b = 1; b <= samples; ++b) {
     const std::int64_t pos = si[2 * b], offset = si[2 * b + 1], prev_pos = si[2 * b - 2], prev_offset = si[2 * b - 1];
     TRIDENT_CHECK(prev_pos <= pos && pos < positions,
                   "index cache file '{}': sample boundary {} is at document position {}, expected in [{}, {}); {}",
                   sample_file.string(), b, pos, prev_pos, positions, rebuild);
     const std::int64_t length = sizes[static_cast<std::size_t>(ix.document_index[static_cast<std::size_t>(pos)])];
-    TRIDENT_CHECK(0 <= offset && offset < length && (pos > prev_pos || offset > prev_offset),
+    TRIDENT_CHECK(0 <= offset && (offset < length || (!add_extra_token && offset == length)) &&
+                      (pos > prev_pos || offset > prev_offset),
                   "index cache file '{}': sample boundary {} is at offset {} of a document of {} tokens, expected "
                   "a token of it after the previous boundary ({}, {}); {}",
                   sample_file.string(), b, offset, length, prev_pos, prev_offset, rebuild);
@@ -103,7 +106,8 @@ GptIndices load_cached_indices(const CacheEntry& entry, std::span<const std::int
 // one sample, say) must also say which dataset they are about.
 GptIndices build_indices(const IndexedDataset& dataset, const GptDatasetConfig& c) {
   try {
-    return build_gpt_indices(dataset.sequence_lengths(), c.documents, c.seq_len, c.num_samples, c.seed);
+    return build_gpt_indices(dataset.sequence_lengths(), c.documents, c.seq_len, c.num_samples, c.seed,
+                             c.add_extra_token);
   } catch (const Error& e) {
     TRIDENT_FAIL("dataset '{}': {}", dataset.prefix(), e.message());
   }
@@ -113,21 +117,23 @@ GptIndices build_indices(const IndexedDataset& dataset, const GptDatasetConfig& 
 
 std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes,
                                              std::span<const std::int32_t> document_index, std::int64_t seq_len,
-                                             std::int64_t samples) {
+                                             std::int64_t samples, bool add_extra_token) {
+  const std::int64_t extra = add_extra_token ? 1 : 0;
   std::vector<std::int64_t> out(2 * static_cast<std::size_t>(samples + 1));
   std::size_t doc_pos = 0;
   std::int64_t doc_offset = 0;
   out[0] = 0;
   out[1] = 0;
   for (std::int64_t s = 1; s <= samples; ++s) {
-    std::int64_t remaining = seq_len + 1;
+    std::int64_t remaining = seq_len + extra;
     while (remaining != 0) {
       TRIDENT_CHECK(doc_pos < document_index.size(), "sample index: ran out of documents at sample {}", s);
       const std::int64_t doc_length = sizes[document_index[doc_pos]] - doc_offset;
       remaining -= doc_length;
       if (remaining <= 0) {
-        // The sample ends inside this document; the next starts on its last token.
-        doc_offset += remaining + doc_length - 1;
+        // The sample ends inside this document; the next starts on its last token (with the extra
+        // token) or just after it.
+        doc_offset += remaining + doc_length - extra;
         remaining = 0;
       } else {
         ++doc_pos;
@@ -141,7 +147,8 @@ std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes
 }
 
 GptIndices build_gpt_indices(std::span<const std::int32_t> sizes, DocumentRange documents, std::int64_t seq_len,
-                             std::int64_t num_samples, std::uint64_t seed) {
+                             std::int64_t num_samples, std::uint64_t seed, bool add_extra_token) {
+  const std::int64_t extra = add_extra_token ? 1 : 0;
   TRIDENT_CHECK(seq_len > 0, "seq_len {} must be positive", seq_len);
   TRIDENT_CHECK(num_samples >= 0, "num_samples {} is negative", num_samples);
   TRIDENT_CHECK(0 <= documents.begin && documents.begin <= documents.end &&
@@ -150,20 +157,20 @@ GptIndices build_gpt_indices(std::span<const std::int32_t> sizes, DocumentRange 
                 sizes.size());
   std::int64_t tokens_per_epoch = 0;
   for (std::int64_t d = documents.begin; d < documents.end; ++d) tokens_per_epoch += sizes[d];
-  TRIDENT_CHECK(tokens_per_epoch > seq_len, "documents [{}, {}) hold {} tokens, too few for one sample of {} + 1",
-                documents.begin, documents.end, tokens_per_epoch, seq_len);
+  TRIDENT_CHECK(tokens_per_epoch >= seq_len + extra, "documents [{}, {}) hold {} tokens, too few for one sample of {}{}",
+                documents.begin, documents.end, tokens_per_epoch, seq_len, add_extra_token ? " + 1" : "");
   std::int64_t epochs = 1;
   if (num_samples > 0) {
-    const std::int64_t needed = num_samples * seq_len + 1;
+    const std::int64_t needed = num_samples * seq_len + extra;
     epochs = (needed + tokens_per_epoch - 1) / tokens_per_epoch;
     epochs = std::max<std::int64_t>(epochs, 1);
   }
   bool separate_final = false;
   std::int64_t samples_before_final = 0;
   if (epochs > 1 && num_samples > 0) {
-    samples_before_final = ((epochs - 1) * tokens_per_epoch - 1) / seq_len;
+    samples_before_final = ((epochs - 1) * tokens_per_epoch - extra) / seq_len;
     const std::int64_t from_final = num_samples - samples_before_final;
-    const std::int64_t per_epoch = (tokens_per_epoch - 1) / seq_len;
+    const std::int64_t per_epoch = (tokens_per_epoch - extra) / seq_len;
     separate_final = from_final < static_cast<std::int64_t>(kFinalEpochThreshold * static_cast<double>(per_epoch));
   }
   const CounterRng rng(seed, "data/gpt");
@@ -180,8 +187,8 @@ GptIndices build_gpt_indices(std::span<const std::int32_t> sizes, DocumentRange 
   } else {
     shuffle(all, rng.derive("document_index"));
   }
-  const std::int64_t total_samples = (epochs * tokens_per_epoch - 1) / seq_len;
-  ix.sample_index = build_sample_index(sizes, ix.document_index, seq_len, total_samples);
+  const std::int64_t total_samples = (epochs * tokens_per_epoch - extra) / seq_len;
+  ix.sample_index = build_sample_index(sizes, ix.document_index, seq_len, total_samples, add_extra_token);
   ix.shuffle_index.resize(static_cast<std::size_t>(total_samples));
   std::iota(ix.shuffle_index.begin(), ix.shuffle_index.end(), std::int64_t{0});
   std::span<std::int64_t> perm(ix.shuffle_index);
@@ -203,11 +210,13 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDataset
     indices_ = build_indices(*dataset_, config_);
     return;
   }
+  // Non-overlapping samples add a line; the causal-LM description (and so its existing cache entries) is
+  // unchanged.
   const std::string description = fmt::format(
       "trident GptDataset indices v1\nidx_xxh3={:016x}\nsequences={}\ndocuments=[{}, {})\nseq_len={}\n"
-      "num_samples={}\nseed={}\n",
+      "num_samples={}\nseed={}\n{}",
       dataset_->index_hash(), dataset_->size(), config_.documents.begin, config_.documents.end, config_.seq_len,
-      config_.num_samples, config_.seed);
+      config_.num_samples, config_.seed, config_.add_extra_token ? "" : "add_extra_token=false\n");
   const CacheEntry entry{config_.cache_dir,
                          fmt::format("gpt-{:016x}", XXH3_64bits(description.data(), description.size()))};
   std::filesystem::create_directories(entry.dir);
@@ -218,9 +227,9 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDataset
     const std::string cached = read_whole_file(entry.file("description.txt"), "index cache description");
     TRIDENT_CHECK(cached == description,
                   "index cache entry '{}' describes other indices than this dataset's (its dataset, documents, "
-                  "seq_len, num_samples or seed differ); delete {}-* to rebuild",
+                  "seq_len, num_samples, seed or add_extra_token differ); delete {}-* to rebuild",
                   entry.file("description.txt").string(), (entry.dir / entry.key).string());
-    indices_ = load_cached_indices(entry, sizes, config_.documents);
+    indices_ = load_cached_indices(entry, sizes, config_.documents, config_.add_extra_token);
     return;
   }
   indices_ = build_indices(*dataset_, config_);
@@ -242,11 +251,12 @@ void GptDataset::sample(std::int64_t i, std::int32_t* out) const {
   std::int64_t pos = si[2 * j], offset = si[2 * j + 1];
   const std::int64_t last_pos = si[2 * j + 2], last_offset = si[2 * j + 3];
   std::int64_t written = 0;
-  const std::int64_t want = config_.seq_len + 1;
-  // From (pos, offset) through (last_pos, last_offset) inclusive.
+  const std::int64_t want = sample_tokens();
+  const std::int64_t extra = config_.add_extra_token ? 1 : 0;
+  // From (pos, offset) through (last_pos, last_offset): inclusive with the extra token, else exclusive.
   while (true) {
     const auto doc = static_cast<std::size_t>(indices_.document_index[static_cast<std::size_t>(pos)]);
-    const std::int64_t end = pos == last_pos ? last_offset + 1 : dataset_->sequence_lengths()[doc];
+    const std::int64_t end = pos == last_pos ? last_offset + extra : dataset_->sequence_lengths()[doc];
     const std::int64_t n = end - offset;
     // A real check, cheap per document: it keeps a bad index from writing past `out`.
     TRIDENT_CHECK(n <= want - written, "sample {} overflows its {} tokens (corrupt index?)", i, want);

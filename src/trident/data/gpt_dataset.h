@@ -2,6 +2,11 @@
 // DatasetForCausalLM): fixed windows of seq_len + 1 tokens that run across
 // document boundaries, in a shuffled order.
 //
+// With add_extra_token = false (Megatron-core's add_extra_token_to_sequence,
+// for masked LM), windows of exactly seq_len tokens that do not overlap: the
+// shuffled document stream concatenated and cut into consecutive blocks, the
+// remainder dropped (Hugging Face run_mlm's group_texts).
+//
 // Three indices, built as in Megatron (docs/data.md#datasets-and-loading-c), with trident's
 // counter-based shuffles in place of numpy's (so an order is a pure function
 // of the seed, not bit-identical to Megatron's):
@@ -15,7 +20,8 @@
 // Megatron's preprocess_data write them).
 //
 // Indices are cached on disk, keyed by everything that determines them (the
-// .idx content hash, document range, seq_len, num_samples, seed): the first
+// .idx content hash, document range, seq_len, num_samples, seed,
+// add_extra_token when false): the first
 // process to take the cache lock builds and writes them (temp file + rename),
 // every other process — other ranks starting at the same moment included —
 // waits for the lock and then loads them. A loaded entry is checked once for
@@ -45,14 +51,18 @@ struct GptIndices {
 
 // Megatron's build_sample_idx: the start of each sample and the end of the
 // last, for windows of seq_len + 1 tokens (consecutive windows share one
-// token). Returns 2 * (samples + 1) values.
+// token: a boundary is the last token of one sample and the first of the
+// next). With add_extra_token = false, windows of seq_len tokens, and a
+// boundary is where one sample ends (exclusive) and the next starts; a sample
+// that ends with its document ends at (position, document length), as in
+// Megatron-core. Returns 2 * (samples + 1) values.
 std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes,
                                              std::span<const std::int32_t> document_index, std::int64_t seq_len,
-                                             std::int64_t samples);
+                                             std::int64_t samples, bool add_extra_token = true);
 
 // All three indices. num_samples = 0: one epoch's worth.
 GptIndices build_gpt_indices(std::span<const std::int32_t> sizes, DocumentRange documents, std::int64_t seq_len,
-                             std::int64_t num_samples, std::uint64_t seed);
+                             std::int64_t num_samples, std::uint64_t seed, bool add_extra_token = true);
 
 struct GptDatasetConfig {
   std::int64_t seq_len = 1024;
@@ -60,6 +70,9 @@ struct GptDatasetConfig {
   std::uint64_t seed = 1234;
   DocumentRange documents{0, -1};  // end -1: all documents
   std::filesystem::path cache_dir;  // empty: build in memory, no cache
+  // true: samples of seq_len + 1 tokens sharing one token (causal LM); false: non-overlapping samples of
+  // exactly seq_len tokens (masked LM; Megatron-core's add_extra_token_to_sequence).
+  bool add_extra_token = true;
 };
 
 class GptDataset final : public SampleSource {
@@ -67,7 +80,7 @@ class GptDataset final : public SampleSource {
   GptDataset(std::shared_ptr<const IndexedDataset> dataset, GptDatasetConfig config);
 
   std::int64_t size() const override { return indices_.samples(); }
-  std::int64_t sample_tokens() const override { return config_.seq_len + 1; }
+  std::int64_t sample_tokens() const override { return config_.seq_len + (config_.add_extra_token ? 1 : 0); }
   void sample(std::int64_t i, std::int32_t* out) const override;
   using SampleSource::sample;
 

@@ -47,6 +47,23 @@ std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::
   return trained;
 }
 
+std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
+                            const MaskingOptions& masking) {
+  std::vector<std::int32_t> buf(static_cast<std::size_t>(source.sample_tokens()));
+  std::int64_t trained = 0;
+  for (std::int64_t k = first; k < first + count; ++k) {
+    source.sample(order(k), buf.data());
+    trained += count_masked(masking, k, buf);
+  }
+  return trained;
+}
+
+std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
+                            const LoaderOptions& options) {
+  if (options.masking) return trained_labels(source, order, first, count, *options.masking);
+  return trained_labels(source, order, first, count, options.masked_input_token);
+}
+
 DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options)
     : source_(std::move(source)),
       options_(options),
@@ -58,6 +75,13 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions
   TRIDENT_CHECK(options_.consumed_samples >= 0 && options_.consumed_samples % global == 0,
                 "consumed_samples {} is not a multiple of the global micro-batch {} (micro_batch_size {} x dp {})",
                 options_.consumed_samples, global, options_.micro_batch_size, options_.dp_size);
+  if (options_.masking) {
+    check_masking_options(*options_.masking);
+    TRIDENT_CHECK(options_.masked_input_token < 0,
+                  "LoaderOptions: masked_input_token {} (causal LM's end-of-document loss mask) and masking (masked "
+                  "LM) exclude each other",
+                  options_.masked_input_token);
+  }
   if (options_.prefetch > 0) thread_ = std::thread([this] { run(); });
 }
 
@@ -71,7 +95,8 @@ DataLoader::~DataLoader() {
 }
 
 Batch DataLoader::make(std::int64_t consumed, EpochOrder& order) const {
-  const std::int64_t b = options_.micro_batch_size, t = source_->sample_tokens(), s = t - 1;
+  const std::int64_t b = options_.micro_batch_size, t = source_->sample_tokens();
+  const std::int64_t s = options_.masking ? t : t - 1;
   Batch batch;
   batch.sample_ids = micro_batch_sample_ids(consumed, b, options_.dp_rank, options_.dp_size);
   batch.consumed_samples = consumed + b * options_.dp_size;
@@ -81,7 +106,13 @@ Batch DataLoader::make(std::int64_t consumed, EpochOrder& order) const {
   auto* lab = batch.labels.data<std::int64_t>();
   std::vector<std::int32_t> buf(static_cast<std::size_t>(t));
   for (std::int64_t r = 0; r < b; ++r) {
-    source_->sample(order(batch.sample_ids[static_cast<std::size_t>(r)]), buf.data());
+    const std::int64_t sample_id = batch.sample_ids[static_cast<std::size_t>(r)];
+    source_->sample(order(sample_id), buf.data());
+    if (options_.masking) {
+      const auto row = static_cast<std::size_t>(r * s), n = static_cast<std::size_t>(s);
+      mask_sample(*options_.masking, sample_id, buf, std::span(tok + row, n), std::span(lab + row, n));
+      continue;
+    }
     for (std::int64_t k = 0; k < s; ++k) {
       const std::int32_t input = buf[static_cast<std::size_t>(k)];
       tok[r * s + k] = input;

@@ -20,6 +20,16 @@
 // the previous document's end. trained_labels() counts the labels that remain
 // in any run of the stream, so every rank can divide a step's loss sum by the
 // same global count before any backward pass.
+//
+// Masked LM (BERT): with `masking` set, a sample is the model's input as it is
+// (no shift: a sample of T tokens gives T inputs and T labels, so use samples
+// of exactly seq_len tokens, GptDatasetConfig::add_extra_token = false), masked
+// by mask_sample (masked_lm.h) at its global sample index: tokens are the
+// masked inputs, labels the original ids at the selected positions and
+// kIgnoreLabel elsewhere. trained_labels() then counts the selected positions,
+// so the loss is the mean over the global batch's masked tokens. The masks
+// depend only on (masking.seed, global sample index, position), never on the
+// data-parallel size, rank or micro-batch size.
 #pragma once
 
 #include <condition_variable>
@@ -28,10 +38,12 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "trident/core/tensor.h"
+#include "trident/data/masked_lm.h"
 #include "trident/data/sample_source.h"
 
 namespace trident::data {
@@ -63,6 +75,7 @@ struct LoaderOptions {
   std::uint64_t seed = 1234;             // for the permutations of epochs >= 1
   int prefetch = 4;                      // micro-batches prepared ahead (0: none, synchronous)
   std::int64_t masked_input_token = -1;  // >= 0: labels after this input token are ignored (see above)
+  std::optional<MaskingOptions> masking = std::nullopt;  // masked LM (see above); excludes masked_input_token
 };
 
 inline constexpr std::int64_t kIgnoreLabel = -100;  // the loss's ignore_index
@@ -72,10 +85,21 @@ inline constexpr std::int64_t kIgnoreLabel = -100;  // the loss's ignore_index
 // permutation is built once), masked as LoaderOptions::masked_input_token says (−1: none).
 std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
                             std::int64_t masked_input_token);
+// Masked LM: the positions masking selects in global samples [first, first + count) (every sample masked
+// at its global index, as the loader masks it).
+std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
+                            const MaskingOptions& masking);
+// The rule `options` set: masking when it has a value, else masked_input_token.
+std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
+                            const LoaderOptions& options);
 
 struct Batch {
-  Tensor tokens;  // i64 [micro_batch_size, seq_len]: sample[0, seq_len)
-  Tensor labels;  // i64 [micro_batch_size, seq_len]: sample[1, seq_len], or kIgnoreLabel where masked
+  // Causal LM: i64 [micro_batch_size, seq_len], sample[0, seq_len). Masked LM: i64
+  // [micro_batch_size, sample_tokens()], the masked sample.
+  Tensor tokens;
+  // Causal LM: sample[1, seq_len], or kIgnoreLabel where masked. Masked LM: the original id at the
+  // selected positions, kIgnoreLabel elsewhere.
+  Tensor labels;
   std::vector<std::int64_t> sample_ids;  // the global sample indices in it
   std::int64_t consumed_samples = 0;     // global samples consumed after this batch
 };

@@ -111,6 +111,18 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   TRIDENT_CHECK(!options.output_prefix.empty(), "no output prefix");
+  const std::size_t template_tokens = tokenizer.parts().prefix_ids.size() + tokenizer.parts().suffix_ids.size();
+  if (options.encoder) {
+    TRIDENT_CHECK(!options.append_eod,
+                  "--encoder frames each document with the tokenizer's template ([CLS] doc [SEP]) instead of an "
+                  "end-of-document token; drop --append-eod");
+    TRIDENT_CHECK(options.add_special_tokens,
+                  "--encoder frames each document with the tokenizer's template; drop --no-special-tokens");
+    TRIDENT_CHECK(template_tokens > 0,
+                  "--encoder: the tokenizer's post-processor adds no tokens around a sequence; expected a "
+                  "single-sequence template such as BERT's [CLS] $A [SEP] (a WordPiece vocab.txt or a tokenizer.json "
+                  "with a TemplateProcessing or BertProcessing post-processor)");
+  }
   std::optional<std::int32_t> eod;
   if (options.append_eod) {
     if (options.eod_token) {
@@ -163,6 +175,8 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
             }
             const std::size_t before = b->tokens.size();
             enc.encode(text, b->tokens, options.add_special_tokens);
+            // Encoder mode: the template alone means the document has no tokens; skip it.
+            if (options.encoder && b->tokens.size() - before == template_tokens) b->tokens.resize(before);
             if (eod && b->tokens.size() > before) b->tokens.push_back(*eod);
             b->lengths.push_back(static_cast<std::int64_t>(b->tokens.size() - before));
           }

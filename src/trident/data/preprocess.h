@@ -29,6 +29,10 @@ struct PreprocessOptions {
   bool append_eod = false;
   std::optional<std::string> eod_token;  // default: Tokenizer::eod_id()
   bool add_special_tokens = true;        // the tokenizer's post-processor template (e.g. BOS)
+  // Masked LM (BERT): every document framed by the tokenizer's single-sequence template ([CLS] doc [SEP]),
+  // as Hugging Face run_mlm tokenizes; a document with no tokens of its own is skipped (not written as
+  // [CLS] [SEP]). Needs a template that adds tokens; excludes append_eod and add_special_tokens = false.
+  bool encoder = false;
   bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
   int workers = 0;                       // 0: trident::num_threads()
 };
