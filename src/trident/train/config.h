@@ -45,6 +45,9 @@ struct DataConfig {
   std::string cache_dir;             // sample-index cache (default: beside the data)
   std::int64_t prefetch = 4;         // batches prepared ahead by the loader thread
   bool eod_mask_loss = false;        // no loss where the input token is the tokenizer's end-of-document
+  // Masked LM (encoder families, BERT): transformers' mlm_probability, and whole-word masking.
+  double mlm_probability = 0.15;
+  bool whole_word_masking = false;
 };
 
 struct TrainConfig {

@@ -145,6 +145,11 @@ void open_model_and_data(Run& run) {
   TRIDENT_CHECK(tokenizer.vocab_size() <= spec.vocab_size,
                 "model vocab_size={} is smaller than the tokenizer's {} tokens", spec.vocab_size,
                 tokenizer.vocab_size());
+  const models::Objective objective = models::family(spec.family).objective;
+  TRIDENT_CHECK(!config.data.eod_mask_loss || objective == models::Objective::next_token,
+                "data.eod_mask_loss = true masks the next-token loss after end-of-document tokens; a {} model "
+                "(model.arch='{}') learns masked tokens instead: drop data.eod_mask_loss",
+                models::family(spec.family).display_name, spec.family);
   TRIDENT_CHECK(!config.data.eod_mask_loss || tokenizer.eod_id().has_value(),
                 "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none ({})",
                 config.data.tokenizer, data::end_of_document_names_text());
@@ -169,7 +174,19 @@ void open_model_and_data(Run& run) {
           !__builtin_mul_overflow(std::max<std::int64_t>(config.train.eval_steps, 1), global_batch, &valid_samples),
       "train.steps={} (or train.eval_steps={}) × the global batch of {} samples overflows a 64-bit count",
       config.train.steps, config.train.eval_steps, global_batch);
-  run.data = open_data(config, std::move(tokenizer), train_samples, valid_samples);
+  if (objective == models::Objective::masked_lm) {
+    // The masks are drawn at global sample coordinates, so every layout masks the same tokens; a
+    // tokenizer without a mask token is an error here, naming what was expected.
+    try {
+      run.loader_options.masking =
+          data::masking_for_tokenizer(tokenizer, config.data.mlm_probability, config.data.whole_word_masking,
+                                      static_cast<std::uint64_t>(config.train.seed));
+      data::check_masking_options(*run.loader_options.masking);
+    } catch (const Error& e) {
+      TRIDENT_FAIL("data.tokenizer '{}': {}", config.data.tokenizer, e.message());
+    }
+  }
+  run.data = open_data(config, std::move(tokenizer), train_samples, valid_samples, objective);
 }
 
 // This rank's chunks, initialised (and loaded) on the host, where the counter RNG runs, then moved.
@@ -289,7 +306,7 @@ std::string Run::save_checkpoint() {
 double labels_in(const Run& run, const data::SampleSource& source, data::EpochOrder& order, std::int64_t first,
                  std::int64_t count) {
   return static_cast<double>(std::max<std::int64_t>(
-      data::trained_labels(source, order, first, count, run.loader_options.masked_input_token), 1));
+      data::trained_labels(source, order, first, count, run.loader_options), 1));
 }
 
 std::unique_ptr<Run> build_run(const TrainOptions& options) {

@@ -135,7 +135,8 @@ struct Part {
 // with its share of them (Megatron's 0.5% margin) so the blend never runs
 // past a dataset's end.
 std::shared_ptr<const data::SampleSource> sample_stream(const Config& c, const std::vector<Part>& parts,
-                                                        std::int64_t samples, std::string_view split) {
+                                                        std::int64_t samples, std::string_view split,
+                                                        models::Objective objective) {
   double total = 0;
   for (const Part& p : parts) total += p.weight;
   std::vector<std::shared_ptr<const data::SampleSource>> sources;
@@ -146,6 +147,7 @@ std::shared_ptr<const data::SampleSource> sample_stream(const Config& c, const s
     g.seed = static_cast<std::uint64_t>(c.train.seed);
     g.cache_dir = cache_dir_of(c, *p.dataset);
     g.documents = p.documents;
+    g.add_extra_token = objective == models::Objective::next_token;
     if (parts.size() > 1) {
       g.num_samples = static_cast<std::int64_t>(std::ceil(p.weight / total * static_cast<double>(samples) * 1.005)) + 1;
     }
@@ -217,7 +219,7 @@ DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t 
 }
 
 DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t train_samples,
-                      std::int64_t valid_samples) {
+                      std::int64_t valid_samples, models::Objective objective) {
   DataSources d;
   d.tokenizer = std::move(tokenizer);
   // Without data.weights a blend draws from each dataset in proportion to its
@@ -250,8 +252,10 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
       valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all)), "data.valid_paths"});
     }
   }
-  d.train = sample_stream(c, train, train_samples, "train");
-  if (!valid.empty() && c.train.eval_interval > 0) d.valid = sample_stream(c, valid, valid_samples, "validation");
+  d.train = sample_stream(c, train, train_samples, "train", objective);
+  if (!valid.empty() && c.train.eval_interval > 0) {
+    d.valid = sample_stream(c, valid, valid_samples, "validation", objective);
+  }
   return d;
 }
 

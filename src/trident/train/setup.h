@@ -34,8 +34,10 @@ struct DataSources {
 // Every dataset's token ids must lie in the tokenizer's vocabulary (checked
 // with one scan of its .bin, whose result is cached next to the sample
 // indices), else an error names the dataset, the tokenizer and both numbers.
+// The samples are windows for `objective`: seq_len + 1 tokens, consecutive ones sharing one, for the
+// next token; seq_len tokens that do not overlap for a masked LM (data::GptDatasetConfig::add_extra_token).
 DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t train_samples,
-                      std::int64_t valid_samples);
+                      std::int64_t valid_samples, models::Objective objective = models::Objective::next_token);
 // The same, loading data.tokenizer.
 DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples);
 // The samples of train.seq_len tokens in one epoch of the training split (summed over data.paths).

@@ -24,7 +24,8 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
   r.lr = optim::learning_rate(run.schedule, step);
   run.par.optimizer->zero_grad();
   const double loss_scale = run.fp16 ? run.scaler.scale() : 1.0;
-  const bool masked = run.loader && run.loader_options.masked_input_token >= 0;
+  // Labels are counted where some are ignored: after end-of-document tokens, or all but the masked ones.
+  const bool masked = run.loader && (run.loader_options.masked_input_token >= 0 || run.loader_options.masking);
   const double step_labels =
       masked ? labels_in(run, *run.data.train, *run.train_order, state.consumed_samples, run.global_batch)
              : run.tokens_per_step;
