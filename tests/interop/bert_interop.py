@@ -1,15 +1,16 @@
 """BERT interop with Hugging Face transformers (fp32, max |difference| <= 1e-4):
 
-1. trident saves a random BERT; BertForMaskedLM loads it and gives trident's
-   logits (with token types of both kinds).
+1. trident saves a random BERT (tied and untied head); BertForMaskedLM loads it
+   and gives trident's logits (with token types of both kinds).
 2. transformers creates random BertForMaskedLM models (tied and untied) and
    save_pretrained()s them; trident loads them and gives transformers' logits,
    on one process and split tp=2 x pp=2 over 4 ranks, with token types and an
    attention mask that pads the last keys. A BertModel directory (no MLM head)
    loads too and gives BertModel's last hidden states.
-3. (when trident train is given) a BERT trained with masked-LM under
-   tp=2 x pp=2 is exported; BertForMaskedLM.from_pretrained gives the logits
-   trident computes from the checkpoint, so it predicts the same masked tokens.
+3. a BERT trained with masked LM under tp=2 x pp=2 with sequence parallelism
+   is exported; BertForMaskedLM.from_pretrained gives the logits trident
+   computes from the checkpoint, and fills [MASK] with the same tokens.
+   `trident generate` refuses the encoder with a clear message.
 """
 import os
 import sys
@@ -72,12 +73,13 @@ def check(name, ours, reference):
 
 
 # 1. trident -> transformers
-d = os.path.join(tmp, "trident-bert")
-out = os.path.join(tmp, "trident-bert.bin")
-run_with([hf_logits, "save", "bert", d, csv(ids), out], env(types=types))
-model = transformers.BertForMaskedLM.from_pretrained(d, torch_dtype=torch.float32)
-check("trident BERT saved, loaded by transformers BertForMaskedLM", read(out, model.config.vocab_size),
-      theirs(model, token_types=types))
+for arch in ("bert", "bert-untied"):
+    d = os.path.join(tmp, f"trident-{arch}")
+    out = os.path.join(tmp, f"trident-{arch}.bin")
+    run_with([hf_logits, "save", arch, d, csv(ids), out], env(types=types))
+    model = transformers.BertForMaskedLM.from_pretrained(d, torch_dtype=torch.float32)
+    check(f"trident {arch} saved, loaded by transformers BertForMaskedLM", read(out, model.config.vocab_size),
+          theirs(model, token_types=types))
 
 # 2. transformers -> trident
 for tied in (True, False):
@@ -119,6 +121,60 @@ for tied in (True, False):
                              attention_mask=torch.tensor([mask])).pooler_output[0].numpy()
         check("transformers BertModel loaded by trident: pooled output",
               np.fromfile(out, dtype="<f4"), pooled)
+
+# 3. trident trains a BERT (masked LM) under tp=2 x pp=2 with sequence parallelism and exports it;
+# BertForMaskedLM gives the checkpoint's logits and fills the masks with the same tokens.
+corpus = os.path.join(tmp, "corpus")
+os.makedirs(corpus, exist_ok=True)
+text = os.path.join(corpus, "c.txt")
+with open(text, "w") as f:
+    for i in range(1, 401):
+        f.write(f"Line {i} of the test corpus, with words that repeat and repeat again.\n")
+tok = os.path.join(corpus, "tok.json")
+run([trident, "tokenizer", "train", "--model", "wordpiece", "--input", text, "--vocab-size", "120", "--output", tok])
+run([trident, "preprocess", "--input", text, "--tokenizer", tok, "--output-prefix", os.path.join(corpus, "c"),
+     "--encoder", "--quiet"])
+run_dir = os.path.join(tmp, "trained-bert")
+sets = {"model.arch": '"bert"', "model.n_layer": 4, "model.n_head": 4, "model.d_model": 32, "model.max_seq_len": 32,
+        "train.seq_len": 32, "data.tokenizer": tok, "data.paths": f'["{os.path.join(corpus, "c")}"]',
+        "data.split": '"90,10,0"', "log.progress": "off", "train.micro_batch_size": 2, "train.global_batch_size": 8,
+        "train.steps": 6, "train.eval_interval": 0, "train.peak_gflops": 1, "optim.lr": 3e-3,
+        "dist.tensor_parallel_size": 2, "dist.pipeline_parallel_size": 2, "dist.sequence_parallel": "true"}
+cmd = [trident, "launch", "-n", "4", "--", trident, "train", "--run-dir", run_dir]
+for k, v in sets.items():
+    cmd += ["--set", f"{k}={v}"]
+run(cmd)
+hf_dir = os.path.join(tmp, "exported-bert")
+run([trident, "export", "--checkpoint", run_dir, "--output", hf_dir])
+model = transformers.BertForMaskedLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
+tokenizer = require("tokenizers").Tokenizer.from_file(tok)
+masked_ids = tokenizer.encode("line 7 of the [MASK] corpus, with [MASK] that repeat").ids
+with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+    step_dir = os.path.join(run_dir, "checkpoints", f.read().strip())
+ids = masked_ids  # read() and theirs() use the module's ids
+out = os.path.join(tmp, "trained-bert.bin")
+run_with([hf_logits, "checkpoint", step_dir, csv(ids), out], env())
+ours = read(out, model.config.vocab_size)
+check("trident BERT trained under tp=2 x pp=2 with sequence parallelism, exported, loaded by BertForMaskedLM",
+      ours, theirs(model))
+mask_id = tokenizer.token_to_id("[MASK]")
+at = [i for i, t in enumerate(ids) if t == mask_id]
+ours_fill = [int(np.argmax(ours[i])) for i in at]
+theirs_fill = [int(np.argmax(theirs(model)[i])) for i in at]
+status = "ok" if ours_fill == theirs_fill else "FAIL"
+print(f"{status}: the masks filled with {[tokenizer.id_to_token(t) for t in ours_fill]} by trident, "
+      f"{[tokenizer.id_to_token(t) for t in theirs_fill]} by transformers")
+if status != "ok":
+    failures.append("masked predictions")
+
+# `trident generate` refuses an encoder with a clear message.
+import subprocess
+p = subprocess.run([trident, "generate", "--checkpoint", run_dir, "--prompt", "line 7"], capture_output=True)
+message = p.stderr.decode()
+status = "ok" if p.returncode != 0 and "cannot generate text" in message else "FAIL"
+print(f"{status}: trident generate on a BERT checkpoint: exit {p.returncode}: {message.strip()}")
+if status != "ok":
+    failures.append("generate refusal")
 
 if failures:
     sys.exit(f"{len(failures)} BERT interop check(s) failed: {failures}")

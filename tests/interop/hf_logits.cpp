@@ -9,7 +9,8 @@
 //   hf_logits checkpoint DIR IDS OUT load a trident checkpoint (any layout) on one
 //                                    process, write the logits
 //   hf_logits save ARCH HF_DIR IDS OUT
-//                                    build a small random GPT-2 or LLaMA (ARCH = gpt2 | llama),
+//                                    build a small random model (ARCH = a family with a -tiny preset,
+//                                    llama3, or FAMILY-untied),
 //                                    save it in Hugging Face layout, write its logits
 //
 // IDS is a comma-separated list (one sequence); OUT receives raw little-endian f32 [T, V].
@@ -143,8 +144,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "save" && argc == 6) {
-      const std::string arch = argv[2];
+      std::string arch = argv[2];
+      const bool untied = arch.ends_with("-untied");  // e.g. bert-untied: the family's preset, head untied
+      if (untied) arch.resize(arch.size() - std::string_view("-untied").size());
       models::TransformerSpec spec = models::preset((arch == "llama3" ? std::string("llama") : arch) + "-tiny");
+      if (untied) spec.tie_embeddings = false;
       if (spec.sliding_window) spec.sliding_window = 5;  // shorter than the ids, so the window matters
       spec.vocab_size = 97;
       spec.max_seq_len = 32;
