@@ -314,7 +314,7 @@ TransformerSpec tiny(const std::string& arch, int t) {
   TransformerSpec s = models::preset(arch + "-tiny");
   s.n_layer = 2;
   s.n_head = 2 * t;
-  s.n_kv_head = arch == "gpt2" ? s.n_head : t;  // GQA: two query heads per key/value head
+  s.n_kv_head = arch == "gpt2" || arch == "bert" ? s.n_head : t;  // GQA: two query heads per key/value head
   s.d_model = 8 * s.n_head;
   s.d_ff = 24 * t;
   s.vocab_size = 100;  // padded to 128·t under TP
@@ -325,7 +325,7 @@ TransformerSpec tiny(const std::string& arch, int t) {
 }
 
 TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert"}) {
     for (bool seq : {false, true}) {
       SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch, seq));
       const TransformerSpec s = tiny(arch, t_);
@@ -342,6 +342,9 @@ TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
       const models::Family& family = models::family(s.family);
       auto block = [&](const TensorParallel& p) { return family.make_block("h.0", s, 0, p); };
       auto part = [](std::unique_ptr<Layer>& b, bool attention) -> Layer& {
+        if (auto* post_norm = dynamic_cast<PostNormBlock*>(b.get())) {
+          return attention ? post_norm->attention() : post_norm->mlp();
+        }
         auto& pre_norm = dynamic_cast<PreNormBlock&>(*b);
         return attention ? pre_norm.attention() : pre_norm.mlp();
       };
@@ -375,7 +378,7 @@ TEST_F(TensorParallelLayers, AttentionMlpAndBlockMatchTheUnshardedLayers) {
 }
 
 TEST_F(TensorParallelLayers, CausalLMLossAndGradientsMatch) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert"}) {
     for (bool seq : {false, true}) {
       SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch, seq));
       const TransformerSpec s = tiny(arch, t_);
@@ -391,7 +394,17 @@ TEST_F(TensorParallelLayers, CausalLMLossAndGradientsMatch) {
       }
       labels[0] = s.vocab_size - 1;
       const Tensor id = Tensor::from_vector(ids, {B, T}), lab = Tensor::from_vector(labels, {B, T});
-      const ForwardContext ctx = training(B);
+      ForwardContext ctx = training(B);
+      if (arch == "bert") {
+        // Encoder inputs: token types, and padding keys in the second sample (the last two tokens).
+        std::vector<std::int64_t> types, keys;
+        for (std::int64_t i = 0; i < B * T; ++i) {
+          types.push_back(i % T >= T / 2 ? 1 : 0);
+          keys.push_back(i >= B * T - 2 ? 0 : 1);
+        }
+        ctx.token_types = Tensor::from_vector(types, {B, T});
+        ctx.key_mask = Tensor::from_vector(keys, {B, T});
+      }
       Variable lf = full.loss(id, lab, ctx, 40.0);
       lf.backward();
       Variable ls = sharded.loss(id, lab, ctx, 40.0);

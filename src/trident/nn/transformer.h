@@ -127,6 +127,8 @@ class PostNormBlock : public Layer {
   PostNormBlock(std::string prefix, std::unique_ptr<Layer> attention, std::unique_ptr<Layer> norm1,
                 std::unique_ptr<Layer> mlp, std::unique_ptr<Layer> norm2);
   Variable forward(const Variable& x, const ForwardContext& ctx) const override;
+  Layer& attention() noexcept { return *attention_; }
+  Layer& mlp() noexcept { return *mlp_; }
 
  private:
   Layer* attention_;
