@@ -126,6 +126,7 @@ constexpr Domain kNonNegative{[](double v) { return v >= 0; }, "0 or more"};
 constexpr Domain kPositiveFinite{[](double v) { return std::isfinite(v) && v > 0; }, "a positive finite number"};
 constexpr Domain kNonNegativeFinite{[](double v) { return std::isfinite(v) && v >= 0; }, "a finite number >= 0"};
 constexpr Domain kFraction{[](double v) { return v >= 0 && v < 1; }, "in [0, 1)"};
+constexpr Domain kProbability{[](double v) { return v > 0 && v <= 1; }, "in (0, 1]"};
 constexpr Domain kZeroStage{[](double v) { return v == 0 || v == 1 || v == 2 || v == 3; }, "0, 1, 2 or 3"};
 
 struct Field {
@@ -189,7 +190,7 @@ const std::vector<Field>& fields() {
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
     DATA(tokenizer); DATA(paths); DATA(weights, kNonNegativeFinite); DATA(split); DATA(valid_paths); DATA(cache_dir);
     DATA(prefetch, kNonNegative, " (0 = no background loading)"); DATA(eod_mask_loss);
-    DATA(mlm_probability, kFraction); DATA(whole_word_masking);
+    DATA(mlm_probability, kProbability); DATA(whole_word_masking);
 #undef DATA
 #define TRAIN(n, ...) f.push_back(field("train", #n, &C::train, &TrainConfig::n __VA_OPT__(,) __VA_ARGS__))
     TRAIN(seq_len, kPositive); TRAIN(micro_batch_size, kPositive);
