@@ -265,7 +265,9 @@ void log_description(const Run& run) {
   run.log->message(fmt::format(
       "trident: {} {} ({:.2f}M parameters), {} precision, {}, {} threads/rank, global batch {} × {} tokens "
       "(micro-batch {} × {} {} × {} data-parallel), ZeRO stage {}, on {}, matmul peak {:.0f} GFLOP/s",
-      config.model.preset.empty() ? config.model.arch : config.model.preset,
+      !config.model.preset.empty()            ? config.model.preset
+      : !config.model.from_pretrained.empty() ? fmt::format("'{}'", config.model.from_pretrained)
+                                              : spec.family,
       models::family(spec.family).display_name, static_cast<double>(spec.num_parameters()) / 1e6,
       config.train.precision, par.mesh->describe(), num_threads(), run.global_batch, run.seq_len, run.micro_batch,
       run.accum,
