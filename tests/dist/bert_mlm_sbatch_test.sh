@@ -16,7 +16,15 @@ if ! command -v sbatch >/dev/null 2>&1 || ! timeout 10 sinfo >/dev/null 2>&1; th
 fi
 command -v bible >/dev/null 2>&1 || { echo "SKIP: Debian's bible-kjv is not installed (scripts/install_deps.sh)"; exit 77; }
 work=$(mktemp -d /tmp/trident-bert-sbatch.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# A job still queued or running when the test ends (timeout, failure) is cancelled before its
+# directory goes: otherwise it would go on writing into a deleted run directory.
+cleanup() {
+  local job
+  job=$(sed -nE 's/^Submitted batch job ([0-9]+).*/\1/p' "$work/sbatch.log" 2>/dev/null)
+  [[ -n $job ]] && scancel "$job" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 TRIDENT=$trident DATA_DIR=$work VOCAB_SIZE=2000 "$repo/examples/bert_mlm/prepare_data.sh" > "$work/prepare.log" 2>&1 \
   || fail "prepare_data.sh: $(tail -3 "$work/prepare.log")"
 export TRIDENT=$trident DATA_DIR=$work RUN_DIR=$work/run TRIDENT_NUM_THREADS=1
@@ -24,7 +32,7 @@ export TRIDENT_ARGS="--set model.n_layer=2 --set model.d_model=64 --set model.d_
   --set train.eval_interval=30 --set train.eval_steps=4 --set train.log_interval=10 --set checkpoint.interval=0
   --set schedule.warmup_steps=10"
 cd "$repo" || fail "cd $repo"
-timeout 300 sbatch --wait --export=ALL --output="$work/job.out" examples/bert_mlm/sbatch.sh > "$work/sbatch.log" 2>&1 \
+timeout 360 sbatch --wait --export=ALL --output="$work/job.out" examples/bert_mlm/sbatch.sh > "$work/sbatch.log" 2>&1 \
   || fail "sbatch: $(cat "$work/sbatch.log"; tail -5 "$work/job.out" 2>/dev/null)"
 grep -q "dp=4 × tp=1 × pp=1 (4 ranks)" "$work/job.out" || fail "the job did not run as 4 ranks: $(grep trident: "$work/job.out")"
 grep -q "zero_optimization.stage 3 → dist.zero_stage = 3" "$work/job.out" || fail "the seed's ds_config.json was not applied"
