@@ -21,7 +21,11 @@ work=$(mktemp -d /tmp/trident-bert-sbatch.XXXXXX)
 cleanup() {
   local job
   job=$(sed -nE 's/^Submitted batch job ([0-9]+).*/\1/p' "$work/sbatch.log" 2>/dev/null)
-  [[ -n $job ]] && scancel "$job" 2>/dev/null
+  if [[ -n $job ]]; then
+    scancel "$job" 2>/dev/null
+    # Its ranks can take Slurm's KillWait (30 s here) to go; wait for them before removing their files.
+    for _ in $(seq 60); do [[ -z $(squeue -h -j "$job" 2>/dev/null) ]] && break; sleep 1; done
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
