@@ -30,6 +30,9 @@ struct ConsistencyCase {
   Shapes shapes;
   MakeInputs make_inputs;
   RunOp run;
+  // Errors are relative to max(RMS of the reference, error_floor): nonzero where an output is zero in exact
+  // arithmetic (the reference is then rounding noise), and set to the scale such an output would have.
+  double error_floor = 0;
 };
 
 inline void PrintTo(const ConsistencyCase& c, std::ostream* os) { *os << c.name; }

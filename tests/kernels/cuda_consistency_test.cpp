@@ -69,7 +69,7 @@ double bound(DType dtype) {
 }
 
 // "" when `got` matches the reference `ref` within `tol`; otherwise what differs.
-std::string mismatch(const Tensor& got, const Tensor& ref, double tol) {
+std::string mismatch(const Tensor& got, const Tensor& ref, double tol, double floor = 0) {
   if (!ref.defined() || !got.defined()) {
     return ref.defined() == got.defined() ? ""
                                           : fmt::format("defined: got {}, reference {}", got.defined(), ref.defined());
@@ -93,6 +93,7 @@ std::string mismatch(const Tensor& got, const Tensor& ref, double tol) {
     }
     if (bad && first_bad < 0) first_bad = static_cast<std::int64_t>(i);
   }
+  den = std::max(den, floor * floor * static_cast<double>(g.size()));
   const double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   if (nan == 0 && wrong_inf == 0 && err <= tol) return "";
   std::string what = fmt::format("{}: relative error {:.3g} (bound {:.0e})", ref.describe(), err, tol);
@@ -132,7 +133,7 @@ std::vector<std::string> compare_backends(const ConsistencyCase& c, Device targe
   std::vector<std::string> failures;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double tol = std::max(bound(c.dtype), ref[i].defined() ? bound(ref[i].dtype()) : 0.0);
-    std::string what = mismatch(got[i], ref[i], tol);
+    std::string what = mismatch(got[i], ref[i], tol, c.error_floor);
     if (!what.empty()) failures.push_back(fmt::format("output {}: {}", i, what));
   }
   return failures;
@@ -215,6 +216,9 @@ TEST(CudaConsistencyTable, NanNeverPassesAndInfinitiesMustMatch) {
   EXPECT_NE(mismatch(t({1, inf, 0}), t({1, -inf, 0}), 1), "");
   EXPECT_NE(mismatch(t({1, 2}), t({1, 2, 0}), 1), "");
   EXPECT_NE(mismatch(t({1, 2, 3}), t({1, 2, 3}).to(DType::f32), 1), "");
+  // A reference that is rounding noise around zero: compared against the floor, not against itself.
+  EXPECT_NE(mismatch(t({1e-7, -1e-7}), t({-1e-7, 1e-7}), 1e-5), "");
+  EXPECT_EQ(mismatch(t({1e-7, -1e-7}), t({-1e-7, 1e-7}), 1e-5, 1), "");
 }
 
 // Dropout masks must match bit for bit: CPU and GPU replicas of a run drop the same elements.

@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(kFmaThreads)
         sum += p;
       }
       sum = warp_sum(sum);
+      __syncwarp();  // every lane has read row_max[r] (m_old) before lane 0 replaces it
       if (lane == 0) {
         const A alpha = m_new == neg_inf ? A(1) : exp_acc(m_old - m_new);
         row_alpha[r] = alpha;
