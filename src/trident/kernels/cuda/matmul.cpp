@@ -13,11 +13,18 @@
 // The epilogue pointers are attributes of the shared descriptor, so a plan is locked while they are set
 // and the GEMM is queued. Epilogues cuBLASLt cannot fuse (no algorithm) are computed by the plain GEMM plus
 // the kernels of matmul.cu, and the plan remembers that.
+//
+// cuBLASLt's fast Hopper kernels need dimensions that are multiples of 16 bytes: GPT-2's 50257-token
+// vocabulary sends the LM head's three GEMMs to a generic align-1 kernel several times slower (measured on
+// an H100: bench/RESULTS.md). Large GEMMs with such a dimension run padded instead (padded_gemm): on
+// copies whose odd dimensions are rounded up, zeros where the padding is summed over (K); a copy costs a
+// pass over a matrix, the GEMM it speeds up far more.
 #include "trident/kernels/cuda/matmul.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -32,6 +39,8 @@
 #include "trident/core/error.h"
 #include "trident/kernels/cuda/device.h"
 #include "trident/kernels/cuda/matmul_launch.h"
+#include "trident/kernels/cuda/scratch.h"
+#include "trident/kernels/cuda/shape_launch.h"
 
 namespace trident::kernels::cuda {
 
@@ -375,6 +384,80 @@ bool run_lt(DType ab, DType cd, const GemmShape& s, double alpha, double beta, c
   return true;
 }
 
+// rows × cols elements of `size` bytes from row pitch src_pitch to dst_pitch (elements).
+void copy_pitched(const void* src, std::int64_t src_pitch, void* dst, std::int64_t dst_pitch, std::int64_t rows,
+                  std::int64_t cols, std::int64_t size) {
+  detail::RowCopyPlan plan;
+  plan.rows = rows;
+  plan.row_len = cols;
+  plan.rank = 1;
+  plan.dims[0] = rows;
+  plan.src_strides[0] = src_pitch;
+  plan.dst_pitch = dst_pitch;
+  detail::launch_row_copy(static_cast<std::size_t>(size), src, dst, plan);
+}
+
+// The padded problem: M, N and K rounded up to 16 bytes of the narrower dtype. Only where the copies pay:
+// batch 1, every dimension ≥ 256 (a copy is one pass over a matrix, the GEMM K passes' worth of work) and
+// at least 2^26 multiply-adds; otherwise (or when nothing needs padding) the shape itself.
+GemmShape padded_shape(DType ab, DType cd, const GemmShape& s) {
+  constexpr std::int64_t kMinDim = 256, kMinWork = std::int64_t{1} << 26;
+  if (s.batch != 1 || std::min({s.m, s.n, s.k}) < kMinDim || s.m * s.n * s.k < kMinWork) return s;
+  const auto narrow = static_cast<std::int64_t>(std::min(dtype_size(ab), dtype_size(cd)));
+  const std::int64_t unit = 16 / narrow;
+  const auto up = [unit](std::int64_t x) { return (x + unit - 1) / unit * unit; };
+  GemmShape p = s;
+  p.m = up(s.m);
+  p.n = up(s.n);
+  p.k = up(s.k);
+  return p;
+}
+
+bool same_size(const GemmShape& x, const GemmShape& y) { return x.m == y.m && x.n == y.n && x.k == y.k; }
+
+// One operand for the padded problem: the [rows, cols] matrix copied into [prows, pcols], or itself when
+// the size is unchanged. `zero`: the padding is summed over (K), so it must hold zeros (0 · NaN is NaN);
+// elsewhere it only produces rows or columns of C that are dropped.
+const void* padded_operand(const void* src, std::int64_t rows, std::int64_t cols, std::int64_t prows,
+                           std::int64_t pcols, std::int64_t size, bool zero, std::shared_ptr<Storage>& copy) {
+  if (rows == prows && cols == pcols) return src;
+  copy = detail::device_scratch(static_cast<std::size_t>(prows * pcols * size));
+  void* dst = detail::scratch_data(copy);
+  if (zero) {
+    const auto stream = static_cast<cudaStream_t>(compute_stream(current_device()).native());
+    const cudaError_t status = cudaMemsetAsync(dst, 0, static_cast<std::size_t>(prows * pcols * size), stream);
+    TRIDENT_CHECK(status == cudaSuccess, "CUDA matmul: clearing a padded operand failed: {}",
+                  cudaGetErrorString(status));
+  }
+  copy_pitched(src, cols, dst, pcols, rows, cols, size);
+  return dst;
+}
+
+// The GEMM on padded copies (padded_shape), C copied back. False: not padded, nothing queued.
+bool padded_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const void* a, const void* b, double beta,
+                 void* c) {
+  const GemmShape p = padded_shape(ab, cd, s);
+  if (same_size(p, s)) return false;
+  const auto ab_size = static_cast<std::int64_t>(dtype_size(ab)), c_size = static_cast<std::int64_t>(dtype_size(cd));
+  const bool zero_k = p.k != s.k;
+  std::shared_ptr<Storage> a_copy, b_copy, c_copy;  // dropped after queuing: safe (scratch.h)
+  a = s.trans_a ? padded_operand(a, s.k, s.m, p.k, p.m, ab_size, zero_k, a_copy)
+                : padded_operand(a, s.m, s.k, p.m, p.k, ab_size, zero_k, a_copy);
+  b = s.trans_b ? padded_operand(b, s.n, s.k, p.n, p.k, ab_size, zero_k, b_copy)
+                : padded_operand(b, s.k, s.n, p.k, p.n, ab_size, zero_k, b_copy);
+  void* out = c;
+  if (p.m != s.m || p.n != s.n) {
+    c_copy = detail::device_scratch(static_cast<std::size_t>(p.m * p.n * c_size));
+    out = detail::scratch_data(c_copy);
+    if (beta != 0.0) copy_pitched(c, s.n, out, p.n, s.m, s.n, c_size);
+  }
+  const GemmEpilogueArgs none;
+  // Epilogue none, batch 1: cuBLASLt either runs it or throws.
+  run_lt(ab, cd, p, alpha, beta, Operands{a, b, out, none}, GemmEpilogue::none);
+  if (out != c) copy_pitched(out, p.n, c, s.n, s.m, s.n, c_size);
+  return true;
+}
+
 // C = alpha·op(A)·op(B) + beta·C without epilogue (K = 0 leaves beta·C).
 void plain_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const void* a, const void* b, double beta,
                 void* c) {
@@ -382,6 +465,7 @@ void plain_gemm(DType ab, DType cd, const GemmShape& s, double alpha, const void
     launch_scale_matrix(cd, c, s.batch * s.m * s.n, beta);
     return;
   }
+  if (padded_gemm(ab, cd, s, alpha, a, b, beta, c)) return;
   const GemmEpilogueArgs none;
   if (run_lt(ab, cd, s, alpha, beta, Operands{a, b, c, none}, GemmEpilogue::none)) return;
   // A broadcast operand cuBLASLt would not take with batch stride 0: one GEMM per batch entry.
@@ -441,7 +525,8 @@ void gemm_epilogue(DType ab, DType cd, const GemmShape& shape, double alpha, con
 
   // cuBLASLt fuses where it has an algorithm; the GELU input matrix needs a leading dimension divisible by
   // 8, and the bias gradient is taken unscaled, so only alpha = 1 matches our contract there.
-  const bool fusable = kind != GemmEpilogue::none && s.k > 0 &&
+  // A GEMM with an odd dimension runs faster padded than fused (padded_gemm).
+  const bool fusable = kind != GemmEpilogue::none && s.k > 0 && same_size(padded_shape(ab, cd, s), s) &&
                        (kind != GemmEpilogue::bias_gelu_tanh || s.n % 8 == 0) &&
                        (kind != GemmEpilogue::bias_grad || alpha == 1.0);
   if (fusable && run_lt(ab, cd, s, alpha, beta, Operands{a, b, c, e}, kind)) return;
