@@ -11,6 +11,7 @@
 //
 //   build/bin/train_bench [--steps N] [--batch B] [--seq T] [--preset gpt2] [--only f32|bf16]
 //   build/bin/train_bench --device cuda --batch 8 --seq 1024 [--only bf16]
+//   build/bin/train_bench --device cuda --preset llama-1b --batch 4 --seq 2048 --only bf16 --checkpointing 1
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -48,9 +49,10 @@ double median(std::vector<double> v) {
 }
 
 Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_t T, int steps,
-           Device device = Device::cpu()) {
+           Device device = Device::cpu(), bool checkpointing = false) {
   models::CausalLM model(models::preset(preset));
   model.initialize(1);
+  model.set_activation_checkpointing(checkpointing);
   model.to(device);
   // Device work is asynchronous: wait for it before reading the clock.
   auto sync = [&] {
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
   std::string preset = "gpt2";
   std::string only;  // "f32" or "bf16": run one precision (for profiling)
   std::string device_name = "cpu";
+  bool checkpointing = false;  // activation checkpointing: every block recomputed in backward
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--batch")) B = std::atoll(argv[i + 1]);
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     if (!std::strcmp(argv[i], "--device")) device_name = argv[i + 1];
+    if (!std::strcmp(argv[i], "--checkpointing")) checkpointing = std::atoi(argv[i + 1]) != 0;
   }
   const Device device = parse_device(device_name);
   if (device.is_cuda()) {
@@ -125,11 +129,13 @@ int main(int argc, char** argv) {
       fmt::print("train_bench: no CUDA GPU here ({})\n", kernels::cuda::describe());
       return 1;
     }
-    fmt::print("train_bench: {} B={} T={} steps={} on {}\n", preset, B, T, steps, kernels::cuda::describe());
+    fmt::print("train_bench: {} ({:.3f}B parameters) B={} T={} steps={} activation checkpointing {} on {}\n", preset,
+               static_cast<double>(models::preset(preset).num_parameters()) / 1e9, B, T, steps,
+               checkpointing ? "on" : "off", kernels::cuda::describe());
     for (const DType dtype : {DType::bf16, DType::f32}) {
       if (!only.empty() && parse_dtype(only) != dtype) continue;
       const double peak = kernels::cuda::dense_peak_tflops(device.index, dtype != DType::f32);
-      const Result r = run(preset, dtype, B, T, steps, device);
+      const Result r = run(preset, dtype, B, T, steps, device, checkpointing);
       fmt::print("{}: {:.1f} ms/step {:.0f} tokens/s {:.1f} TFLOP/s = MFU {:.1f}% of the {:.1f} TFLOP/s dense {} peak; "
                  "forward {:.1f} ms, backward {:.1f} ms, optimizer {:.1f} ms\n",
                  dtype_name(dtype), r.ms_per_step, r.tokens_per_s, r.gflops / 1e3, 100 * r.gflops / (peak * 1e3), peak,

@@ -143,6 +143,8 @@ Family llama_family() {
          return s;
        }},
       {"llama-small", [] { return llama_like_spec("llama", 8, 8, 4, 512, 1536); }},
+      // TinyLlama-1.1B's shape (1.10B parameters): the ~1B LLaMA of the GPU benchmark.
+      {"llama-1b", [] { return llama_like_spec("llama", 22, 32, 4, 2048, 5632); }},
       {"llama2-7b", [] { return llama_like_spec("llama", 32, 32, 32, 4096, 11008); }},
   };
   f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) {
