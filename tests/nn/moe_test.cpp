@@ -45,7 +45,7 @@ MoEOptions options_for(const Case& c) {
 std::vector<double> weight(MoE& m, const std::string& name) {
   Parameter* p = m.find_parameter(name);
   EXPECT_NE(p, nullptr) << name;
-  return p ? p->var.data().to_vector<double>() : std::vector<double>{};
+  return p ? p->var.data().to(DType::f64).to_vector<double>() : std::vector<double>{};
 }
 
 // W [out, in] · x
@@ -293,6 +293,30 @@ TEST(MoE, MicroBatchesMatchTheWholeBatch) {
   }
   ASSERT_EQ(parts.size(), whole.size());
   for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(parts[i], whole[i], 1e-12) << i;
+}
+
+// f32 master weights with f32 and bf16 compute: the router runs in f32, the experts in the compute dtype.
+TEST(MoE, LowPrecisionComputeMatchesTheReference) {
+  const Case c{2, true, true, MoEDispatch::capacity};
+  Fixture s = make(c);
+  for (Parameter* p : s.m->parameters()) p->var = Variable(p->var.data().to(DType::f32), true);
+  const Tensor x32 = s.x.to(DType::f32);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    AuxLosses aux;
+    ForwardContext ctx;
+    ctx.compute_dtype = dt;
+    ctx.aux = &aux;
+    Variable y = s.m->forward(Variable(x32, true), ctx);
+    EXPECT_EQ(y.data().dtype(), dt);
+    const Reference ref = naive(*s.m, x32.to(DType::f64).to_vector<double>(), options_for(c));
+    EXPECT_LT(test::rel_err(test::f64(y.data()), ref.y), dt == DType::f32 ? 1e-5 : 5e-2) << dtype_name(dt);
+    ag::add(ag::cast(ag::sum(y), DType::f32), aux.total()).backward();
+    for (Parameter* p : s.m->parameters()) {
+      ASSERT_TRUE(p->var.grad().defined()) << p->name;
+      for (double g : test::f64(p->var.grad())) ASSERT_TRUE(std::isfinite(g)) << p->name;
+    }
+    s.m->zero_grad();
+  }
 }
 
 TEST(MoE, FamilyNamesAndShapes) {

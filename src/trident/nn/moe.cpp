@@ -129,7 +129,8 @@ Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
                 "moe: input {} must end in d_model={}", in_shape, o.d_model);
   const std::int64_t D = o.d_model, E = o.n_experts, K = o.top_k;
   const std::int64_t N = in_shape.numel() / D;
-  const Variable x = ag::reshape(x_in, {N, D});
+  Variable x = ag::reshape(x_in, {N, D});
+  if (x.data().dtype() != ctx.compute_dtype) x = ag::cast(x, ctx.compute_dtype);
   const Device device = x.data().device();
 
   // Router: logits and probabilities in f64 for f64 compute, else f32.

@@ -93,7 +93,7 @@ std::int64_t moe_capacity(double capacity_factor, std::int64_t tokens, std::int6
 class MoE : public Layer {
  public:
   MoE(std::string prefix, MoEOptions options);
-  // x [B, T, D] (or [N, D]) → the same shape, in ctx.compute_dtype.
+  // x [B, T, D] (or [N, D]) → the same shape, in ctx.compute_dtype (x is cast to it first).
   Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
   const MoEOptions& options() const noexcept { return options_; }
