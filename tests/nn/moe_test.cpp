@@ -185,6 +185,19 @@ TEST_P(MoEGradCheck, MatchesNaiveReference) {
     EXPECT_GT(dropped, 0);
   }
   EXPECT_EQ(aux.stats[0].assignments, kB * kT * c.top_k);
+  EXPECT_EQ(aux.stats[0].layer, "mlp");
+  std::vector<std::int64_t> routed(kE, 0);
+  for (const auto& row : s.ref.chosen)
+    for (std::int64_t e : row) ++routed[static_cast<std::size_t>(e)];
+  EXPECT_EQ(aux.stats[0].tokens_per_expert, routed);
+  EXPECT_EQ(aux.stats[0].max_load, static_cast<double>(*std::max_element(routed.begin(), routed.end())));
+  EXPECT_EQ(aux.stats[0].mean_load, static_cast<double>(kB * kT * c.top_k) / kE);
+  EXPECT_NEAR(aux.stats[0].dropped_fraction(), static_cast<double>(dropped) / static_cast<double>(kB * kT * c.top_k), 0);
+
+  // Without a sink the output is the same and nothing else is computed.
+  ForwardContext plain;
+  plain.compute_dtype = DType::f64;
+  EXPECT_EQ(s.m->forward(Variable(s.x), plain).data().to_vector<double>(), got);
 }
 
 // f64 central differences of sum(y · R) + aux + z along random directions in (input, parameters).
