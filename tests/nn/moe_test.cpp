@@ -255,6 +255,54 @@ TEST_P(MoEGradCheck, MatchesFiniteDifferences) {
   }
 }
 
+// The auxiliary losses alone (they are small beside the output term above): f64 central
+// differences w.r.t. the input and the router, the only things they depend on.
+TEST_P(MoEGradCheck, AuxLossesMatchFiniteDifferences) {
+  Fixture s = make(GetParam());
+  Tensor router = s.m->router().weight().var.data();
+  ForwardContext ctx;
+  ctx.compute_dtype = DType::f64;
+  auto aux_loss = [&](const Variable& x) {
+    AuxLosses aux;
+    ForwardContext cx = ctx;
+    cx.aux = &aux;
+    s.m->forward(x, cx);
+    return aux.total();
+  };
+  Variable xv(s.x, true);
+  aux_loss(xv).backward();
+  const std::vector<Tensor> tensors{s.x, router};
+  const std::vector<Tensor> grads{xv.grad(), s.m->router().weight().var.grad()};
+  std::mt19937_64 gen(9);
+  std::normal_distribution<double> nd;
+  std::vector<std::vector<double>> dir;
+  double analytic = 0;
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    std::vector<double> u(static_cast<std::size_t>(tensors[k].numel()));
+    for (auto& v : u) v = nd(gen);
+    auto g = grads[k].span<double>();
+    for (std::size_t i = 0; i < u.size(); ++i) analytic += g[i] * u[i];
+    dir.push_back(std::move(u));
+  }
+  auto shifted = [&](double h) {
+    for (std::size_t k = 0; k < tensors.size(); ++k) {
+      auto v = tensors[k].span<double>();
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] += h * dir[k][i];
+    }
+    ag::NoGradGuard ng;
+    const double l = aux_loss(Variable(s.x)).data().item();
+    for (std::size_t k = 0; k < tensors.size(); ++k) {
+      auto v = tensors[k].span<double>();
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] -= h * dir[k][i];
+    }
+    return l;
+  };
+  const double h = 1e-5;
+  const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
+  EXPECT_GT(std::fabs(numeric), 1e-3);
+  EXPECT_NEAR(analytic, numeric, 1e-8 * std::max(1.0, std::fabs(numeric)));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Routing, MoEGradCheck,
     ::testing::Values(Case{1, true, false, MoEDispatch::dropless}, Case{1, false, false, MoEDispatch::dropless},
