@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trident/core/rng.h"
+#include "trident/autograd/variable.h"
 #include "trident/core/tensor.h"
 
 namespace trident::nn {
@@ -23,6 +24,32 @@ struct KVCache {
   std::vector<Tensor> values;
   std::int64_t length = 0;     // tokens already cached
   explicit KVCache(std::size_t layers = 0) : keys(layers), values(layers) {}
+};
+
+// What mixture-of-experts layers (nn::MoE) hand to the model's loss: their
+// auxiliary losses, already multiplied by their coefficients, and their load
+// statistics. The model adds total() to its loss (the layers only append); the
+// statistics are for metrics. One sink per forward pass: clear() it (or use a
+// fresh one) before the next.
+struct AuxLosses {
+  struct LayerStats {
+    std::string layer;                           // the MoE layer's prefix
+    std::vector<std::int64_t> tokens_per_expert; // routed (token, slot) assignments per expert, before dropping
+    std::int64_t assignments = 0;                // tokens · top_k
+    std::int64_t dropped = 0;                    // assignments dropped by the capacity (0 when dropless)
+    double max_load = 0;                         // max over experts of tokens_per_expert
+    double mean_load = 0;                        // assignments / n_experts
+    double dropped_fraction() const { return assignments > 0 ? double(dropped) / double(assignments) : 0.0; }
+  };
+  std::vector<autograd::Variable> losses;  // scalars: load-balancing and z losses, coefficient-scaled
+  std::vector<LayerStats> stats;           // one entry per MoE layer per forward pass
+
+  // The sum of `losses` (an undefined Variable when there are none).
+  autograd::Variable total() const;
+  void clear() {
+    losses.clear();
+    stats.clear();
+  }
 };
 
 struct ForwardContext {
@@ -39,6 +66,8 @@ struct ForwardContext {
   std::int64_t seq_global = 0;
   DType compute_dtype = DType::f32; // matmuls and activations run in this dtype
   KVCache* cache = nullptr;
+  // Where MoE layers append their auxiliary losses and load statistics; null = they are not computed.
+  AuxLosses* aux = nullptr;
   // Encoder inputs beside the token ids (BERT), both [B, T] over the whole sequence, undefined = absent:
   // the token types (segment ids; absent = all 0) and Hugging Face's attention_mask (nonzero = a real
   // token, 0 = padding that no query sees; absent = every key is real).

@@ -5,4 +5,5 @@
 #include "trident/nn/gather.h"
 #include "trident/nn/layers.h"
 #include "trident/nn/module.h"
+#include "trident/nn/moe.h"
 #include "trident/nn/transformer.h"

@@ -1,0 +1,248 @@
+#include "trident/nn/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "trident/autograd/autograd.h"
+#include "trident/core/error.h"
+
+namespace trident::nn {
+
+namespace ag = trident::autograd;
+
+Variable AuxLosses::total() const {
+  Variable sum;
+  for (const Variable& l : losses) sum = sum.defined() ? ag::add(sum, l) : l;
+  return sum;
+}
+
+std::int64_t moe_capacity(double capacity_factor, std::int64_t tokens, std::int64_t top_k, std::int64_t n_experts) {
+  const double c = std::ceil(capacity_factor * static_cast<double>(tokens * top_k) / static_cast<double>(n_experts));
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(c));
+}
+
+MoERouting route_top_k(const std::vector<double>& probs, std::int64_t tokens, std::int64_t n_experts,
+                       std::int64_t top_k, std::int64_t capacity) {
+  TRIDENT_CHECK(static_cast<std::int64_t>(probs.size()) == tokens * n_experts,
+                "moe: {} router probabilities for {} tokens and {} experts", probs.size(), tokens, n_experts);
+  TRIDENT_CHECK(top_k >= 1 && top_k <= n_experts, "moe: top_k={} must be in [1, n_experts={}]", top_k, n_experts);
+  MoERouting r;
+  r.tokens = tokens;
+  r.n_experts = n_experts;
+  r.top_k = top_k;
+  r.capacity = capacity;
+  const std::int64_t A = tokens * top_k;
+  r.expert.resize(static_cast<std::size_t>(A));
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n_experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const double* p = probs.data() + t * n_experts;
+    std::iota(idx.begin(), idx.end(), 0);
+    // Descending probability, ties to the lower expert index.
+    std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(),
+                      [p](std::int64_t a, std::int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    for (std::int64_t s = 0; s < top_k; ++s) r.expert[static_cast<std::size_t>(t * top_k + s)] = idx[static_cast<std::size_t>(s)];
+  }
+  // Per expert, its assignments in (slot, token) order; keep the first `capacity`.
+  std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(n_experts));
+  for (std::int64_t s = 0; s < top_k; ++s)
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const std::int64_t a = t * top_k + s;
+      per[static_cast<std::size_t>(r.expert[static_cast<std::size_t>(a)])].push_back(a);
+    }
+  r.counts.assign(static_cast<std::size_t>(n_experts), 0);
+  r.routed.assign(static_cast<std::size_t>(n_experts), 0);
+  r.position.assign(static_cast<std::size_t>(A), -1);
+  for (std::int64_t e = 0; e < n_experts; ++e) {
+    const auto& list = per[static_cast<std::size_t>(e)];
+    const auto n = static_cast<std::int64_t>(list.size());
+    const std::int64_t keep = capacity > 0 ? std::min(n, capacity) : n;
+    r.routed[static_cast<std::size_t>(e)] = n;
+    r.counts[static_cast<std::size_t>(e)] = keep;
+    r.dropped += n - keep;
+    for (std::int64_t i = 0; i < keep; ++i) {
+      r.position[static_cast<std::size_t>(list[static_cast<std::size_t>(i)])] = static_cast<std::int64_t>(r.order.size());
+      r.order.push_back(list[static_cast<std::size_t>(i)]);
+    }
+  }
+  return r;
+}
+
+MoE::MoE(std::string prefix, MoEOptions options) : Layer(std::move(prefix)), options_(std::move(options)) {
+  const MoEOptions& o = options_;
+  TRIDENT_CHECK(o.d_model > 0 && o.d_ff > 0, "moe: d_model={} and d_ff={} must be positive", o.d_model, o.d_ff);
+  TRIDENT_CHECK(o.n_experts >= 1, "moe: n_experts={} must be positive", o.n_experts);
+  TRIDENT_CHECK(o.top_k >= 1 && o.top_k <= o.n_experts, "moe: top_k={} must be in [1, n_experts={}]", o.top_k,
+                o.n_experts);
+  TRIDENT_CHECK(o.dispatch == MoEDispatch::dropless || o.capacity_factor > 0,
+                "moe: capacity_factor={} must be positive", o.capacity_factor);
+  TRIDENT_CHECK(o.shared_d_ff >= 0, "moe: shared_d_ff={} must be >= 0", o.shared_d_ff);
+  gate_ = &add_module(std::make_unique<Linear>(child_prefix(o.gate),
+                                               LinearOptions{o.d_model, o.n_experts, false, WeightLayout::out_in, o.init_std}));
+  auto swiglu = [&](std::int64_t d_ff) {
+    FeedForwardOptions f;
+    f.d_model = o.d_model;
+    f.d_ff = d_ff;
+    f.activation = Activation::swiglu;
+    f.init_std = o.init_std;
+    f.out_init_std = o.out_init_std;
+    f.gate = o.expert_gate;
+    f.up = o.expert_up;
+    f.down = o.expert_down;
+    return f;
+  };
+  for (std::int64_t e = 0; e < o.n_experts; ++e) {
+    experts_.push_back(&add_module(
+        std::make_unique<FeedForward>(child_prefix(o.experts + "." + std::to_string(e)), swiglu(o.d_ff))));
+  }
+  if (o.shared_d_ff > 0) {
+    shared_ = &add_module(std::make_unique<FeedForward>(child_prefix(o.shared_expert), swiglu(o.shared_d_ff)));
+    if (o.shared_gated) {
+      shared_gate_ = &add_module(std::make_unique<Linear>(
+          child_prefix(o.shared_expert_gate), LinearOptions{o.d_model, 1, false, WeightLayout::out_in, o.init_std}));
+    }
+  }
+}
+
+namespace {
+
+Tensor ids_tensor(const std::vector<std::int64_t>& ids, Device device) {
+  return Tensor::from_vector(ids, Shape{static_cast<std::int64_t>(ids.size())}).to(device);
+}
+
+Variable constant(const std::vector<double>& values, Shape shape, DType dtype, Device device) {
+  return Variable(Tensor::from_vector(values, std::move(shape)).to(dtype).to(device));
+}
+
+// x [M, 1] → [M, cols]: each row's scalar repeated (a matmul with a row of ones; there is no broadcasting mul).
+Variable broadcast_column(const Variable& x, std::int64_t cols) {
+  const Tensor ones = Tensor::full({1, cols}, 1.0, x.data().dtype(), x.data().device());
+  return ag::matmul(x, Variable(ones));
+}
+
+}  // namespace
+
+Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
+  const MoEOptions& o = options_;
+  const Shape in_shape = x_in.shape();
+  TRIDENT_CHECK(in_shape.rank() >= 2 && in_shape[in_shape.rank() - 1] == o.d_model,
+                "moe: input {} must end in d_model={}", in_shape, o.d_model);
+  const std::int64_t D = o.d_model, E = o.n_experts, K = o.top_k;
+  const std::int64_t N = in_shape.numel() / D;
+  Variable x = ag::reshape(x_in, {N, D});
+  if (x.data().dtype() != ctx.compute_dtype) x = ag::cast(x, ctx.compute_dtype);
+  const Device device = x.data().device();
+
+  // Router: logits and probabilities in f64 for f64 compute, else f32.
+  Variable logits = gate_->forward(x, ctx);
+  const DType rdt = logits.data().dtype() == DType::f64 ? DType::f64 : DType::f32;
+  if (logits.data().dtype() != rdt) logits = ag::cast(logits, rdt);
+  const Variable probs = ag::softmax(logits);
+  const std::vector<double> p_host = probs.data().to(Device::cpu()).to(DType::f64).to_vector<double>();
+  const std::int64_t capacity =
+      o.dispatch == MoEDispatch::capacity ? moe_capacity(o.capacity_factor, N, K, E) : 0;
+  const MoERouting r = route_top_k(p_host, N, E, K, capacity);
+
+  // The top-k weights [N·K, 1], row t·K + s.
+  std::vector<std::int64_t> flat(static_cast<std::size_t>(N * K));
+  for (std::int64_t a = 0; a < N * K; ++a) flat[static_cast<std::size_t>(a)] = (a / K) * E + r.expert[static_cast<std::size_t>(a)];
+  const Tensor flat_ids = ids_tensor(flat, device);
+  Variable weights;
+  if (o.norm_topk_prob) {
+    // softmax over the selected logits = the selected probabilities renormalised to sum to 1.
+    Variable sel = ag::embedding(ag::reshape(logits, {N * E, 1}), flat_ids);
+    weights = ag::reshape(ag::softmax(ag::reshape(sel, {N, K})), {N * K, 1});
+  } else {
+    weights = ag::embedding(ag::reshape(probs, {N * E, 1}), flat_ids);
+  }
+
+  // Dispatch: gather the kept assignments' rows sorted by expert, one SwiGLU per expert block.
+  const auto M = static_cast<std::int64_t>(r.order.size());
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(M));
+  for (std::int64_t i = 0; i < M; ++i) rows[static_cast<std::size_t>(i)] = r.order[static_cast<std::size_t>(i)] / K;
+  std::vector<Variable> outs;
+  if (M > 0) {
+    const Variable xs = ag::embedding(x, ids_tensor(rows, device));
+    std::int64_t offset = 0;
+    for (std::int64_t e = 0; e < E; ++e) {
+      const std::int64_t n = r.counts[static_cast<std::size_t>(e)];
+      if (n == 0) continue;
+      outs.push_back(experts_[static_cast<std::size_t>(e)]->forward(ag::slice(xs, 0, offset, offset + n), ctx));
+      offset += n;
+    }
+  }
+  Variable y;
+  if (M > 0) {
+    Variable ys = outs.size() == 1 ? outs[0] : ag::concat(outs, 0);  // [M, D]
+    Variable w = ag::embedding(weights, ids_tensor(r.order, device));  // [M, 1]
+    if (w.data().dtype() != ys.data().dtype()) w = ag::cast(w, ys.data().dtype());
+    ys = ag::mul(ys, broadcast_column(w, D));
+    // Combine: row t·K + s of the gather is its output row, or the appended zero row when dropped.
+    const bool any_dropped = r.dropped > 0;
+    if (any_dropped) ys = ag::concat({ys, Variable(Tensor::zeros({1, D}, ys.data().dtype(), device))}, 0);
+    std::vector<std::int64_t> back(static_cast<std::size_t>(N * K));
+    for (std::int64_t a = 0; a < N * K; ++a) {
+      const std::int64_t pos = r.position[static_cast<std::size_t>(a)];
+      back[static_cast<std::size_t>(a)] = pos >= 0 ? pos : M;
+    }
+    Variable g = ag::reshape(ag::embedding(ys, ids_tensor(back, device)), {N, K * D});
+    y = ag::slice(g, 1, 0, D);
+    for (std::int64_t s = 1; s < K; ++s) y = ag::add(y, ag::slice(g, 1, s * D, (s + 1) * D));
+  }
+  if (shared_) {
+    Variable sh = shared_->forward(x, ctx);
+    if (shared_gate_) {
+      // sigmoid(z) = (1 + tanh(z / 2)) / 2
+      Variable z = shared_gate_->forward(x, ctx);  // [N, 1]
+      const Variable ones(Tensor::full({N, 1}, 1.0, z.data().dtype(), device));
+      Variable sig = ag::scale(ag::add(ag::tanh(ag::scale(z, 0.5)), ones), 0.5);
+      sh = ag::mul(sh, broadcast_column(sig, D));
+    }
+    y = y.defined() ? ag::add(y, sh) : sh;
+  }
+  if (!y.defined()) y = Variable(Tensor::zeros({N, D}, ctx.compute_dtype, device));
+
+  if (ctx.aux) {
+    AuxLosses::LayerStats st;
+    st.layer = prefix();
+    st.tokens_per_expert = r.routed;
+    st.assignments = N * K;
+    st.dropped = r.dropped;
+    st.max_load = static_cast<double>(*std::max_element(r.routed.begin(), r.routed.end()));
+    st.mean_load = static_cast<double>(N * K) / static_cast<double>(E);
+    ctx.aux->stats.push_back(std::move(st));
+    if (o.aux_loss_coef != 0) {
+      // coef · E · Σ_e f_e P_e = coef · E / N · Σ_t Σ_e probs[t, e] f_e
+      std::vector<double> f(static_cast<std::size_t>(E));
+      for (std::int64_t e = 0; e < E; ++e)
+        f[static_cast<std::size_t>(e)] = static_cast<double>(r.routed[static_cast<std::size_t>(e)]) / static_cast<double>(N * K);
+      Variable pf = ag::matmul(probs, constant(f, {E, 1}, rdt, device));
+      ctx.aux->losses.push_back(ag::scale(ag::sum(pf), o.aux_loss_coef * static_cast<double>(E) / static_cast<double>(N)));
+    }
+    if (o.z_loss_coef != 0) {
+      // logsumexp_t, with its exact value and gradient probs_t, as
+      // Σ_e logits[t, e] · probs[t, e] (probs held constant) + c_t, c_t computed here.
+      // There is no logsumexp op; this form is exact to first order (z-loss needs no second).
+      const std::vector<double> l_host = logits.data().to(Device::cpu()).to(DType::f64).to_vector<double>();
+      std::vector<double> c(static_cast<std::size_t>(N));
+      for (std::int64_t t = 0; t < N; ++t) {
+        const double* l = l_host.data() + t * E;
+        const double* p = p_host.data() + t * E;
+        const double mx = *std::max_element(l, l + E);
+        double s = 0, lp = 0;
+        for (std::int64_t e = 0; e < E; ++e) {
+          s += std::exp(l[e] - mx);
+          lp += l[e] * p[e];
+        }
+        c[static_cast<std::size_t>(t)] = mx + std::log(s) - lp;
+      }
+      const Variable p_const(probs.data());
+      Variable lse = ag::add(ag::matmul(ag::mul(logits, p_const), constant(std::vector<double>(static_cast<std::size_t>(E), 1.0), {E, 1}, rdt, device)),
+                             constant(c, {N, 1}, rdt, device));
+      ctx.aux->losses.push_back(ag::scale(ag::sum(ag::mul(lse, lse)), o.z_loss_coef / static_cast<double>(N)));
+    }
+  }
+  return ag::reshape(y, in_shape);
+}
+
+}  // namespace trident::nn
