@@ -146,6 +146,8 @@ void check_domain(const T& value, const Domain& d, const char* meaning, const st
                   d.expected, meaning, value);
   } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>> || std::is_same_v<T, std::vector<double>>) {
     for (const auto& v : value) check_domain(v, d, meaning, key, origin);
+  } else if constexpr (std::is_same_v<T, std::optional<double>> || std::is_same_v<T, std::optional<std::int64_t>>) {
+    if (value) check_domain(*value, d, meaning, key, origin);
   }
 }
 
@@ -185,6 +187,10 @@ const std::vector<Field>& fields() {
     MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
     MODEL(sliding_window, kNonNegative, " (0 = the preset's or none)");
     MODEL(type_vocab_size, kNonNegative, " (0 = the preset's or the family's)"); MODEL(pooler);
+    MODEL(n_experts, kNonNegative, " (0 = the preset's or the family's)");
+    MODEL(experts_per_token, kNonNegative, " (0 = the preset's or the family's)");
+    MODEL(moe_aux_loss_coef, kNonNegativeFinite); MODEL(moe_z_loss_coef, kNonNegativeFinite);
+    MODEL(moe_capacity_factor, kNonNegativeFinite, " (0 = dropless)");
     MODEL(init_std, kPositiveFinite);
 #undef MODEL
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
