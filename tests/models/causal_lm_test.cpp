@@ -74,7 +74,7 @@ TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
   Tensor ids = random_ids(gen, 2, 5, 23), labels = random_ids(gen, 2, 5, 23);
   ForwardContext ctx;
   ctx.compute_dtype = DType::f64;
-  ctx.training = dropout > 0;
+  ctx.training = dropout > 0 || arch == "mixtral";  // training: Mixtral's loss has its load-balancing term
   ctx.seed = 3;
   model.loss(ids, labels, ctx).backward();
 
@@ -113,6 +113,7 @@ TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Archs, WholeModelGradCheck,
                          ::testing::Values(std::pair{std::string("gpt2"), 0.0}, std::pair{std::string("llama"), 0.0},
                                            std::pair{std::string("mistral"), 0.0}, std::pair{std::string("qwen2"), 0.0},
+                                           std::pair{std::string("mixtral"), 0.0},
                                            std::pair{std::string("bert"), 0.0}, std::pair{std::string("gpt2"), 0.2},
                                            std::pair{std::string("bert"), 0.2}),
                          [](const auto& p) {
@@ -202,7 +203,7 @@ TEST(CausalLM, InitIsAFunctionOfNameAndSeed) {
 }
 
 TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert", "mixtral"}) {
     std::mt19937_64 gen(1);
     Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
     ForwardContext ctx;
@@ -218,9 +219,12 @@ TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
     EXPECT_EQ(l1, l2.data().item());
     l2.backward();
     for (std::size_t i = 0; i < plain.parameters().size(); ++i) {
-      EXPECT_EQ(plain.parameters()[i]->var.grad().to_vector<float>(),
-                ckpt.parameters()[i]->var.grad().to_vector<float>())
-          << plain.parameters()[i]->name;
+      const Tensor a = plain.parameters()[i]->var.grad(), b = ckpt.parameters()[i]->var.grad();
+      // An expert no token chose in this batch gets no gradient (nn::MoE), with or without recomputation.
+      ASSERT_EQ(a.defined(), b.defined()) << arch << " " << plain.parameters()[i]->name;
+      if (a.defined()) {
+        EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << plain.parameters()[i]->name;
+      }
     }
   }
 }
@@ -310,7 +314,7 @@ TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
 }
 
 TEST(CausalLM, KVCacheMatchesFullForward) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "mixtral"}) {
     CausalLM model(tiny(arch));
     model.initialize(3, DType::f64);
     std::mt19937_64 gen(2);
@@ -710,6 +714,81 @@ TEST(CausalLM, MistralAndQwen2ConfigsRoundTrip) {
     EXPECT_EQ(back.rope.theta, s.rope.theta);
     EXPECT_EQ(back.num_parameters(), s.num_parameters());
   }
+  std::filesystem::remove(path);
+}
+
+// Mixtral's loss is the LM loss plus each MoE layer's load-balancing loss (coefficient-scaled,
+// transformers' per-layer value: top_k times nn::MoE's Switch form), and its FLOPs follow the active
+// parameters.
+TEST(CausalLM, MixtralAddsTheLoadBalancingLossAndCountsActiveParameters) {
+  TransformerSpec s = tiny("mixtral");
+  EXPECT_EQ(s.active_parameters(), s.num_parameters() - s.n_layer * (s.n_experts - s.experts_per_token) * 3 *
+                                                            s.d_model * s.d_ff);
+  EXPECT_EQ(tiny("llama").active_parameters(), tiny("llama").num_parameters());
+  std::mt19937_64 gen(5);
+  Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
+  s.moe_aux_loss_coef = 0;
+  CausalLM plain(s);
+  plain.initialize(4, DType::f64);
+  TransformerSpec with = s;
+  with.moe_aux_loss_coef = 0.5;
+  CausalLM balanced(with);
+  balanced.initialize(4, DType::f64);
+  ForwardContext ctx;
+  ctx.compute_dtype = DType::f64;
+  ctx.training = true;  // (no dropout) the auxiliary losses are a training objective: evaluation leaves them out
+  nn::AuxLosses sink;
+  ctx.aux = &sink;
+  const double lm = plain.loss(ids, labels, ctx).data().item();
+  EXPECT_TRUE(sink.losses.empty());  // coefficient 0: no loss term
+  ASSERT_EQ(sink.stats.size(), 2u);  // one entry per MoE layer
+  sink.clear();
+  const double total = balanced.loss(ids, labels, ctx).data().item();
+  ASSERT_EQ(sink.losses.size(), 2u);
+  double aux = 0;
+  for (const Variable& l : sink.losses) aux += l.data().item();
+  EXPECT_NEAR(total, lm + aux, 1e-12);
+  // Per layer: 0.5 · top_k · E · Σ_e f_e·P_e, at least 0.5 · top_k (its minimum, at perfect balance).
+  for (const Variable& l : sink.losses) EXPECT_GE(l.data().item(), 0.5 * static_cast<double>(s.experts_per_token) - 1e-12);
+  // With a normalizer the micro-batch's aux loss counts by its share of the tokens.
+  sink.clear();
+  const double shared = balanced.loss(ids, labels, ctx, 48.0).data().item();
+  const double lm_shared = plain.loss(ids, labels, ctx, 48.0).data().item();
+  EXPECT_NEAR(shared, lm_shared + aux * 12.0 / 48.0, 1e-12);
+  ctx.training = false;
+  EXPECT_NEAR(balanced.loss(ids, labels, ctx).data().item(), lm, 1e-12);
+  // A family without MoE layers refuses experts.
+  TransformerSpec llama = tiny("llama");
+  llama.n_experts = 4;
+  EXPECT_NE(test_error([&] { llama.validate(); }).find("model.n_experts=4: LLaMA has no mixture-of-experts layers"),
+            std::string::npos);
+  TransformerSpec k = tiny("mixtral");
+  k.experts_per_token = 5;
+  EXPECT_NE(test_error([&] { k.validate(); }).find("model.experts_per_token=5 must be in [1, n_experts=4]"),
+            std::string::npos);
+}
+
+TEST(CausalLM, MixtralConfigRoundTrips) {
+  std::string path = write_config("mixtral", {{"num_local_experts", 8}, {"num_experts_per_tok", 2},
+                                              {"router_aux_loss_coef", 0.02}, {"sliding_window", nullptr}});
+  TransformerSpec m = read_hf_config(path);
+  EXPECT_EQ(m.family, "mixtral");
+  EXPECT_EQ(m.n_experts, 8);
+  EXPECT_EQ(m.experts_per_token, 2);
+  EXPECT_EQ(m.moe_aux_loss_coef, 0.02);
+  EXPECT_EQ(m.sliding_window, 0);
+  for (const TransformerSpec& s : {m, preset("mixtral-tiny"), preset("mixtral-8x7b")}) {
+    std::ofstream(path) << hf_config_json(s);
+    const TransformerSpec back = read_hf_config(path);
+    EXPECT_EQ(back.n_experts, s.n_experts);
+    EXPECT_EQ(back.experts_per_token, s.experts_per_token);
+    EXPECT_EQ(back.moe_aux_loss_coef, s.moe_aux_loss_coef);
+    EXPECT_EQ(back.num_parameters(), s.num_parameters());
+  }
+  EXPECT_EQ(preset("mixtral-8x7b").num_parameters(), 46702792704);  // Mixtral 8x7B's published count
+  path = write_config("mixtral", {{"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"router_jitter_noise", 0.1}});
+  EXPECT_NE(test_error([&] { read_hf_config(path); }).find("router_jitter_noise=0.1 is not supported"),
+            std::string::npos);
   std::filesystem::remove(path);
 }
 

@@ -68,6 +68,13 @@ std::int64_t CausalLM::vocab_begin() const noexcept {
 Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute,
                             const ForwardContext& ctx,
                             const std::function<Variable(const std::vector<Variable>&)>& fn) const {
+  return run_unit_outputs(std::move(params), inputs, recompute, ctx,
+                          [fn](const std::vector<Variable>& in) { return std::vector<Variable>{fn(in)}; })[0];
+}
+
+std::vector<Variable> CausalLM::run_unit_outputs(
+    std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute, const ForwardContext& ctx,
+    const std::function<std::vector<Variable>(const std::vector<Variable>&)>& fn) const {
   nn::ParameterGatherer* gatherer = gatherer_;
   if ((recompute || gatherer) && ctx.training && autograd::grad_enabled()) {
     autograd::SegmentHooks hooks;
@@ -75,8 +82,7 @@ Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vecto
       hooks.enter = [gatherer, params] { gatherer->gather(params); };
       hooks.exit = [gatherer, params] { gatherer->release(params); };
     }
-    return autograd::checkpoint([fn](const std::vector<Variable>& in) { return std::vector<Variable>{fn(in)}; }, inputs,
-                                hooks)[0];
+    return autograd::checkpoint(fn, inputs, hooks);
   }
   nn::GatheredScope scope(gatherer, std::move(params));
   return fn(inputs);
@@ -162,8 +168,31 @@ Variable CausalLM::block(std::int64_t i, const Variable& h, const ForwardContext
                 stage_.first_layer, stage_.last_layer);
   const nn::Layer* b = blocks_[static_cast<std::size_t>(i - stage_.first_layer)];
   const ForwardContext sctx = nn::sequence_context(ctx, tp_, h.shape()[1]);
-  return run_unit(block_parameters(i), {h}, checkpointing_, sctx,
-                  [b, sctx](const std::vector<Variable>& in) { return b->forward(in[0], sctx); });
+  if (sctx.aux == nullptr) {
+    return run_unit(block_parameters(i), {h}, checkpointing_, sctx,
+                    [b, sctx](const std::vector<Variable>& in) { return b->forward(in[0], sctx); });
+  }
+  // The block's MoE auxiliary losses leave the unit as a second output, so that a unit recomputed in
+  // backward (activation checkpointing, ZeRO-3's gathering) backpropagates them too. The recomputation
+  // gets a sink of its own: the caller's may be gone by then, and its statistics are the first pass's.
+  nn::AuxLosses* sink = sctx.aux;
+  ForwardContext inner = sctx;
+  inner.aux = nullptr;
+  auto first_pass = std::make_shared<bool>(true);
+  const std::vector<Variable> out = run_unit_outputs(
+      block_parameters(i), {h}, checkpointing_, inner, [b, inner, sink, first_pass](const std::vector<Variable>& in) {
+        nn::AuxLosses unit;
+        ForwardContext c = inner;
+        c.aux = &unit;
+        std::vector<Variable> result{b->forward(in[0], c)};
+        if (*first_pass) sink->stats.insert(sink->stats.end(), unit.stats.begin(), unit.stats.end());
+        Variable total = unit.total();
+        if (total.defined()) result.push_back(total);
+        return result;
+      });
+  *first_pass = false;
+  if (out.size() > 1) sink->losses.push_back(out[1]);
+  return out[0];
 }
 
 Variable CausalLM::head_local(const Variable& h, const ForwardContext& ctx) const {
@@ -229,12 +258,28 @@ Variable CausalLM::logits_loss(const Variable& local_logits, const Tensor& label
 Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer) const {
   TRIDENT_CHECK(labels.shape() == ids.shape(), "CausalLM::loss: labels {} do not match ids {}", labels.shape(),
                 ids.shape());
-  return logits_loss(head_local(hidden(ids, ctx), ctx), labels, normalizer);
+  if (!family_->moe || !ctx.training) return logits_loss(head_local(hidden(ids, ctx), ctx), labels, normalizer);
+  // Training a mixture of experts: the objective has the layers' auxiliary losses too (evaluation, with
+  // ctx.training off, reports the language-model loss alone). Mixture-of-experts layers append their auxiliary losses to ctx.aux (a local sink when the caller
+  // gives none). Each is a mean over this forward's tokens; with a normalizer (the micro-batch's loss is
+  // its share of the global batch's) it is weighted by the micro-batch's share of the tokens, so the
+  // accumulated total is the token-weighted mean over micro-batches.
+  nn::AuxLosses local;
+  ForwardContext c = ctx;
+  if (c.aux == nullptr) c.aux = &local;
+  const std::size_t first = c.aux->losses.size();
+  Variable total = logits_loss(head_local(hidden(ids, c), c), labels, normalizer);
+  const double weight = normalizer > 0 ? static_cast<double>(labels.numel()) / normalizer : 1.0;
+  for (std::size_t i = first; i < c.aux->losses.size(); ++i) {
+    total = ag::add(total, weight == 1.0 ? c.aux->losses[i] : ag::scale(c.aux->losses[i], weight));
+  }
+  return total;
 }
 
 double CausalLM::flops_per_token(std::int64_t seq_len) const {
-  // N counts every parameter of the whole model, position embeddings included (as Megatron and llm.c do).
-  return 6.0 * static_cast<double>(spec_.num_parameters()) +
+  // N counts every parameter a token passes through, position embeddings included (as Megatron and llm.c
+  // do); of a mixture of experts only the chosen ones.
+  return 6.0 * static_cast<double>(spec_.active_parameters()) +
          12.0 * static_cast<double>(spec_.n_layer * spec_.d_model * seq_len);
 }
 

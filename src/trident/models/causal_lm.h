@@ -105,6 +105,10 @@ class CausalLM : public nn::Module {
   Variable run_unit(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute,
                     const ForwardContext& ctx,
                     const std::function<Variable(const std::vector<Variable>&)>& fn) const;
+  // run_unit for a unit with several outputs (a block and its MoE layers' auxiliary loss).
+  std::vector<Variable> run_unit_outputs(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs,
+                                         bool recompute, const ForwardContext& ctx,
+                                         const std::function<std::vector<Variable>(const std::vector<Variable>&)>& fn) const;
 
   TransformerSpec spec_;
   const Family* family_;

@@ -59,6 +59,7 @@ struct Family {
   std::string display_name;   // "GPT-2"
   std::string hf_model_type;  // config.json model_type
   std::string hf_architecture;  // config.json architectures[0]
+  bool moe = false;             // its blocks are mixtures of experts (TransformerSpec::n_experts and the moe_* options)
   Objective objective = Objective::next_token;
   DecoderNames names;
   // A document's first token defaults to the end-of-document token when the tokenizer has no

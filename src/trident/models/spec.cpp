@@ -7,6 +7,15 @@ namespace trident::models {
 
 std::int64_t TransformerSpec::num_parameters() const { return static_cast<std::int64_t>(parameter_count(*this)); }
 
+std::int64_t TransformerSpec::active_parameters() const {
+  // nn::MoE's experts are SwiGLU MLPs of 3·d_model·d_ff parameters.
+  const long double idle = n_experts > 0 ? static_cast<long double>(n_layer) *
+                                               static_cast<long double>(n_experts - experts_per_token) * 3 *
+                                               static_cast<long double>(d_model) * static_cast<long double>(d_ff)
+                                         : 0;
+  return static_cast<std::int64_t>(parameter_count(*this) - idle);
+}
+
 long double parameter_count(const TransformerSpec& s) {
   const Family& f = family(s.family);
   const long double D = static_cast<long double>(s.d_model), V = static_cast<long double>(s.vocab_size);
@@ -30,6 +39,16 @@ void TransformerSpec::validate() const {
                 "model.type_vocab_size={}: {} has no token-type embeddings (it must be 0)", type_vocab_size,
                 f.display_name);
   TRIDENT_CHECK(!pooler || !f.names.pooler.empty(), "model.pooler: {} has no pooler", f.display_name);
+  TRIDENT_CHECK(n_experts == 0 || f.moe, "model.n_experts={}: {} has no mixture-of-experts layers (it must be 0; "
+                "model.arch=mixtral has)", n_experts, f.display_name);
+  if (f.moe) {
+    TRIDENT_CHECK(n_experts >= 1, "model.n_experts must be positive for {}, got {}", f.display_name, n_experts);
+    TRIDENT_CHECK(experts_per_token >= 1 && experts_per_token <= n_experts,
+                  "model.experts_per_token={} must be in [1, n_experts={}]", experts_per_token, n_experts);
+    TRIDENT_CHECK(moe_aux_loss_coef >= 0 && moe_z_loss_coef >= 0 && moe_capacity_factor >= 0,
+                  "model.moe_aux_loss_coef, moe_z_loss_coef and moe_capacity_factor must be >= 0 (got {}, {}, {})",
+                  moe_aux_loss_coef, moe_z_loss_coef, moe_capacity_factor);
+  }
   if (f.validate) f.validate(*this);
 }
 

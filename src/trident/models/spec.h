@@ -33,6 +33,13 @@ struct TransformerSpec {
   std::int64_t sliding_window = 0; // each query sees this many most recent keys, itself included; 0 = all (Mistral)
   std::int64_t type_vocab_size = 0; // token-type (segment) embeddings (BERT); 0 = none
   bool pooler = false;              // the pooled first-token output (BertModel's pooler)
+  // Mixture of experts (families whose Family::moe is set: Mixtral): each block's MLP is an nn::MoE of
+  // n_experts SwiGLU experts of width d_ff, experts_per_token of them per token.
+  std::int64_t n_experts = 0;
+  std::int64_t experts_per_token = 0;
+  double moe_aux_loss_coef = 0.0;      // the load-balancing loss's coefficient (Switch form, per layer)
+  double moe_z_loss_coef = 0.0;        // the router z-loss's coefficient
+  double moe_capacity_factor = 0.0;    // 0: dropless; > 0: at most ceil(factor · tokens · k / n_experts) per expert
   double init_std = 0.02;
   // Metadata for Hugging Face's config.json (generation stops at an eos id); unused by the layers.
   std::optional<std::int64_t> bos_token_id;
@@ -41,6 +48,9 @@ struct TransformerSpec {
   std::int64_t head_dim() const { return n_head > 0 ? d_model / n_head : 0; }
   // Parameters of the whole (unsharded) model, counted from the layout the family builds.
   std::int64_t num_parameters() const;
+  // Parameters one token passes through: an MoE layer runs experts_per_token of its n_experts (the
+  // count that FLOPs per token follow; num_parameters() without MoE).
+  std::int64_t active_parameters() const;
   // Throws with a clear message when the sizes are inconsistent or the family does not build an option.
   void validate() const;
   // Throws unless heads, key/value heads and d_ff divide over `tp` ranks.

@@ -32,6 +32,12 @@ struct ModelConfig {
   std::int64_t sliding_window = 0;     // attention window in tokens (mistral, qwen2); 0 = the preset's or none
   std::int64_t type_vocab_size = 0;    // token types (bert); 0 = the family's or preset's (BERT: 2)
   bool pooler = false;                 // BertModel's pooler on the first token (bert; unused by the MLM loss)
+  // Mixture of experts (mixtral): 0 / unset = the preset's or the family's.
+  std::int64_t n_experts = 0;          // experts per MoE layer
+  std::int64_t experts_per_token = 0;  // top-k
+  std::optional<double> moe_aux_loss_coef;    // load-balancing loss coefficient (per layer, summed)
+  std::optional<double> moe_z_loss_coef;      // router z-loss coefficient
+  std::optional<double> moe_capacity_factor;  // 0: dropless; > 0: capacity per expert, the rest dropped
   double init_std = 0.02;      // std of the normal initial weights (GPT-2's output projections: / sqrt(2·n_layer))
   std::string from_pretrained; // Hugging Face directory to load weights from
 };

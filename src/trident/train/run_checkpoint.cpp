@@ -161,6 +161,8 @@ std::string model_difference(const std::string& dir, const models::TransformerSp
   same("sliding_window", saved.sliding_window, spec.sliding_window);
   same("type_vocab_size", saved.type_vocab_size, spec.type_vocab_size);
   same("pooler", saved.pooler, spec.pooler);
+  same("n_experts", saved.n_experts, spec.n_experts);
+  same("experts_per_token", saved.experts_per_token, spec.experts_per_token);
   return diff;
 }
 

@@ -60,6 +60,11 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   if (m.sliding_window) s.sliding_window = m.sliding_window;
   if (m.type_vocab_size) s.type_vocab_size = m.type_vocab_size;
   if (m.pooler) s.pooler = true;
+  if (m.n_experts) s.n_experts = m.n_experts;
+  if (m.experts_per_token) s.experts_per_token = m.experts_per_token;
+  if (m.moe_aux_loss_coef) s.moe_aux_loss_coef = *m.moe_aux_loss_coef;
+  if (m.moe_z_loss_coef) s.moe_z_loss_coef = *m.moe_z_loss_coef;
+  if (m.moe_capacity_factor) s.moe_capacity_factor = *m.moe_capacity_factor;
   if (m.n_layer) s.n_layer = m.n_layer;
   if (m.n_head) s.n_head = m.n_head;
   if (m.d_model) s.d_model = m.d_model;
@@ -271,6 +276,13 @@ std::int64_t configured_layers(const ModelConfig& m) {
   return m.preset.empty() ? 0 : models::preset(m.preset).n_layer;
 }
 
+// The configured model's blocks are mixtures of experts.
+bool configured_moe(const ModelConfig& m) {
+  if (!m.from_pretrained.empty())
+    return models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string()).n_experts > 0;
+  return models::family(m.preset.empty() ? m.arch : models::preset(m.preset).family).moe;
+}
+
 // The pipeline keys, once the data-parallel size is known (micro-batches per step).
 void validate_pipeline(const Config& c, int dp) {
   const std::int64_t pp = c.dist.pipeline_parallel_size, v = c.dist.virtual_pipeline_size;
@@ -285,6 +297,10 @@ void validate_pipeline(const Config& c, int dp) {
                   "dist.pipeline_num_layers is set but dist.pipeline_parallel_size=1 (there is one stage)");
     return;
   }
+  TRIDENT_CHECK(!configured_moe(c.model),
+                "dist.pipeline_parallel_size={}: mixture-of-experts models (model.arch={}) do not run in a pipeline "
+                "yet (a stage would drop its layers' load-balancing loss): use 1",
+                pp, c.model.preset.empty() ? c.model.arch : models::preset(c.model.preset).family);
   // DeepSpeed and Megatron make the same choice: under a pipeline schedule the
   // micro-batches' backwards interleave with forwards, so ZeRO-2 would
   // reduce-scatter every gradient once per micro-batch (m times the traffic of

@@ -5,14 +5,12 @@
 
 namespace trident::models {
 
-namespace {
-
-std::unique_ptr<nn::Layer> norm(const std::string& name, const TransformerSpec& s, const nn::TensorParallel& tp) {
+std::unique_ptr<nn::Layer> llama_like_norm(const std::string& name, const TransformerSpec& s,
+                                           const nn::TensorParallel& tp) {
   return std::make_unique<nn::RMSNorm>(name, s.d_model, s.norm_eps, tp);
 }
 
-std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
+nn::SelfAttentionOptions llama_like_attention(const TransformerSpec& s) {
   nn::SelfAttentionOptions a;
   a.d_model = s.d_model;
   a.n_head = s.n_head;
@@ -27,6 +25,10 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   a.k = "k_proj";
   a.v = "v_proj";
   a.out = "o_proj";
+  return a;
+}
+
+nn::FeedForwardOptions llama_like_mlp(const TransformerSpec& s) {
   nn::FeedForwardOptions f;
   f.d_model = s.d_model;
   f.d_ff = s.d_ff;
@@ -37,11 +39,25 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   f.gate = "gate_proj";
   f.up = "up_proj";
   f.down = "down_proj";
+  return f;
+}
+
+long double llama_like_attention_parameters(const TransformerSpec& s) {
+  const long double D = static_cast<long double>(s.d_model);
+  const long double hd = s.n_head > 0 ? static_cast<long double>(s.d_model / s.n_head) : 0;
+  const long double q = static_cast<long double>(s.n_head) * hd, kv = static_cast<long double>(s.n_kv_head) * hd;
+  return 2 * D + D * q + 2 * D * kv + q * D + (s.qkv_bias ? q + 2 * kv : 0);
+}
+
+namespace {
+
+std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
+                                 const nn::TensorParallel& tp) {
   return std::make_unique<nn::PreNormBlock>(
-      name, norm(nn::child_name(name, "input_layernorm"), s, tp),
-      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), a, layer, tp),
-      norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
-      std::make_unique<nn::FeedForward>(nn::child_name(name, "mlp"), f, tp));
+      name, llama_like_norm(nn::child_name(name, "input_layernorm"), s, tp),
+      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp),
+      llama_like_norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
+      std::make_unique<nn::FeedForward>(nn::child_name(name, "mlp"), llama_like_mlp(s), tp));
 }
 
 }  // namespace
@@ -119,15 +135,13 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
                   s.sliding_window, display_name);
   };
   f.block_parameters = [](const TransformerSpec& s) {
-    const long double D = static_cast<long double>(s.d_model), F = static_cast<long double>(s.d_ff);
-    const long double hd = s.n_head > 0 ? static_cast<long double>(s.d_model / s.n_head) : 0;
-    const long double q = static_cast<long double>(s.n_head) * hd, kv = static_cast<long double>(s.n_kv_head) * hd;
-    return 2 * D + D * q + 2 * D * kv + q * D + 3 * D * F + (s.qkv_bias ? q + 2 * kv : 0);
+    return llama_like_attention_parameters(s) +
+           3 * static_cast<long double>(s.d_model) * static_cast<long double>(s.d_ff);
   };
   f.other_parameters = [](const TransformerSpec& s) { return static_cast<long double>(s.d_model); };
   f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) { read_llama_like_config(c, s, false); };
   f.write_hf_config = write_llama_like_config;
-  f.make_norm = norm;
+  f.make_norm = llama_like_norm;
   f.make_block = block;
   return f;
 }

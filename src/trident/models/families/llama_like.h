@@ -7,6 +7,7 @@
 
 #include "trident/models/family.h"
 #include "trident/models/hf_config.h"
+#include "trident/nn/transformer.h"
 
 namespace trident::models {
 
@@ -17,6 +18,16 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
 // A LLaMA-shaped spec of the given sizes (vocabulary 32000, context 2048, eps 1e-6, untied).
 TransformerSpec llama_like_spec(const std::string& family, std::int64_t L, std::int64_t H, std::int64_t Hkv,
                                 std::int64_t D, std::int64_t F);
+
+// The pieces of a LLaMA block, for families that change one of them (Mixtral's MoE MLP): the RMSNorm,
+// the attention (q_proj, k_proj, v_proj, o_proj; RoPE, GQA, the sliding window) and the SwiGLU MLP
+// (gate_proj, up_proj, down_proj).
+std::unique_ptr<nn::Layer> llama_like_norm(const std::string& name, const TransformerSpec& s,
+                                           const nn::TensorParallel& tp);
+nn::SelfAttentionOptions llama_like_attention(const TransformerSpec& s);
+nn::FeedForwardOptions llama_like_mlp(const TransformerSpec& s);
+// Parameters of the block's attention and its two norms (Family::block_parameters without the MLP).
+long double llama_like_attention_parameters(const TransformerSpec& s);
 
 // LlamaConfig's keys shared by the family's descendants (sizes, rms_norm_eps, RoPE, hidden_act, tying).
 void read_llama_like_config(const HfConfigReader& c, TransformerSpec& s, bool tie_default);

@@ -11,6 +11,7 @@ namespace trident::models {
 Family gpt2_family();
 Family llama_family();
 Family mistral_family();
+Family mixtral_family();
 Family qwen2_family();
 Family bert_family();
 
@@ -18,7 +19,7 @@ namespace {
 
 std::vector<Family> make_families() {
   std::vector<Family> all;
-  for (auto make : {gpt2_family, llama_family, mistral_family, qwen2_family, bert_family}) all.push_back(make());
+  for (auto make : {gpt2_family, llama_family, mistral_family, mixtral_family, qwen2_family, bert_family}) all.push_back(make());
   for (Family& f : all) {
     if (!f.hf_names) f.hf_names = [](const std::string& name) { return std::vector<std::string>{name}; };
     if (!f.hf_export_names) {
