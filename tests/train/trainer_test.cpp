@@ -117,6 +117,36 @@ TEST_F(Trainer, ValidationLossFallsByAThird) {
   EXPECT_LE(last, 0.7 * first) << "val loss " << first << " -> " << last;
 }
 
+// A mixture-of-experts run logs its auxiliary loss (part of the loss), each layer's token-load
+// imbalance and the fraction of assignments the capacity dropped, in the progress line's values.
+TEST_F(Trainer, MixtureOfExpertsMetricsAreLogged) {
+  auto o = options("moe-metrics", {"train.steps=2", "train.log_interval=1", "log.progress=off", "model.arch=mixtral",
+                                   "model.n_kv_head=2", "model.d_ff=32", "model.n_experts=4",
+                                   "model.experts_per_token=2", "model.moe_aux_loss_coef=0.01",
+                                   "model.moe_capacity_factor=1.0"});
+  o.quiet = false;  // metrics.jsonl is written by the logger
+  const TrainSummary s = train(o);
+  std::ifstream in(fs::path(o.run_dir) / "metrics.jsonl");
+  std::vector<nlohmann::json> steps;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) steps.push_back(j);
+  }
+  ASSERT_EQ(steps.size(), 2u);
+  for (const auto& j : steps) {
+    // 2 layers × coefficient 0.01 × k 2 × E·Σ f·P, whose minimum (perfect balance) is 1.
+    EXPECT_GE(j.at("aux_loss").get<double>(), 0.04 - 1e-9);
+    EXPECT_LT(j.at("aux_loss").get<double>(), j.at("loss").get<double>());
+    const auto imbalance = j.at("moe_load_imbalance").get<std::vector<double>>();
+    ASSERT_EQ(imbalance.size(), 2u);  // one value per MoE layer
+    for (double v : imbalance) EXPECT_GE(v, 1.0);
+    const double dropped = j.at("moe_dropped_fraction").get<double>();
+    EXPECT_GE(dropped, 0.0);
+    EXPECT_LT(dropped, 1.0);
+  }
+  EXPECT_EQ(steps.back().at("loss").get<double>(), s.losses.back());
+}
+
 TEST_F(Trainer, ResumeContinuesBitIdentically) {
   expect_exact_resume(
       "plain",

@@ -270,10 +270,12 @@ Variable CausalLM::loss(const Tensor& ids, const Tensor& labels, const ForwardCo
   const std::size_t first = c.aux->losses.size();
   Variable total = logits_loss(head_local(hidden(ids, c), c), labels, normalizer);
   const double weight = normalizer > 0 ? static_cast<double>(labels.numel()) / normalizer : 1.0;
-  for (std::size_t i = first; i < c.aux->losses.size(); ++i) {
-    total = ag::add(total, weight == 1.0 ? c.aux->losses[i] : ag::scale(c.aux->losses[i], weight));
-  }
-  return total;
+  Variable aux;
+  for (std::size_t i = first; i < c.aux->losses.size(); ++i) aux = aux.defined() ? ag::add(aux, c.aux->losses[i]) : c.aux->losses[i];
+  if (!aux.defined()) return total;
+  if (weight != 1.0) aux = ag::scale(aux, weight);
+  c.aux->weighted_value += aux.data().item();
+  return ag::add(total, aux);
 }
 
 double CausalLM::flops_per_token(std::int64_t seq_len) const {

@@ -43,12 +43,16 @@ struct AuxLosses {
   };
   std::vector<autograd::Variable> losses;  // scalars: load-balancing and z losses, coefficient-scaled
   std::vector<LayerStats> stats;           // one entry per MoE layer per forward pass
+  // What `losses` added to the objective, each weighted as the model's loss weighted it (CausalLM::loss:
+  // by the micro-batch's share of the global batch's tokens); summed over the forward passes.
+  double weighted_value = 0;
 
   // The sum of `losses` (an undefined Variable when there are none).
   autograd::Variable total() const;
   void clear() {
     losses.clear();
     stats.clear();
+    weighted_value = 0;
   }
 };
 

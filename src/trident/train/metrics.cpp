@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -52,8 +53,15 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
   if (!enabled_) return;
   const std::string line = fmt::format(
       "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | {:.0f} ms/step | "
-      "mem {:.0f} MB{}{} | ETA {}",
+      "mem {:.0f} MB{}{}{} | ETA {}",
       m.step, m.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, 100 * m.mfu, m.step_ms, m.peak_memory_mb,
+      m.moe ? fmt::format(" | aux {:.4f} | load max/mean {:.2f}{}", m.moe->aux_loss,
+                          m.moe->load_imbalance.empty() ? 0.0
+                                                        : *std::max_element(m.moe->load_imbalance.begin(),
+                                                                            m.moe->load_imbalance.end()),
+                          m.moe->dropped_fraction > 0 ? fmt::format(" | dropped {:.1f}%", 100 * m.moe->dropped_fraction)
+                                                      : "")
+            : "",
       m.loss_scale > 0 ? fmt::format(" | scale {:.0f}", m.loss_scale) : "", m.skipped ? " | skipped (overflow)" : "",
       format_eta(m.eta_s));
   if (permanent) {
@@ -64,6 +72,11 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
                         {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},
                         {"step_ms", m.step_ms},   {"peak_memory_mb", m.peak_memory_mb}};
     if (m.loss_scale > 0) j["loss_scale"] = m.loss_scale;
+    if (m.moe) {
+      j["aux_loss"] = m.moe->aux_loss;
+      j["moe_load_imbalance"] = m.moe->load_imbalance;
+      j["moe_dropped_fraction"] = m.moe->dropped_fraction;
+    }
     if (m.skipped) j["skipped"] = true;
     write_json(j);
   } else if (live_) {

@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,15 @@ struct StepMetrics {
   double eta_s = 0;
   double loss_scale = 0;      // fp16 only (0 otherwise)
   bool skipped = false;       // fp16 overflow
+  // Mixture of experts (absent for a dense model): the auxiliary losses' part of `loss`, each MoE
+  // layer's token-load imbalance (the busiest expert's routed assignments over the mean), and the
+  // fraction of assignments the capacity dropped; over the global batch.
+  struct MoE {
+    double aux_loss = 0;
+    std::vector<double> load_imbalance;
+    double dropped_fraction = 0;
+  };
+  std::optional<MoE> moe;
 };
 
 class MetricsLogger {

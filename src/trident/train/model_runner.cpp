@@ -41,6 +41,7 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
   }
   const models::CausalLM& model = *chunks_.front();
   double local = 0;
+  step_aux_.clear();
   for (std::int64_t m = 0; m < micro_batches; ++m) {
     const bool last = m + 1 == micro_batches;
     // Before any bucket of GradSync is launched (it launches during the last micro-batch's backward) and
@@ -48,7 +49,10 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     if (m > 0 && stop_before && stop_before(m)) return std::nullopt;
     data::Batch b = next();
     if (par_.grad_sync) par_.grad_sync->begin_micro_batch(last);
-    Variable loss = model.loss(b.tokens, b.labels, context(m), normalizer);
+    nn::ForwardContext ctx = context(m);
+    if (spec_.n_experts > 0) ctx.aux = &step_aux_;
+    Variable loss = model.loss(b.tokens, b.labels, ctx, normalizer);
+    step_aux_.losses.clear();  // (their values are in weighted_value; the graph goes with `loss`)
     local += loss.data().item();
     if (loss_scale != 1.0) loss = autograd::scale(loss, loss_scale);
     loss.backward();

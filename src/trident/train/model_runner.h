@@ -76,6 +76,9 @@ class ModelRunner {
   // summed over TP, replicated parameters counted once, stages summed over PP
   // (the tied embedding copy counted once).
   double grad_sum_of_squares();
+  // The mixture-of-experts layers' auxiliary losses and load statistics of this rank's last train_step
+  // (empty for a dense model, and under a pipeline, which MoE models do not run in yet).
+  const nn::AuxLosses& step_aux() const noexcept { return step_aux_; }
 
  private:
   // The pipeline: one step's instructions through the executor.
@@ -91,6 +94,7 @@ class ModelRunner {
   std::vector<std::unique_ptr<models::CausalLM>> chunks_;
   std::vector<nn::Parameter*> params_;
   std::unique_ptr<parallel::pipeline::Executor> executor_;
+  nn::AuxLosses step_aux_;
 };
 
 }  // namespace trident::train::detail

@@ -1,5 +1,6 @@
 #include "trident/train/step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "trident/optim/optimizer.h"
@@ -16,6 +17,51 @@ nn::ForwardContext training_context(const Run& run, std::int64_t step, std::int6
   ctx.compute_dtype = run.compute_dtype;
   return ctx;
 }
+
+namespace {
+
+// The step's mixture-of-experts statistics over the data-parallel ranks: the auxiliary losses' part of
+// the loss, each layer's busiest expert over the mean, and the dropped fraction.
+StepMetrics::MoE moe_statistics(Run& run) {
+  const nn::AuxLosses& aux = run.runner->step_aux();
+  StepMetrics::MoE moe;
+  // The layers' routed counts summed over micro-batches, in layer order; then over the ranks.
+  std::vector<std::string> layers;
+  std::vector<std::vector<double>> routed;
+  double dropped = 0, assignments = 0;
+  for (const auto& st : aux.stats) {
+    auto at = std::find(layers.begin(), layers.end(), st.layer);
+    if (at == layers.end()) {
+      layers.push_back(st.layer);
+      routed.emplace_back(st.tokens_per_expert.size(), 0.0);
+      at = layers.end() - 1;
+    }
+    auto& counts = routed[static_cast<std::size_t>(at - layers.begin())];
+    for (std::size_t e = 0; e < counts.size(); ++e) counts[e] += static_cast<double>(st.tokens_per_expert[e]);
+    dropped += static_cast<double>(st.dropped);
+    assignments += static_cast<double>(st.assignments);
+  }
+  std::vector<double> flat = {aux.weighted_value, dropped, assignments};
+  for (const auto& counts : routed) flat.insert(flat.end(), counts.begin(), counts.end());
+  // Host values, as the loss's (a GPU run's data-parallel group is NCCL; all_reduce_scalar takes host values).
+  if (run.par.dp_size > 1) {
+    for (double& v : flat) v = run.par.dp->all_reduce_scalar(v, dist::ReduceOp::sum);
+  }
+  moe.aux_loss = flat[0];
+  moe.dropped_fraction = flat[2] > 0 ? flat[1] / flat[2] : 0.0;
+  std::size_t k = 3;
+  for (const auto& counts : routed) {
+    double sum = 0, max = 0;
+    for (std::size_t e = 0; e < counts.size(); ++e, ++k) {
+      sum += flat[k];
+      max = std::max(max, flat[k]);
+    }
+    moe.load_imbalance.push_back(sum > 0 ? max / (sum / static_cast<double>(counts.size())) : 0.0);
+  }
+  return moe;
+}
+
+}  // namespace
 
 std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& stop_before) {
   RunState& state = run.state;
@@ -34,6 +80,7 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
       [&run, step](std::int64_t m) { return training_context(run, step, m); }, step_labels, loss_scale, stop_before);
   if (!loss) return std::nullopt;
   r.loss = *loss;
+  if (run.spec.n_experts > 0) r.moe = moe_statistics(run);
   const double sumsq = run.runner->grad_sum_of_squares();
   const bool overflow = !std::isfinite(sumsq);
   r.grad_norm = std::sqrt(sumsq) / loss_scale;
@@ -69,6 +116,7 @@ StepMetrics step_metrics(const Run& run, const StepResult& result, double second
   m.eta_s = elapsed / static_cast<double>(step - first_step) * static_cast<double>(steps - step);
   m.loss_scale = run.fp16 ? run.scaler.scale() : 0;
   m.skipped = result.skipped;
+  m.moe = result.moe;
   return m;
 }
 
