@@ -74,7 +74,8 @@ TEST_P(WholeModelGradCheck, MatchesFiniteDifferences) {
   Tensor ids = random_ids(gen, 2, 5, 23), labels = random_ids(gen, 2, 5, 23);
   ForwardContext ctx;
   ctx.compute_dtype = DType::f64;
-  ctx.training = dropout > 0 || arch == "mixtral";  // training: Mixtral's loss has its load-balancing term
+  // Training: a mixture of experts' loss has its load-balancing term.
+  ctx.training = dropout > 0 || arch == "mixtral" || arch == "qwen2_moe";
   ctx.seed = 3;
   model.loss(ids, labels, ctx).backward();
 
@@ -114,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, WholeModelGradCheck,
                          ::testing::Values(std::pair{std::string("gpt2"), 0.0}, std::pair{std::string("llama"), 0.0},
                                            std::pair{std::string("mistral"), 0.0}, std::pair{std::string("qwen2"), 0.0},
                                            std::pair{std::string("mixtral"), 0.0},
+                                           std::pair{std::string("qwen2_moe"), 0.0},
                                            std::pair{std::string("bert"), 0.0}, std::pair{std::string("gpt2"), 0.2},
                                            std::pair{std::string("bert"), 0.2}),
                          [](const auto& p) {
@@ -203,7 +205,7 @@ TEST(CausalLM, InitIsAFunctionOfNameAndSeed) {
 }
 
 TEST(CausalLM, ActivationCheckpointingGivesIdenticalGradients) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert", "mixtral"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "bert", "mixtral", "qwen2_moe"}) {
     std::mt19937_64 gen(1);
     Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
     ForwardContext ctx;
@@ -314,7 +316,7 @@ TEST(CausalLM, PipelineStagesChainedGiveTheWholeModel) {
 }
 
 TEST(CausalLM, KVCacheMatchesFullForward) {
-  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "mixtral"}) {
+  for (const std::string arch : {"gpt2", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe"}) {
     CausalLM model(tiny(arch));
     model.initialize(3, DType::f64);
     std::mt19937_64 gen(2);
@@ -786,6 +788,30 @@ TEST(CausalLM, MixtralConfigRoundTrips) {
     EXPECT_EQ(back.num_parameters(), s.num_parameters());
   }
   EXPECT_EQ(preset("mixtral-8x7b").num_parameters(), 46702792704);  // Mixtral 8x7B's published count
+  // Qwen2-MoE: experts moe_intermediate_size wide, a shared expert, top-k weights as the softmax gave them.
+  path = write_config("qwen2_moe", {{"num_experts", 6}, {"num_experts_per_tok", 3}, {"moe_intermediate_size", 24},
+                                    {"shared_expert_intermediate_size", 32}});
+  TransformerSpec q = read_hf_config(path);
+  EXPECT_EQ(q.family, "qwen2_moe");
+  EXPECT_EQ(q.expert_d_ff(), 24);
+  EXPECT_EQ(q.moe_shared_d_ff, 32);
+  EXPECT_FALSE(q.moe_norm_topk_prob);
+  EXPECT_TRUE(q.qkv_bias);
+  EXPECT_EQ(q.active_parameters(), q.num_parameters() - 2 * 3 * 3 * 16 * 24);
+  for (const TransformerSpec& s : {q, preset("qwen2_moe-tiny"), preset("qwen1.5-moe-a2.7b")}) {
+    std::ofstream(path) << hf_config_json(s);
+    const TransformerSpec back = read_hf_config(path);
+    EXPECT_EQ(back.expert_d_ff(), s.expert_d_ff());
+    EXPECT_EQ(back.moe_shared_d_ff, s.moe_shared_d_ff);
+    EXPECT_EQ(back.moe_norm_topk_prob, s.moe_norm_topk_prob);
+    EXPECT_EQ(back.num_parameters(), s.num_parameters());
+  }
+  // Qwen1.5-MoE-A2.7B: 14.3B parameters, 2.7B of them active (without the embeddings: 2.0B).
+  EXPECT_NEAR(static_cast<double>(preset("qwen1.5-moe-a2.7b").num_parameters()), 14.3e9, 0.05e9);
+  path = write_config("qwen2_moe", {{"num_experts", 6}, {"num_experts_per_tok", 3}, {"moe_intermediate_size", 24},
+                                    {"shared_expert_intermediate_size", 32}, {"decoder_sparse_step", 2}});
+  EXPECT_NE(test_error([&] { read_hf_config(path); }).find("decoder_sparse_step=2 makes some layers dense"),
+            std::string::npos);
   path = write_config("mixtral", {{"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"router_jitter_noise", 0.1}});
   EXPECT_NE(test_error([&] { read_hf_config(path); }).find("router_jitter_noise=0.1 is not supported"),
             std::string::npos);

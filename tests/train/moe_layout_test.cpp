@@ -1,5 +1,6 @@
 // Layout equivalence of mixture-of-experts training (docs/numerics.md#layout-equivalence), under mpirun
-// with 2 and 4 ranks: a tiny Mixtral (4 experts, 2 per token, the load-balancing and z losses on)
+// with 2 and 4 ranks: a tiny Mixtral (4 experts, 2 per token, the load-balancing and z losses on; and a
+// Qwen2-MoE with its shared expert)
 // trained as one process (the reference, on every rank) and across the job under dp=2, dp=2 with
 // ZeRO-1, dp=4 with ZeRO-3 (blocks recomputed: the aux loss leaves each unit as an output) and dp=2 with
 // activation checkpointing follows the same loss curve (relative 1e-5 per step over 20 steps, fp32) and
@@ -9,6 +10,7 @@
 // Expert parallelism is issue 23's next step; tensor and pipeline parallelism with experts are errors.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 
 #include "layout_runs.h"
@@ -21,9 +23,10 @@ struct Layout {
   int dp = 1, zero = 0;
   bool checkpointing = false;
   double capacity = 0;  // 0: dropless
+  std::string arch = "mixtral";
   int ranks() const { return dp; }
   std::string name() const {
-    return fmt::format("mixtral_dp{}{}{}{}", dp, zero ? fmt::format("_zero{}", zero) : "",
+    return fmt::format("{}_dp{}{}{}{}", arch, dp, zero ? fmt::format("_zero{}", zero) : "",
                        checkpointing ? "_ckpt" : "", capacity > 0 ? "_capacity" : "");
   }
 };
@@ -36,31 +39,36 @@ class MoELayouts : public ::testing::TestWithParam<Layout> {
   static void TearDownTestSuite() { runs_.tear_down(); }
 
   using Run = testing::LayoutRuns::Run;
-  static std::vector<std::string> model(double capacity) {
-    return {"model.arch=mixtral", "model.n_kv_head=2", "model.d_ff=32", "model.n_experts=4",
-            "model.experts_per_token=2", "model.moe_aux_loss_coef=0.05", "model.moe_z_loss_coef=0.01",
-            fmt::format("model.moe_capacity_factor={}", capacity)};
+  static std::vector<std::string> model(const Layout& l) {
+    std::vector<std::string> m = {"model.arch=" + l.arch, "model.n_kv_head=2", "model.d_ff=32", "model.n_experts=4",
+                                  "model.experts_per_token=2", "model.moe_aux_loss_coef=0.05",
+                                  "model.moe_z_loss_coef=0.01", fmt::format("model.moe_capacity_factor={}", l.capacity)};
+    if (l.arch == "qwen2_moe") {  // narrower experts and a gated shared expert
+      m.emplace_back("model.moe_d_ff=16");
+      m.emplace_back("model.moe_shared_d_ff=24");
+    }
+    return m;
   }
   static Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l) {
-    std::vector<std::string> extra = model(l.capacity);
+    std::vector<std::string> extra = model(l);
     if (comm->size() > 1) {
       extra.push_back(fmt::format("dist.zero_stage={}", l.zero));
       extra.push_back(fmt::format("train.activation_checkpointing={}", l.checkpointing));
     }
     return runs_.run(std::move(comm), name, extra);
   }
-  static const Run& reference(double capacity) {
-    auto& slot = capacity > 0 ? capacity_reference_ : reference_;
-    if (!slot) {
-      Layout one;
-      one.capacity = capacity;
-      slot = std::make_unique<Run>(run(dist::self_communicator(), one.name() + "_reference", one));
-    }
+  // The single-process run of the layout's model (dp=1, no ZeRO, no checkpointing), once per model.
+  static const Run& reference(const Layout& l) {
+    Layout one;
+    one.capacity = l.capacity;
+    one.arch = l.arch;
+    auto& slot = references_[one.name()];
+    if (!slot) slot = std::make_unique<Run>(run(dist::self_communicator(), one.name() + "_reference", one));
     return *slot;
   }
 
   static inline testing::LayoutRuns runs_;
-  static inline std::unique_ptr<Run> reference_, capacity_reference_;
+  static inline std::map<std::string, std::unique_ptr<Run>> references_;
 };
 
 TEST_P(MoELayouts, FollowsTheSingleProcessRun) {
@@ -68,7 +76,7 @@ TEST_P(MoELayouts, FollowsTheSingleProcessRun) {
   if (l.ranks() != runs_.world->size()) GTEST_SKIP() << "needs " << l.ranks() << " ranks";
   const Run got = run(runs_.world, l.name(), l);
   ASSERT_EQ(got.summary.losses.size(), 20u);
-  testing::LayoutRuns::expect_follows(got, reference(l.capacity));
+  testing::LayoutRuns::expect_follows(got, reference(l));
   EXPECT_LT(got.summary.losses.back(), got.summary.losses.front());
 }
 
@@ -77,6 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MoELayouts,
                                            Layout{2, 1, false, 0},    // dp=2, ZeRO-1
                                            Layout{2, 0, true, 0},     // dp=2, activation checkpointing
                                            Layout{2, 0, false, 1.0},  // dp=2, capacity dispatch
+                                           Layout{2, 1, true, 0, "qwen2_moe"},  // Qwen2-MoE, ZeRO-1, checkpointing
                                            Layout{4, 3, false, 0}),   // dp=4, ZeRO-3 (recomputed units)
                          [](const auto& p) { return p.param.name(); });
 

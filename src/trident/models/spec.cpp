@@ -11,7 +11,8 @@ std::int64_t TransformerSpec::active_parameters() const {
   // nn::MoE's experts are SwiGLU MLPs of 3·d_model·d_ff parameters.
   const long double idle = n_experts > 0 ? static_cast<long double>(n_layer) *
                                                static_cast<long double>(n_experts - experts_per_token) * 3 *
-                                               static_cast<long double>(d_model) * static_cast<long double>(d_ff)
+                                               static_cast<long double>(d_model) *
+                                               static_cast<long double>(expert_d_ff())
                                          : 0;
   return static_cast<std::int64_t>(parameter_count(*this) - idle);
 }
@@ -45,6 +46,8 @@ void TransformerSpec::validate() const {
     TRIDENT_CHECK(n_experts >= 1, "model.n_experts must be positive for {}, got {}", f.display_name, n_experts);
     TRIDENT_CHECK(experts_per_token >= 1 && experts_per_token <= n_experts,
                   "model.experts_per_token={} must be in [1, n_experts={}]", experts_per_token, n_experts);
+    TRIDENT_CHECK(moe_d_ff >= 0 && moe_shared_d_ff >= 0, "model.moe_d_ff={} and moe_shared_d_ff={} must be >= 0",
+                  moe_d_ff, moe_shared_d_ff);
     TRIDENT_CHECK(moe_aux_loss_coef >= 0 && moe_z_loss_coef >= 0 && moe_capacity_factor >= 0,
                   "model.moe_aux_loss_coef, moe_z_loss_coef and moe_capacity_factor must be >= 0 (got {}, {}, {})",
                   moe_aux_loss_coef, moe_z_loss_coef, moe_capacity_factor);

@@ -40,6 +40,10 @@ struct TransformerSpec {
   double moe_aux_loss_coef = 0.0;      // the load-balancing loss's coefficient (Switch form, per layer)
   double moe_z_loss_coef = 0.0;        // the router z-loss's coefficient
   double moe_capacity_factor = 0.0;    // 0: dropless; > 0: at most ceil(factor · tokens · k / n_experts) per expert
+  std::int64_t moe_d_ff = 0;           // each expert's width; 0: d_ff (Mixtral); Qwen2-MoE's moe_intermediate_size
+  std::int64_t moe_shared_d_ff = 0;    // a shared expert every token passes through, gated (Qwen2-MoE); 0: none
+  bool moe_norm_topk_prob = true;      // renormalise the chosen experts' weights to sum to 1
+  std::int64_t expert_d_ff() const { return moe_d_ff > 0 ? moe_d_ff : d_ff; }
   double init_std = 0.02;
   // Metadata for Hugging Face's config.json (generation stops at an eos id); unused by the layers.
   std::optional<std::int64_t> bos_token_id;

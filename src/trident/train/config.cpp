@@ -191,6 +191,8 @@ const std::vector<Field>& fields() {
     MODEL(experts_per_token, kNonNegative, " (0 = the preset's or the family's)");
     MODEL(moe_aux_loss_coef, kNonNegativeFinite); MODEL(moe_z_loss_coef, kNonNegativeFinite);
     MODEL(moe_capacity_factor, kNonNegativeFinite, " (0 = dropless)");
+    MODEL(moe_d_ff, kNonNegative, " (0 = the preset's, or d_ff)");
+    MODEL(moe_shared_d_ff, kNonNegative, " (0 = the preset's)"); MODEL(moe_norm_topk_prob);
     MODEL(init_std, kPositiveFinite);
 #undef MODEL
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))

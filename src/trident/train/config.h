@@ -38,6 +38,9 @@ struct ModelConfig {
   std::optional<double> moe_aux_loss_coef;    // load-balancing loss coefficient (per layer, summed)
   std::optional<double> moe_z_loss_coef;      // router z-loss coefficient
   std::optional<double> moe_capacity_factor;  // 0: dropless; > 0: capacity per expert, the rest dropped
+  std::int64_t moe_d_ff = 0;                  // each expert's width (qwen2_moe); 0 = the preset's, or d_ff
+  std::int64_t moe_shared_d_ff = 0;           // the shared expert's width (qwen2_moe); 0 = the preset's
+  std::optional<bool> moe_norm_topk_prob;     // renormalise the top-k weights; unset = the family's
   double init_std = 0.02;      // std of the normal initial weights (GPT-2's output projections: / sqrt(2·n_layer))
   std::string from_pretrained; // Hugging Face directory to load weights from
 };

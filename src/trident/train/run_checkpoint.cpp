@@ -163,6 +163,8 @@ std::string model_difference(const std::string& dir, const models::TransformerSp
   same("pooler", saved.pooler, spec.pooler);
   same("n_experts", saved.n_experts, spec.n_experts);
   same("experts_per_token", saved.experts_per_token, spec.experts_per_token);
+  same("moe_d_ff", saved.expert_d_ff(), spec.expert_d_ff());
+  same("moe_shared_d_ff", saved.moe_shared_d_ff, spec.moe_shared_d_ff);
   return diff;
 }
 

@@ -65,6 +65,9 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   if (m.moe_aux_loss_coef) s.moe_aux_loss_coef = *m.moe_aux_loss_coef;
   if (m.moe_z_loss_coef) s.moe_z_loss_coef = *m.moe_z_loss_coef;
   if (m.moe_capacity_factor) s.moe_capacity_factor = *m.moe_capacity_factor;
+  if (m.moe_d_ff) s.moe_d_ff = m.moe_d_ff;
+  if (m.moe_shared_d_ff) s.moe_shared_d_ff = m.moe_shared_d_ff;
+  if (m.moe_norm_topk_prob) s.moe_norm_topk_prob = *m.moe_norm_topk_prob;
   if (m.n_layer) s.n_layer = m.n_layer;
   if (m.n_head) s.n_head = m.n_head;
   if (m.d_model) s.d_model = m.d_model;

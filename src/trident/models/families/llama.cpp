@@ -49,6 +49,44 @@ long double llama_like_attention_parameters(const TransformerSpec& s) {
   return 2 * D + D * q + 2 * D * kv + q * D + (s.qkv_bias ? q + 2 * kv : 0);
 }
 
+nn::MoEOptions llama_like_moe_options(const TransformerSpec& s) {
+  nn::MoEOptions o;
+  o.d_model = s.d_model;
+  o.d_ff = s.expert_d_ff();
+  o.n_experts = s.n_experts;
+  o.top_k = s.experts_per_token;
+  o.norm_topk_prob = s.moe_norm_topk_prob;
+  o.dispatch = s.moe_capacity_factor > 0 ? nn::MoEDispatch::capacity : nn::MoEDispatch::dropless;
+  o.capacity_factor = s.moe_capacity_factor > 0 ? s.moe_capacity_factor : 1.0;
+  o.aux_loss_coef = s.moe_aux_loss_coef * static_cast<double>(s.experts_per_token);
+  o.z_loss_coef = s.moe_z_loss_coef;
+  o.shared_d_ff = s.moe_shared_d_ff;
+  o.shared_gated = s.moe_shared_d_ff > 0;
+  o.init_std = o.out_init_std = s.init_std;
+  return o;
+}
+
+long double moe_parameters(const TransformerSpec& s) {
+  const long double D = static_cast<long double>(s.d_model), E = static_cast<long double>(s.n_experts);
+  const long double F = static_cast<long double>(s.expert_d_ff()), S = static_cast<long double>(s.moe_shared_d_ff);
+  return D * E + E * 3 * D * F + (s.moe_shared_d_ff > 0 ? 3 * D * S + D : 0);
+}
+
+std::unique_ptr<nn::Layer> llama_like_moe_block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
+                                                const nn::TensorParallel& tp, const std::string& moe,
+                                                const nn::MoEOptions& options) {
+  // The experts are not split by tensor parallelism (and expert parallelism is not built yet).
+  TRIDENT_CHECK(!tp.active(),
+                "model.arch={}: mixture-of-experts blocks do not run under tensor parallelism yet "
+                "(dist.tensor_parallel_size must be 1)",
+                s.family);
+  return std::make_unique<nn::PreNormBlock>(
+      name, llama_like_norm(nn::child_name(name, "input_layernorm"), s, tp),
+      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp),
+      llama_like_norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
+      std::make_unique<nn::MoE>(nn::child_name(name, moe), options));
+}
+
 namespace {
 
 std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,

@@ -7,6 +7,7 @@
 
 #include "trident/models/family.h"
 #include "trident/models/hf_config.h"
+#include "trident/nn/moe.h"
 #include "trident/nn/transformer.h"
 
 namespace trident::models {
@@ -26,6 +27,16 @@ std::unique_ptr<nn::Layer> llama_like_norm(const std::string& name, const Transf
                                            const nn::TensorParallel& tp);
 nn::SelfAttentionOptions llama_like_attention(const TransformerSpec& s);
 nn::FeedForwardOptions llama_like_mlp(const TransformerSpec& s);
+// A LLaMA block whose MLP is an nn::MoE named `moe` (Mixtral: block_sparse_moe; Qwen2-MoE: mlp), and
+// nn::MoE's options from the spec's MoE fields (the sub-layers' names are the family's to set). The
+// load-balancing coefficient is scaled by top_k so that a layer's value is transformers'.
+std::unique_ptr<nn::Layer> llama_like_moe_block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
+                                                const nn::TensorParallel& tp, const std::string& moe,
+                                                const nn::MoEOptions& options);
+nn::MoEOptions llama_like_moe_options(const TransformerSpec& s);
+// Parameters of one MoE block's MLP part: router, experts and the shared expert with its gate.
+long double moe_parameters(const TransformerSpec& s);
+
 // Parameters of the block's attention and its two norms (Family::block_parameters without the MLP).
 long double llama_like_attention_parameters(const TransformerSpec& s);
 

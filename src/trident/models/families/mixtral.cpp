@@ -12,43 +12,18 @@
 // tokens together, so with several layers the two differ slightly; the
 // coefficient is config.json's router_aux_loss_coef either way.
 #include "trident/models/families/llama_like.h"
-#include "trident/nn/moe.h"
 
 namespace trident::models {
 
 namespace {
 
-nn::MoEOptions moe_options(const TransformerSpec& s) {
-  nn::MoEOptions o;
-  o.d_model = s.d_model;
-  o.d_ff = s.d_ff;
-  o.n_experts = s.n_experts;
-  o.top_k = s.experts_per_token;
-  o.norm_topk_prob = true;
-  o.dispatch = s.moe_capacity_factor > 0 ? nn::MoEDispatch::capacity : nn::MoEDispatch::dropless;
-  o.capacity_factor = s.moe_capacity_factor > 0 ? s.moe_capacity_factor : 1.0;
-  o.aux_loss_coef = s.moe_aux_loss_coef * static_cast<double>(s.experts_per_token);
-  o.z_loss_coef = s.moe_z_loss_coef;
-  o.init_std = o.out_init_std = s.init_std;
-  o.gate = "gate";
-  o.experts = "experts";
+std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
+                                 const nn::TensorParallel& tp) {
+  nn::MoEOptions o = llama_like_moe_options(s);
   o.expert_gate = "w1";
   o.expert_up = "w3";
   o.expert_down = "w2";
-  return o;
-}
-
-std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
-  // The experts are not split by tensor parallelism (and expert parallelism is not built yet).
-  TRIDENT_CHECK(!tp.active(),
-                "model.arch=mixtral: mixture-of-experts blocks do not run under tensor parallelism yet "
-                "(dist.tensor_parallel_size must be 1)");
-  return std::make_unique<nn::PreNormBlock>(
-      name, llama_like_norm(nn::child_name(name, "input_layernorm"), s, tp),
-      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp),
-      llama_like_norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
-      std::make_unique<nn::MoE>(nn::child_name(name, "block_sparse_moe"), moe_options(s)));
+  return llama_like_moe_block(name, s, layer, tp, "block_sparse_moe", o);
 }
 
 TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t Hkv, std::int64_t D, std::int64_t F,
@@ -88,12 +63,11 @@ Family mixtral_family() {
     TRIDENT_CHECK(!s.qkv_bias, "model: Mixtral has no q/k/v biases");
     TRIDENT_CHECK(s.sliding_window >= 0, "model.sliding_window must be 0 (none) or positive, got {}",
                   s.sliding_window);
+    TRIDENT_CHECK(s.moe_shared_d_ff == 0 && s.moe_norm_topk_prob && s.moe_d_ff == 0,
+                  "model: Mixtral's experts are d_ff wide, renormalised, with no shared expert (model.moe_d_ff, "
+                  "moe_shared_d_ff must be 0 and moe_norm_topk_prob true)");
   };
-  f.block_parameters = [](const TransformerSpec& s) {
-    const long double D = static_cast<long double>(s.d_model), F = static_cast<long double>(s.d_ff);
-    const long double E = static_cast<long double>(s.n_experts);
-    return llama_like_attention_parameters(s) + D * E + E * 3 * D * F;
-  };
+  f.block_parameters = [](const TransformerSpec& s) { return llama_like_attention_parameters(s) + moe_parameters(s); };
   f.make_block = block;
   f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) {
     read_llama_like_config(c, s, false);

@@ -13,13 +13,14 @@ Family llama_family();
 Family mistral_family();
 Family mixtral_family();
 Family qwen2_family();
+Family qwen2_moe_family();
 Family bert_family();
 
 namespace {
 
 std::vector<Family> make_families() {
   std::vector<Family> all;
-  for (auto make : {gpt2_family, llama_family, mistral_family, mixtral_family, qwen2_family, bert_family}) all.push_back(make());
+  for (auto make : {gpt2_family, llama_family, mistral_family, mixtral_family, qwen2_family, qwen2_moe_family, bert_family}) all.push_back(make());
   for (Family& f : all) {
     if (!f.hf_names) f.hf_names = [](const std::string& name) { return std::vector<std::string>{name}; };
     if (!f.hf_export_names) {

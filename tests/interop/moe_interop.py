@@ -1,0 +1,161 @@
+"""Mixture-of-experts interop with Hugging Face transformers, Mixtral and Qwen2-MoE
+(fp32, max |logit difference| <= 1e-4):
+
+1. trident saves a random Mixtral (4 experts, 2 per token) and Qwen2-MoE (a
+   shared expert, weights not renormalised); MixtralForCausalLM and
+   Qwen2MoeForCausalLM load them and give trident's logits.
+2. transformers creates random models — Mixtral top-1, top-2 with a sliding
+   window shorter than the sequence and top-3; Qwen2-MoE top-2 without and
+   top-3 with norm_topk_prob — and save_pretrained()s them (per-expert
+   tensors); trident loads them and gives their logits.
+3. trident trains each family with the load-balancing loss on 2 data-parallel
+   ranks and `trident export`s it; transformers loads the export and gives the
+   logits trident computes from the checkpoint, greedy generation gives the
+   text `trident generate` gives, and `trident eval` gives transformers' loss.
+"""
+import os
+import sys
+
+from common import require, run
+
+hf_logits = sys.argv[1]
+trident = sys.argv[2]
+np = require("numpy")
+torch = require("torch")
+transformers = require("transformers")
+tokenizers = require("tokenizers")
+tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-moe-interop")
+os.makedirs(tmp, exist_ok=True)
+torch.manual_seed(0)
+ids = [3, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 33]
+csv = ",".join(map(str, ids))
+failures = []
+
+
+def read_logits(path, vocab):
+    return np.fromfile(path, dtype="<f4").reshape(len(ids), vocab)
+
+
+def hf_logits_of(model):
+    model.eval()
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float().numpy()
+
+
+def check(name, ours, theirs):
+    diff = float(np.max(np.abs(ours - theirs)))
+    scale = float(np.max(np.abs(theirs)))
+    status = "ok" if diff <= 1e-4 else "FAIL"
+    print(f"{status}: {name}: max |logit difference| = {diff:.2e} (logits up to {scale:.2f})")
+    if diff > 1e-4:
+        failures.append(name)
+
+
+# 1. trident -> transformers
+for arch, cls in (("mixtral", transformers.MixtralForCausalLM), ("qwen2_moe", transformers.Qwen2MoeForCausalLM)):
+    d = os.path.join(tmp, f"trident-{arch}")
+    out = os.path.join(tmp, f"trident-{arch}.bin")
+    run([hf_logits, "save", arch, d, csv, out])
+    model = cls.from_pretrained(d, torch_dtype=torch.float32)
+    check(f"trident {arch} saved, loaded by transformers {cls.__name__}", read_logits(out, model.config.vocab_size),
+          hf_logits_of(model))
+
+# 2. transformers -> trident
+configs = {
+    f"mixtral-{name}": transformers.MixtralConfig(vocab_size=97, hidden_size=48, intermediate_size=64,
+                                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                  max_position_embeddings=32, num_local_experts=4,
+                                                  num_experts_per_tok=k, sliding_window=window,
+                                                  initializer_range=0.2, router_aux_loss_coef=0.02)
+    for name, k, window in (("top1", 1, None), ("top2-window5", 2, 5), ("top3", 3, None))
+}
+for k, norm in ((2, False), (3, True)):
+    configs[f"qwen2_moe-top{k}{'-norm' if norm else ''}"] = transformers.Qwen2MoeConfig(
+        vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32, num_experts=4, num_experts_per_tok=k,
+        moe_intermediate_size=40, shared_expert_intermediate_size=56, norm_topk_prob=norm, initializer_range=0.2)
+for name, config in configs.items():
+    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    with torch.no_grad():  # norms away from 1, biases and Qwen2-MoE's router away from their zeros
+        for pname, p in model.named_parameters():
+            if "norm" in pname or pname.endswith("_proj.bias") or pname.endswith("gate.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+    d = os.path.join(tmp, f"hf-{name}")
+    model.save_pretrained(d, safe_serialization=True)
+    out = os.path.join(tmp, f"hf-{name}.bin")
+    run([hf_logits, "load", d, csv, out])
+    check(f"transformers {type(model).__name__} ({name}) saved, loaded by trident", read_logits(out, 97),
+          hf_logits_of(model))
+
+# 3. trained by trident (2 data-parallel ranks, aux loss on) -> trident export -> transformers
+corpus = os.path.join(tmp, "corpus")
+os.makedirs(corpus, exist_ok=True)
+with open(os.path.join(corpus, "c.txt"), "w") as f:
+    for i in range(1, 401):
+        f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
+tok_json = os.path.join(corpus, "tok.json")
+run([trident, "tokenizer", "train", "--input", os.path.join(corpus, "c.txt"), "--vocab-size", "300",
+     "--special-token", "<|endoftext|>", "--output", tok_json])
+run([trident, "preprocess", "--input", os.path.join(corpus, "c.txt"), "--tokenizer", tok_json,
+     "--output-prefix", os.path.join(corpus, "c"), "--append-eod", "--quiet"])
+extra = {"mixtral": {"model.d_ff": 48},
+         "qwen2_moe": {"model.d_ff": 64, "model.moe_d_ff": 24, "model.moe_shared_d_ff": 40}}
+for arch, cls in (("mixtral", "MixtralForCausalLM"), ("qwen2_moe", "Qwen2MoeForCausalLM")):
+    run_dir = os.path.join(tmp, f"trained-{arch}")
+    sets = {"model.arch": f'"{arch}"', "model.n_layer": 2, "model.n_head": 4, "model.n_kv_head": 2,
+            "model.d_model": 32, "model.n_experts": 4, "model.experts_per_token": 2,
+            "model.moe_aux_loss_coef": 0.02, "model.max_seq_len": 32, "train.seq_len": 32,
+            "data.tokenizer": tok_json, "data.paths": f'["{os.path.join(corpus, "c")}"]', "data.split": '"90,10,0"',
+            "log.progress": "off", "train.micro_batch_size": 2, "train.global_batch_size": 8, "train.steps": 6,
+            "train.eval_interval": 0, "train.peak_gflops": 1, "optim.lr": 3e-3, **extra[arch]}
+    cmd = [trident, "launch", "-n", "2", "--", trident, "train", "--run-dir", run_dir]
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={value}"]
+    run(cmd)
+    hf_dir = os.path.join(tmp, f"exported-{arch}")
+    run([trident, "export", "--checkpoint", run_dir, "--output", hf_dir])
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
+    experts = getattr(model.config, "num_local_experts", None) or getattr(model.config, "num_experts", None)
+    if type(model).__name__ != cls or experts != 4:
+        failures.append(f"{arch} export loads as {type(model).__name__} with {experts} experts")
+    if abs(model.config.router_aux_loss_coef - 0.02) > 1e-12:
+        failures.append(f"{arch} export has router_aux_loss_coef {model.config.router_aux_loss_coef}, expected 0.02")
+    with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+        step_dir = os.path.join(run_dir, "checkpoints", f.read().strip())
+    out = os.path.join(tmp, f"trained-{arch}.bin")
+    run([hf_logits, "checkpoint", step_dir, csv, out])
+    check(f"trident {arch} trained on 2 ranks, exported, loaded by transformers", read_logits(out, 300),
+          hf_logits_of(model))
+
+    tok = tokenizers.Tokenizer.from_file(tok_json)
+    prompt = "line 7 of the"
+    with torch.no_grad():
+        generated = model.generate(torch.tensor([tok.encode(prompt).ids]), max_new_tokens=24, do_sample=False,
+                                   eos_token_id=None, pad_token_id=0)[0].tolist()
+    theirs = tok.decode(generated, skip_special_tokens=False).strip()  # trident prints <|endoftext|> too
+    ours = run([trident, "generate", "--checkpoint", run_dir, "--prompt", prompt, "--max-new-tokens", "24",
+                "--greedy", "--ignore-eos"]).decode().strip()
+    status = "ok" if ours == theirs else "FAIL"
+    print(f"{status}: trident generate of the {arch} checkpoint: {ours!r}, transformers {theirs!r}")
+    if status != "ok":
+        failures.append(f"{arch} generation")
+
+    with open(os.path.join(corpus, "c.txt")) as f:
+        stream = tok.encode(f.read()).ids[:300]
+    nll = 0.0
+    with torch.no_grad():
+        for start in range(0, len(stream) - 1, 32):
+            window = torch.tensor([stream[start:start + 33]])
+            logits = model(window[:, :-1]).logits[0]
+            nll += float(torch.nn.functional.cross_entropy(logits, window[0, 1:], reduction="sum"))
+    theirs = nll / (len(stream) - 1)
+    line = run([trident, "eval", "--checkpoint", run_dir, "--text", os.path.join(corpus, "c.txt"), "--max-tokens",
+                "300", "--seq-len", "32"]).decode()
+    ours = float(line.split(": loss ")[1].split()[0])
+    status = "ok" if abs(ours - theirs) <= 1.5e-4 else "FAIL"  # trident prints 4 decimals
+    print(f"{status}: trident eval of the {arch} checkpoint: loss {ours:.4f}, transformers {theirs:.6f}")
+    if status != "ok":
+        failures.append(f"{arch} eval")
+
+if failures:
+    sys.exit(f"{len(failures)} interop check(s) failed: {failures}")
