@@ -25,6 +25,30 @@ def run(cmd, stdin=None):
     return p.stdout
 
 
+def logits_checks(np, torch, ids, failures, bound=1e-4):
+    """The logits comparisons of the model interop scripts, for the token ids `ids`:
+    read_logits(path, vocab) reads trident's [len(ids), vocab] little-endian f32 file,
+    hf_logits_of(model) runs a transformers model on them (eval, no grad), and
+    check(name, ours, theirs) prints the max |difference| and records a failure above `bound`."""
+    def read_logits(path, vocab):
+        return np.fromfile(path, dtype="<f4").reshape(len(ids), vocab)
+
+    def hf_logits_of(model):
+        model.eval()
+        with torch.no_grad():
+            return model(torch.tensor([ids])).logits[0].float().numpy()
+
+    def check(name, ours, theirs):
+        diff = float(np.max(np.abs(ours - theirs)))
+        scale = float(np.max(np.abs(theirs)))
+        status = "ok" if diff <= bound else "FAIL"
+        print(f"{status}: {name}: max |logit difference| = {diff:.2e} (logits up to {scale:.2f})")
+        if diff > bound:
+            failures.append(name)
+
+    return read_logits, hf_logits_of, check
+
+
 def tricky_text(seed=1, every_code_point=True, repeats=20000, stride=1):
     """Text that stresses pre-tokenization: every code point (but surrogates) in
     several contexts, runs of spaces/newlines/CR, NBSP and other Unicode spaces,

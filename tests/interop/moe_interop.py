@@ -16,7 +16,7 @@
 import os
 import sys
 
-from common import require, run
+from common import logits_checks, require, run
 
 hf_logits = sys.argv[1]
 trident = sys.argv[2]
@@ -30,25 +30,7 @@ torch.manual_seed(0)
 ids = [3, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 33]
 csv = ",".join(map(str, ids))
 failures = []
-
-
-def read_logits(path, vocab):
-    return np.fromfile(path, dtype="<f4").reshape(len(ids), vocab)
-
-
-def hf_logits_of(model):
-    model.eval()
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].float().numpy()
-
-
-def check(name, ours, theirs):
-    diff = float(np.max(np.abs(ours - theirs)))
-    scale = float(np.max(np.abs(theirs)))
-    status = "ok" if diff <= 1e-4 else "FAIL"
-    print(f"{status}: {name}: max |logit difference| = {diff:.2e} (logits up to {scale:.2f})")
-    if diff > 1e-4:
-        failures.append(name)
+read_logits, hf_logits_of, check = logits_checks(np, torch, ids, failures)
 
 
 # 1. trident -> transformers
