@@ -13,6 +13,7 @@
 // (CUDA tensors) with the same interface.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct CollectiveOptions {
   // algorithm, with the timeout enforced by a watchdog that ends the process with
   // the same message instead of throwing. The returned Work is already complete.
   bool blocking = false;
+  // Words the timeout message adds after the operation's name (e.g. "moe dispatch in model.layers.1.mlp"),
+  // so a hang names its caller. Empty: nothing added. (Its `= {}` keeps brace-initialisations that stop
+  // before it, such as {ReduceOp::max}, free of -Wmissing-field-initializers.)
+  std::string context = {};
 };
 
 class Work {
@@ -51,6 +56,7 @@ struct TrafficCounters {
   std::int64_t broadcast_bytes = 0;
   std::int64_t send_bytes = 0;
   std::int64_t recv_bytes = 0;
+  std::int64_t all_to_all_bytes = 0;  // sent to the other ranks (not the part a rank keeps)
   std::int64_t calls = 0;
 };
 
@@ -74,6 +80,14 @@ class Communicator {
   virtual std::unique_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0, const CollectiveOptions& options = {}) = 0;
   virtual std::unique_ptr<Work> recv(Tensor& tensor, int src, int tag = 0, const CollectiveOptions& options = {}) = 0;
   virtual void barrier(const CollectiveOptions& options = {}) = 0;
+  // Uneven all-to-all (MPI_Alltoallv): `input` holds, in rank order, send_counts[r] elements for rank r;
+  // `output` receives recv_counts[r] elements from each rank r, in rank order. Counts are elements of
+  // the tensors' dtype (any dtype: it is a copy); sum(send_counts) == input.numel(), sum(recv_counts) ==
+  // output.numel(), both vectors have size() entries, and rank r's send_counts[s] equals rank s's
+  // recv_counts[r] (exchange them first with all_to_all_counts). Zero counts are allowed.
+  virtual std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts,
+                                           Tensor& output, const std::vector<std::int64_t>& recv_counts,
+                                           const CollectiveOptions& options = {}) = 0;
 
   // A communicator over a subset of this one's ranks (every rank of this
   // communicator must call it with the same list of groups; `ranks` of the
@@ -92,8 +106,21 @@ class Communicator {
   // Rank `root`'s `text` on every rank (the others' `text` is ignored): for a
   // choice one rank makes and all must follow, such as which checkpoint to load.
   std::string broadcast_text(const std::string& text, int root = 0);
+  // Host-side count exchange: rank r's result[s] is rank s's send_counts[r] (blocking). Works for every
+  // backend (NCCL may use its host/MPI path, as all_reduce_scalar does).
+  std::vector<std::int64_t> all_to_all_counts(const std::vector<std::int64_t>& send_counts,
+                                              const CollectiveOptions& options = {});
 
  protected:
+  // "all_to_all (moe dispatch) on ep group [0, 1] (rank 0 of 2)": an operation as errors name it, with
+  // the caller's context words.
+  std::string describe(const std::string& op, const CollectiveOptions& options) const;
+  // all_to_all's argument checks, shared by the backends (throw trident::Error before any transfer).
+  void check_all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, const Tensor& output,
+                        const std::vector<std::int64_t>& recv_counts) const;
+  // Bytes an all_to_all of these counts sends to the other ranks, for traffic().
+  std::int64_t all_to_all_sent_bytes(const Tensor& input, const std::vector<std::int64_t>& send_counts) const;
+
   TrafficCounters traffic_;
 };
 

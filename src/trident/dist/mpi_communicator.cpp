@@ -264,6 +264,53 @@ class MpiCommunicator final : public Communicator {
     run_blocking("barrier", o, [&] { return MPI_Barrier(comm_); }, {});
   }
 
+  std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, Tensor& output,
+                                   const std::vector<std::int64_t>& recv_counts, const CollectiveOptions& o) override {
+    check_all_to_all(input, send_counts, output, recv_counts);
+    check_host(input, "all_to_all");
+    check_host(output, "all_to_all");
+    // MPI_Alltoallv takes int counts and displacements (the large-count MPI_Alltoallv_c is MPI 4.0).
+    TRIDENT_CHECK(input.numel() <= INT_MAX && output.numel() <= INT_MAX,
+                  "all_to_all on {}: input {} or output {} exceeds MPI's int count limit of {} elements (split the "
+                  "exchange)",
+                  name_, input.describe(), output.describe(), INT_MAX);
+    // Counts and displacements stay alive, with the tensors, until the operation completes.
+    struct Layout {
+      std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+    };
+    auto layout = std::make_shared<Layout>();
+    auto fill = [n = size_](const std::vector<std::int64_t>& counts, std::vector<int>& c, std::vector<int>& d) {
+      c.resize(static_cast<std::size_t>(n));
+      d.resize(static_cast<std::size_t>(n));
+      int offset = 0;
+      for (std::size_t r = 0; r < c.size(); ++r) {
+        c[r] = static_cast<int>(counts[r]);  // each count <= its tensor's numel <= INT_MAX
+        d[r] = offset;
+        offset += c[r];
+      }
+    };
+    fill(send_counts, layout->send_counts, layout->send_displs);
+    fill(recv_counts, layout->recv_counts, layout->recv_displs);
+    traffic_.all_to_all_bytes += all_to_all_sent_bytes(input, send_counts);
+    ++traffic_.calls;
+    Tensor in = input, out = output;
+    const MPI_Datatype type = mpi_type(in.dtype());
+    if (o.blocking) {
+      return run_blocking("all_to_all", o,
+                          [&] {
+                            return MPI_Alltoallv(in.raw_data(), layout->send_counts.data(), layout->send_displs.data(),
+                                                 type, out.raw_data(), layout->recv_counts.data(),
+                                                 layout->recv_displs.data(), type, comm_);
+                          },
+                          {});
+    }
+    auto work = make_work("all_to_all", o, [in, out, layout] {});
+    MPI_CHECK(MPI_Ialltoallv(in.raw_data(), layout->send_counts.data(), layout->send_displs.data(), type,
+                             out.raw_data(), layout->recv_counts.data(), layout->recv_displs.data(), type, comm_,
+                             work->request()));
+    return work;
+  }
+
   std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& groups, const std::string& label) override {
     int color = -1, key = 0;
     std::vector<int> mine;
@@ -297,7 +344,7 @@ class MpiCommunicator final : public Communicator {
     // A call that outlives its deadline prints the line a timed-out Work would throw and ends the process,
     // which brings the job down (mpirun and srun end every rank when one exits).
     Watchdog& w = Watchdog::instance();
-    w.arm(fmt::format("{} on {} (rank {} of {})", op, name_, rank_, size_), o.timeout_s > 0 ? o.timeout_s : timeout_s_);
+    w.arm(describe(op, o), o.timeout_s > 0 ? o.timeout_s : timeout_s_);
     const int rc = call();
     w.disarm();
     MPI_CHECK(rc);
@@ -306,8 +353,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<MpiWork> make_work(const std::string& op, const CollectiveOptions& o, std::function<void()> done) {
-    return std::make_unique<MpiWork>(fmt::format("{} on {} (rank {} of {})", op, name_, rank_, size_),
-                                     o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
+    return std::make_unique<MpiWork>(describe(op, o), o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
   }
 
   MPI_Comm comm_;

@@ -511,7 +511,7 @@ std::unique_ptr<Work> NcclCommunicator::all_reduce(Tensor& tensor, const Collect
   im.check_tensor(tensor, "all_reduce", "tensor");
   TRIDENT_CHECK(o.op != ReduceOp::avg || is_floating(tensor.dtype()), "all_reduce avg on {} needs a floating dtype",
                 tensor.describe());
-  const std::string what = im.describe("all_reduce");
+  const std::string what = describe("all_reduce", o);
   traffic_.all_reduce_bytes += static_cast<std::int64_t>(tensor.nbytes());
   ++traffic_.calls;
   const Tensor buffer = widened(tensor.dtype()) ? ops::cast(tensor, DType::f32) : tensor;
@@ -538,7 +538,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter(const Tensor& input, Tens
                 im.size, output.describe());
   TRIDENT_CHECK(o.op != ReduceOp::avg || is_floating(input.dtype()), "reduce_scatter avg on {} needs a floating dtype",
                 input.describe());
-  const std::string what = im.describe("reduce_scatter");
+  const std::string what = describe("reduce_scatter", o);
   traffic_.reduce_scatter_bytes += static_cast<std::int64_t>(input.nbytes());
   ++traffic_.calls;
   const bool wide = widened(input.dtype());
@@ -568,9 +568,10 @@ std::unique_ptr<Work> NcclCommunicator::all_gather(const Tensor& input, Tensor& 
   ++traffic_.calls;
   const Tensor in = input, out = output;
   const std::size_t bytes = in.nbytes();  // moved as bytes: any dtype
-  return im.enqueue(im.main, im.describe("all_gather"), o, {in, out}, "ncclAllGather", [&](ncclComm_t c, cudaStream_t s) {
-    return ncclAllGather(in.raw_data(), out.raw_data(), bytes, ncclUint8, c, s);
-  });
+  return im.enqueue(im.main, describe("all_gather", o), o, {in, out}, "ncclAllGather",
+                    [&](ncclComm_t c, cudaStream_t s) {
+                      return ncclAllGather(in.raw_data(), out.raw_data(), bytes, ncclUint8, c, s);
+                    });
 }
 
 std::unique_ptr<Work> NcclCommunicator::broadcast(Tensor& tensor, int root, const CollectiveOptions& o) {
@@ -582,7 +583,7 @@ std::unique_ptr<Work> NcclCommunicator::broadcast(Tensor& tensor, int root, cons
   ++traffic_.calls;
   const Tensor t = tensor;
   const std::size_t bytes = t.nbytes();
-  return im.enqueue(im.main, im.describe(fmt::format("broadcast from {}", root)), o, {t}, "ncclBroadcast",
+  return im.enqueue(im.main, describe(fmt::format("broadcast from {}", root), o), o, {t}, "ncclBroadcast",
                     [&](ncclComm_t c, cudaStream_t s) {
                       return ncclBroadcast(t.raw_data(), t.raw_data(), bytes, ncclUint8, root, c, s);
                     });
@@ -596,7 +597,7 @@ std::unique_ptr<Work> NcclCommunicator::send(const Tensor& tensor, int dst, int 
                 dst, im.rank, im.size);
   traffic_.send_bytes += static_cast<std::int64_t>(tensor.nbytes());
   ++traffic_.calls;
-  return im.p2p(tensor, dst, true, im.describe(fmt::format("send to {} (tag {})", dst, tag)), o);
+  return im.p2p(tensor, dst, true, describe(fmt::format("send to {} (tag {})", dst, tag), o), o);
 }
 
 std::unique_ptr<Work> NcclCommunicator::recv(Tensor& tensor, int src, int tag, const CollectiveOptions& o) {
@@ -607,14 +608,49 @@ std::unique_ptr<Work> NcclCommunicator::recv(Tensor& tensor, int src, int tag, c
                 im.rank, im.size);
   traffic_.recv_bytes += static_cast<std::int64_t>(tensor.nbytes());
   ++traffic_.calls;
-  return im.p2p(tensor, src, false, im.describe(fmt::format("recv from {} (tag {})", src, tag)), o);
+  return im.p2p(tensor, src, false, describe(fmt::format("recv from {} (tag {})", src, tag), o), o);
+}
+
+std::unique_ptr<Work> NcclCommunicator::all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts,
+                                                   Tensor& output, const std::vector<std::int64_t>& recv_counts,
+                                                   const CollectiveOptions& o) {
+  if (input.device().is_cpu() && output.device().is_cpu()) {
+    return impl_->bootstrap->all_to_all(input, send_counts, output, recv_counts, o);  // host values: over MPI
+  }
+  Impl& im = *impl_;
+  check_all_to_all(input, send_counts, output, recv_counts);
+  im.check_tensor(input, "all_to_all", "input");
+  im.check_tensor(output, "all_to_all", "output");
+  traffic_.all_to_all_bytes += all_to_all_sent_bytes(input, send_counts);
+  ++traffic_.calls;
+  const Tensor in = input, out = output;
+  const std::size_t element = dtype_size(in.dtype());  // moved as bytes: any dtype
+  // One send and one receive per peer with a nonzero count, grouped so that NCCL runs them together (and
+  // the order of the peers cannot deadlock); this rank's own block goes through NCCL too.
+  return im.enqueue(
+      im.main, describe("all_to_all", o), o, {in, out}, "ncclGroupEnd", [&](ncclComm_t c, cudaStream_t s) {
+        ncclResult_t rc = ncclGroupStart();
+        if (rc != ncclSuccess) return rc;
+        auto* send = static_cast<char*>(in.raw_data());
+        auto* recv = static_cast<char*>(out.raw_data());
+        for (int r = 0; r < im.size && rc == ncclSuccess; ++r) {
+          const auto sent = static_cast<std::size_t>(send_counts[static_cast<std::size_t>(r)]) * element;
+          const auto received = static_cast<std::size_t>(recv_counts[static_cast<std::size_t>(r)]) * element;
+          if (sent > 0) rc = ncclSend(send, sent, ncclUint8, r, c, s);
+          if (rc == ncclSuccess && received > 0) rc = ncclRecv(recv, received, ncclUint8, r, c, s);
+          send += sent;
+          recv += received;
+        }
+        const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after a failed call in it
+        return rc != ncclSuccess ? rc : end;
+      });
 }
 
 void NcclCommunicator::barrier(const CollectiveOptions& o) {
   Impl& im = *impl_;
   if (!im.barrier_buffer.defined()) im.barrier_buffer = Tensor::zeros({1}, DType::i32, Device::cuda(im.device));
   const Tensor t = im.barrier_buffer;
-  auto work = im.enqueue(im.main, im.describe("barrier"), o, {t}, "ncclAllReduce", [&](ncclComm_t c, cudaStream_t s) {
+  auto work = im.enqueue(im.main, describe("barrier", o), o, {t}, "ncclAllReduce", [&](ncclComm_t c, cudaStream_t s) {
     return ncclAllReduce(t.raw_data(), t.raw_data(), 1, ncclInt32, ncclSum, c, s);
   });
   work->wait();

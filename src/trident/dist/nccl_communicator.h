@@ -98,6 +98,11 @@ class NcclCommunicator final : public Communicator {
   // Returns on the host once every rank has reached it (an all-reduce of one
   // element, waited for on the host).
   void barrier(const CollectiveOptions& options = {}) override;
+  // ncclSend/ncclRecv to and from every peer in one NCCL group, on the communicator's stream (host
+  // tensors: over host()). Counts are elements; any dtype (moved as bytes).
+  std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, Tensor& output,
+                                   const std::vector<std::int64_t>& recv_counts,
+                                   const CollectiveOptions& options = {}) override;
   std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& groups, const std::string& label) override;
 
   // Makes the point-to-point channels to and from each of `peers` now (both

@@ -47,6 +47,14 @@ class SelfCommunicator final : public Communicator {
     TRIDENT_FAIL("recv on {}: no rank {} in a group of one", name_, src);
   }
   void barrier(const CollectiveOptions&) override {}
+  std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, Tensor& output,
+                                   const std::vector<std::int64_t>& recv_counts, const CollectiveOptions&) override {
+    check_all_to_all(input, send_counts, output, recv_counts);
+    TRIDENT_CHECK(send_counts[0] == recv_counts[0], "all_to_all on {}: sends {} elements to itself but expects {}",
+                  name_, send_counts[0], recv_counts[0]);
+    if (input.numel() > 0) output.copy_from(input.view(output.shape()));
+    return done();
+  }
   std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& groups, const std::string&) override {
     TRIDENT_CHECK(groups.size() == 1 && groups[0] == std::vector<int>{0}, "split of {}: expected the group [0]", name_);
     return std::make_shared<SelfCommunicator>();
