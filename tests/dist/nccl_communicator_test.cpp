@@ -154,6 +154,44 @@ TEST_P(NcclDTypes, BroadcastAndPointToPointInIssueOrder) {
   }
 }
 
+// all_to_all: rank r sends rank s (r + 2s) % 3 elements (some zero), element i of them 64r + 4s + i (exact in
+// every dtype, u8 and bf16 included, up to 4 ranks).
+std::int64_t a2a_count(int from, int to) {
+  return (from + 2 * to) % 3;
+}
+double a2a_value(int from, int to, std::int64_t i) {
+  return 64 * from + 4 * to + static_cast<double>(i);
+}
+
+TEST_P(NcclDTypes, AllToAllUnevenCountsNonBlockingAndBlocking) {
+  const int n = c->size(), r = c->rank();
+  const DType dt = GetParam();
+  std::vector<std::int64_t> send, recv;
+  std::vector<double> in, want;
+  for (int s = 0; s < n; ++s) {
+    send.push_back(a2a_count(r, s));
+    recv.push_back(a2a_count(s, r));
+    for (std::int64_t i = 0; i < a2a_count(r, s); ++i) in.push_back(a2a_value(r, s, i));
+    for (std::int64_t i = 0; i < a2a_count(s, r); ++i) want.push_back(a2a_value(s, r, i));
+  }
+  EXPECT_EQ(c->all_to_all_counts(send), recv);  // over host()
+  const Tensor input = from(in, dt);
+  std::int64_t sent_elsewhere = 0;
+  for (int s = 0; s < n; ++s) sent_elsewhere += s == r ? 0 : send[static_cast<std::size_t>(s)];
+  for (bool blocking : {false, true}) {
+    SCOPED_TRACE(blocking ? "blocking" : "non-blocking");
+    Tensor output = full(static_cast<std::int64_t>(want.size()), 7, dt);
+    c->reset_traffic();
+    CollectiveOptions o;
+    o.blocking = blocking;
+    o.context = "nccl all_to_all test";
+    c->all_to_all(input, send, output, recv, o)->wait();
+    EXPECT_EQ(values(output), want);
+    EXPECT_EQ(c->traffic().all_to_all_bytes, sent_elsewhere * static_cast<std::int64_t>(dtype_size(dt)));
+    EXPECT_EQ(c->traffic().calls, 1);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DTypes, NcclDTypes,
                          ::testing::Values(DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
                                            DType::u8),
@@ -263,6 +301,56 @@ TEST_F(Nccl, MisuseIsAClearError) {
   Tensor ints = full(2, 0, DType::i32);
   EXPECT_THROW(c->all_reduce(ints, {ReduceOp::avg}), Error);
   EXPECT_THROW(c->send(in, c->rank()), Error);
+  c->barrier();  // every rank is back in step
+}
+
+TEST_F(Nccl, AllToAllOnASubgroupAndItsErrors) {
+  const int n = c->size(), r = c->rank();
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("(no error)");
+  };
+  // Even and odd ranks ({0, 2}, {1, 3} at 4 ranks): the subgroup's numbering.
+  std::vector<std::vector<int>> groups(2);
+  for (int i = 0; i < n; ++i) groups[static_cast<std::size_t>(i % 2)].push_back(i);
+  if (groups[1].empty()) groups.pop_back();
+  auto ep = c->split(groups, "ep");
+  const int m = ep->size(), e = ep->rank();
+  std::vector<std::int64_t> send;
+  std::vector<double> in, want;
+  for (int s = 0; s < m; ++s) {
+    send.push_back(s + 1);  // s + 1 elements to rank s, valued 10e + s
+    for (int i = 0; i <= s; ++i) in.push_back(10 * e + s);
+    for (int i = 0; i <= e; ++i) want.push_back(10 * s + e);
+  }
+  const auto recv = ep->all_to_all_counts(send);
+  EXPECT_EQ(recv, std::vector<std::int64_t>(static_cast<std::size_t>(m), e + 1));
+  Tensor output = full(static_cast<std::int64_t>(want.size()), -1, DType::f32);
+  ep->all_to_all(from(in, DType::f32), send, output, recv)->wait();
+  EXPECT_EQ(values(output), want);
+  // Host tensors go over host(); mixing host and GPU tensors, wrong count vectors and sums are refused
+  // (every rank alike, before anything is sent).
+  const std::vector<std::int64_t> ones(static_cast<std::size_t>(n), 1);
+  Tensor host_in = Tensor::full({n}, r), host_out = Tensor::zeros({n});
+  c->all_to_all(host_in, ones, host_out, ones)->wait();
+  for (int s = 0; s < n; ++s) EXPECT_EQ(host_out.to_vector<float>()[static_cast<std::size_t>(s)], s);
+  Tensor gpu_out = full(n, 0, DType::f32);
+  std::string msg = message([&] { c->all_to_all(host_in, ones, gpu_out, ones); });
+  EXPECT_NE(msg.find("all_to_all on world"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("on cpu"), std::string::npos) << msg;
+  const Tensor gpu_in = full(n, 0, DType::f32);
+  msg = message(
+      [&] { c->all_to_all(gpu_in, std::vector<std::int64_t>(static_cast<std::size_t>(n + 1), 0), gpu_out, ones); });
+  EXPECT_NE(msg.find(fmt::format("send_counts has {} entries, expected {}", n + 1, n)), std::string::npos) << msg;
+  std::vector<std::int64_t> more = ones;
+  more[0] = 2;
+  msg = message([&] { c->all_to_all(gpu_in, ones, gpu_out, more); });
+  EXPECT_NE(msg.find(fmt::format("recv_counts sum to {}, but output", n + 1)), std::string::npos) << msg;
+  ep->barrier();
   c->barrier();  // every rank is back in step
 }
 
