@@ -274,40 +274,34 @@ class MpiCommunicator final : public Communicator {
                   "all_to_all on {}: input {} or output {} exceeds MPI's int count limit of {} elements (split the "
                   "exchange)",
                   name_, input.describe(), output.describe(), INT_MAX);
-    // Counts and displacements stay alive, with the tensors, until the operation completes.
-    struct Layout {
-      std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
-    };
-    auto layout = std::make_shared<Layout>();
-    auto fill = [n = size_](const std::vector<std::int64_t>& counts, std::vector<int>& c, std::vector<int>& d) {
-      c.resize(static_cast<std::size_t>(n));
-      d.resize(static_cast<std::size_t>(n));
-      int offset = 0;
-      for (std::size_t r = 0; r < c.size(); ++r) {
-        c[r] = static_cast<int>(counts[r]);  // each count <= its tensor's numel <= INT_MAX
-        d[r] = offset;
-        offset += c[r];
-      }
-    };
-    fill(send_counts, layout->send_counts, layout->send_displs);
-    fill(recv_counts, layout->recv_counts, layout->recv_displs);
+    // Send counts, send displacements, receive counts, receive displacements: one allocation (this runs per
+    // MoE layer and step), alive with the tensors until the operation completes.
+    const auto n = static_cast<std::size_t>(size_);
+    auto layout = std::make_shared<std::vector<int>>(4 * n);
+    int* const sc = layout->data();
+    int* const sd = sc + n;
+    int* const rc = sc + 2 * n;
+    int* const rd = sc + 3 * n;
+    int send_offset = 0, recv_offset = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      sc[r] = static_cast<int>(send_counts[r]);  // each count <= its tensor's numel <= INT_MAX
+      rc[r] = static_cast<int>(recv_counts[r]);
+      sd[r] = send_offset;
+      rd[r] = recv_offset;
+      send_offset += sc[r];
+      recv_offset += rc[r];
+    }
     traffic_.all_to_all_bytes += all_to_all_sent_bytes(input, send_counts);
     ++traffic_.calls;
     Tensor in = input, out = output;
     const MPI_Datatype type = mpi_type(in.dtype());
     if (o.blocking) {
-      return run_blocking("all_to_all", o,
-                          [&] {
-                            return MPI_Alltoallv(in.raw_data(), layout->send_counts.data(), layout->send_displs.data(),
-                                                 type, out.raw_data(), layout->recv_counts.data(),
-                                                 layout->recv_displs.data(), type, comm_);
-                          },
-                          {});
+      return run_blocking(
+          "all_to_all", o,
+          [&] { return MPI_Alltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_); }, {});
     }
     auto work = make_work("all_to_all", o, [in, out, layout] {});
-    MPI_CHECK(MPI_Ialltoallv(in.raw_data(), layout->send_counts.data(), layout->send_displs.data(), type,
-                             out.raw_data(), layout->recv_counts.data(), layout->recv_displs.data(), type, comm_,
-                             work->request()));
+    MPI_CHECK(MPI_Ialltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_, work->request()));
     return work;
   }
 
