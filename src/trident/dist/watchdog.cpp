@@ -50,8 +50,10 @@ struct Watchdog::State {
   WatchdogFailure armed_failure;
   // The thread sleeps untimed (idle) or until `wake`; arm() and track() wake it
   // only when it would otherwise sleep past their deadline (waking it on every
-  // call would cost a context switch per collective).
-  bool idle = true;
+  // call would cost a context switch per collective). `idle` is true only inside the untimed wait: were it
+  // true from the start, a first arm() made before the thread's first wait would leave it true for good,
+  // and every later arm() would wake the thread. (Before that wait, `wake` = max makes arm() wake it.)
+  bool idle = false;
   Clock::time_point wake = Clock::time_point::max();
   std::thread thread;
 };
@@ -107,6 +109,15 @@ void Watchdog::run() {
   std::unique_lock<std::mutex> lock(s.mutex);
   for (;;) {
     if (!s.armed && s.inflight.empty()) {
+      // Nothing to watch, but the last armed call's deadline has not passed: sleep until it rather than
+      // idle. A short blocking call is usually disarmed before this thread gets to run; were it to idle
+      // then, every arm() would have to wake it, a context switch per call (and a thread competing with
+      // the ranks when they oversubscribe the cores). Woken at that deadline, it checks what is armed then.
+      if (Clock::now() < s.armed_deadline) {
+        s.wake = s.armed_deadline;
+        s.cv.wait_until(lock, s.wake);
+        continue;
+      }
       s.idle = true;
       s.wake = Clock::time_point::max();
       s.cv.wait(lock);
