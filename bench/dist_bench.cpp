@@ -4,6 +4,8 @@
 //                        state for ZeRO 0–3 against the formulas
 //   dist_bench allreduce all-reduce bus bandwidth through trident's communicator
 //                        and through raw MPI_Allreduce on the same buffers
+//   dist_bench alltoall  all-to-all (all_to_all, equal counts) bus bandwidth through trident's
+//                        communicator and through raw MPI_Alltoallv on the same buffers
 //   dist_bench overlap   fraction of data-parallel gradient communication hidden
 //                        behind backward (bucketed all-reduce launched from hooks)
 //   dist_bench tensor    tensor parallelism over all ranks: bytes communicated per
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -151,6 +154,63 @@ void bench_allreduce(const std::shared_ptr<dist::Communicator>& world) {
     if (world->rank() == 0) {
       fmt::print("{:>10} {:>16.3f} {:>16.3f} {:>14.3f} {:>9.1f}%\n", bytes, factor / ours, factor / async, factor / raw,
                  100 * (ours / raw - 1));
+    }
+  }
+}
+
+// all_to_all of `bytes` per rank (f32, an equal block for every rank, counts passed as for MoE dispatch)
+// against MPI_Alltoallv on the same buffers and counts, interleaved within each repetition.
+void bench_alltoall(const std::shared_ptr<dist::Communicator>& world) {
+  const int n = world->size();
+  if (world->rank() == 0) {
+    fmt::print(
+        "all-to-all (f32, equal blocks), {} ranks: bus bandwidth = (n-1)/n · bytes per rank / time, median of\n"
+        "40; trident = all_to_all with blocking (MPI_Alltoallv under the timeout watchdog), async = the\n"
+        "non-blocking Work (MPI_Ialltoallv) polled to completion; ratio = trident / raw MPI_Alltoallv\n",
+        n);
+    fmt::print("{:>10} {:>16} {:>16} {:>14} {:>8} {:>8}\n", "bytes", "trident GB/s", "trident async", "raw MPI GB/s",
+               "ratio", "async");
+  }
+  for (std::int64_t bytes = 64 << 10; bytes <= (16 << 20); bytes *= 4) {
+    const std::int64_t block = bytes / 4 / n;  // f32 elements to each rank
+    const std::vector<std::int64_t> counts(static_cast<std::size_t>(n), block);
+    Tensor in = Tensor::full({block * n}, world->rank()), out = Tensor::zeros({block * n});
+    std::vector<int> c(static_cast<std::size_t>(n), static_cast<int>(block)), d(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) d[static_cast<std::size_t>(r)] = r * static_cast<int>(block);
+    dist::CollectiveOptions blocking;
+    blocking.blocking = true;
+    std::vector<double> t_ours, t_async, t_raw;
+    auto once = [&](auto&& fn) {
+      world->barrier();
+      const double t0 = now();
+      fn();
+      return now() - t0;
+    };
+    // The three forms take turns going first, so neither the order nor the machine's load drifts favour one.
+    const std::function<void()> forms[3] = {[&] { world->all_to_all(in, counts, out, counts, blocking)->wait(); },
+                                            [&] { world->all_to_all(in, counts, out, counts)->wait(); },
+                                            [&] {
+                                              MPI_Alltoallv(in.raw_data(), c.data(), d.data(), MPI_FLOAT,
+                                                            out.raw_data(), c.data(), d.data(), MPI_FLOAT,
+                                                            MPI_COMM_WORLD);
+                                            }};
+    std::vector<double>* times[3] = {&t_ours, &t_async, &t_raw};
+    for (int i = 0; i < 43; ++i) {
+      for (int k = 0; k < 3; ++k) {
+        const int form = (i + k) % 3;
+        const double t = once(forms[form]);
+        if (i >= 3) times[form]->push_back(t);
+      }
+    }
+    auto med = [&](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return world->all_reduce_scalar(v[v.size() / 2], dist::ReduceOp::max);
+    };
+    const double ours = med(t_ours), async = med(t_async), raw = med(t_raw);
+    const double moved = static_cast<double>(n - 1) / n * static_cast<double>(block * n * 4) / 1e9;
+    if (world->rank() == 0) {
+      fmt::print("{:>10} {:>16.3f} {:>16.3f} {:>14.3f} {:>8.3f} {:>8.3f}\n", block * n * 4, moved / ours, moved / async,
+                 moved / raw, raw / ours, raw / async);
     }
   }
 }
@@ -290,6 +350,7 @@ int main(int argc, char** argv) {
   auto world = dist::mpi_world(600.0);
   if (what == "memory" || what == "all") bench_memory(world);
   if (what == "allreduce" || what == "all") bench_allreduce(world);
+  if (what == "alltoall" || what == "all") bench_alltoall(world);
   if (what == "overlap" || what == "all") bench_overlap(world);
   if (what == "tensor" || what == "all") bench_tensor(world);
   world.reset();
