@@ -21,6 +21,30 @@ TEST(Mesh, EightRanksMatchLiBaiAndMegatron) {
   for (int r = 0; r < 8; ++r) EXPECT_EQ(m.rank_of(m.coords(r)), r);
 }
 
+// The header's expert-parallel example: e consecutive data-parallel ranks share a layer's experts; every
+// e-th holds the same experts (their gradients reduce there).
+TEST(Mesh, ExpertParallelGroupsAreCarvedOutOfDataParallel) {
+  Mesh m(8, 2, 1, 4, 2);
+  EXPECT_EQ(m.groups(GroupKind::dp), (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  EXPECT_EQ(m.groups(GroupKind::ep), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(m.groups(GroupKind::expert_dp), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(m.describe(), "dp=4 (ep=2) × tp=2 × pp=1 (8 ranks)");
+  Mesh pipelined(8, 1, 2, 4, 4);  // ep = dp: one expert-parallel group per stage, no expert replicas
+  EXPECT_EQ(pipelined.groups(GroupKind::ep), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(pipelined.groups(GroupKind::expert_dp), (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  Mesh none(4, 1, 1);  // ep = 1: the expert-data-parallel group is the data-parallel group
+  EXPECT_EQ(none.groups(GroupKind::expert_dp), none.groups(GroupKind::dp));
+  EXPECT_EQ(none.groups(GroupKind::ep), (Groups{{0}, {1}, {2}, {3}}));
+  try {
+    Mesh(8, 2, 1, 4, 3);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.expert_parallel_size=3 must divide the data-parallel size 4"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Mesh, InfersDataParallelSize) {
   Mesh m(12, 2, 3);
   EXPECT_EQ(m.dp(), 2);

@@ -9,7 +9,8 @@
 
 namespace trident::dist {
 
-Mesh::Mesh(int world_size, int tp, int pp, int dp) : world_(world_size), tp_(tp), pp_(pp), dp_(dp) {
+Mesh::Mesh(int world_size, int tp, int pp, int dp, int ep)
+    : world_(world_size), tp_(tp), pp_(pp), dp_(dp), ep_(ep) {
   TRIDENT_CHECK(world_size >= 1, "dist: world size must be at least 1, got {}", world_size);
   TRIDENT_CHECK(tp >= 1 && (tp & (tp - 1)) == 0, "dist.tensor_parallel_size must be a power of two, got {}", tp);
   TRIDENT_CHECK(pp >= 1, "dist.pipeline_parallel_size must be at least 1, got {}", pp);
@@ -21,6 +22,10 @@ Mesh::Mesh(int world_size, int tp, int pp, int dp) : world_(world_size), tp_(tp)
                 "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size = {} × {} × {} = {}, but "
                 "the job has {} ranks",
                 dp_, tp, pp, dp_ * tp * pp, world_size);
+  TRIDENT_CHECK(ep >= 1 && dp_ % ep == 0,
+                "dist.expert_parallel_size={} must divide the data-parallel size {} (experts are split over "
+                "data-parallel ranks)",
+                ep, dp_);
 }
 
 Coords Mesh::coords(int rank) const {
@@ -52,6 +57,12 @@ std::vector<int> Mesh::group(GroupKind kind, int rank) const {
       out.push_back(rank_of({0, me.dp, me.tp}));
       if (pp_ > 1) out.push_back(rank_of({pp_ - 1, me.dp, me.tp}));
       break;
+    case GroupKind::ep:
+      for (int j = 0; j < ep_; ++j) out.push_back(rank_of({me.pp, me.dp / ep_ * ep_ + j, me.tp}));
+      break;
+    case GroupKind::expert_dp:
+      for (int d = me.dp % ep_; d < dp_; d += ep_) out.push_back(rank_of({me.pp, d, me.tp}));
+      break;
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -69,7 +80,8 @@ std::vector<std::vector<int>> Mesh::groups(GroupKind kind) const {
 }
 
 std::string Mesh::describe() const {
-  return fmt::format("dp={} × tp={} × pp={} ({} rank{})", dp_, tp_, pp_, world_, world_ == 1 ? "" : "s");
+  return fmt::format("dp={}{} × tp={} × pp={} ({} rank{})", dp_, ep_ > 1 ? fmt::format(" (ep={})", ep_) : "", tp_,
+                     pp_, world_, world_ == 1 ? "" : "s");
 }
 
 }  // namespace trident::dist

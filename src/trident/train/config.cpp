@@ -225,6 +225,7 @@ const std::vector<Field>& fields() {
     DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive);
     DIST(virtual_pipeline_size, kPositive);
     DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage, kZeroStage); DIST(timeout_s, kPositiveFinite);
+    DIST(expert_parallel_size, kPositive);
 #undef DIST
 #define CKPT(n, ...) \
   f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))

@@ -109,6 +109,8 @@ struct DistConfig {
   std::string pipeline_schedule = "1f1b";   // gpipe | 1f1b | interleaved
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;              // 0 | 1 | 2 | 3
+  // Each MoE layer's experts split over this many data-parallel ranks (dist::Mesh); 1 = every rank holds all.
+  std::int64_t expert_parallel_size = 1;
   double timeout_s = 300.0;                 // collective timeout
 };
 
