@@ -10,8 +10,9 @@ namespace trident::models {
 
 namespace ag = trident::autograd;
 
-CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp, StageRange stage)
-    : nn::Module(""), spec_(spec), family_(&models::family(spec.family)), tp_(tp), stage_(stage) {
+CausalLM::CausalLM(const TransformerSpec& spec, const ModelParallel& parallel, StageRange stage)
+    : nn::Module(""), spec_(spec), family_(&models::family(spec.family)), tp_(parallel.tp), stage_(stage) {
+  const nn::TensorParallel& tp = parallel.tp;
   spec_.validate();
   spec_.validate_tensor_parallel(tp.size());
   if (stage_.last_layer < 0) stage_.last_layer = spec.n_layer;
@@ -35,7 +36,7 @@ CausalLM::CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp, St
   }
   if (!names.embed_norm.empty() && stage_.embed) embed_norm_ = &add_module(family_->make_norm(names.embed_norm, spec_, tp));
   for (std::int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
-    blocks_.push_back(&add_module(family_->make_block(fmt::format("{}.{}", names.layers, i), spec_, i, tp)));
+    blocks_.push_back(&add_module(family_->make_block(fmt::format("{}.{}", names.layers, i), spec_, i, parallel)));
   }
   if (!stage_.head) return;
   if (!names.final_norm.empty()) final_norm_ = &add_module(family_->make_norm(names.final_norm, spec_, tp));

@@ -33,7 +33,7 @@ using nn::ForwardContext;
 
 class CausalLM : public nn::Module {
  public:
-  explicit CausalLM(const TransformerSpec& spec, const nn::TensorParallel& tp = {}, StageRange stage = {});
+  explicit CausalLM(const TransformerSpec& spec, const ModelParallel& parallel = {}, StageRange stage = {});
 
   const TransformerSpec& spec() const noexcept { return spec_; }
   const Family& family() const noexcept { return *family_; }

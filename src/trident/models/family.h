@@ -23,6 +23,7 @@
 #include "trident/models/spec.h"
 #include "trident/models/stage.h"
 #include "trident/nn/layers.h"
+#include "trident/nn/moe.h"
 
 namespace trident::models {
 
@@ -39,6 +40,14 @@ enum class Objective {
 inline bool generates(Objective o) { return o == Objective::next_token; }
 
 // Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
+// The parallel groups a model's layers join: tensor parallelism (every family) and expert parallelism
+// (the MoE families' experts). A new dimension is a new field here, read by the families it concerns.
+struct ModelParallel {
+  nn::TensorParallel tp;
+  nn::ExpertParallel ep;
+  ModelParallel(nn::TensorParallel t = {}, nn::ExpertParallel e = {}) : tp(std::move(t)), ep(std::move(e)) {}  // NOLINT: implicit from tp
+};
+
 struct DecoderNames {
   std::string token_embedding;     // "transformer.wte": its ".weight" is the table
   std::string position_embedding;  // learned absolute positions ("transformer.wpe"); empty = none
@@ -85,7 +94,7 @@ struct Family {
   std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, const nn::TensorParallel&)>
       make_norm;
   std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, std::int64_t layer,
-                                           const nn::TensorParallel&)>
+                                           const ModelParallel&)>
       make_block;
   // With names.head_transform / names.pooler: those layers (replicated under tensor parallelism).
   std::function<std::unique_ptr<nn::Layer>(const std::string& name, const TransformerSpec&, const nn::TensorParallel&)>

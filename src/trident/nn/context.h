@@ -34,6 +34,7 @@ struct KVCache {
 struct AuxLosses {
   struct LayerStats {
     std::string layer;                           // the MoE layer's prefix
+    std::int64_t layer_index = 0;                // its block's index in the model
     std::vector<std::int64_t> tokens_per_expert; // routed (token, slot) assignments per expert, before dropping
     std::int64_t assignments = 0;                // tokens · top_k
     std::int64_t dropped = 0;                    // assignments dropped by the capacity (0 when dropless)

@@ -76,6 +76,9 @@ struct Parameter {
   // is the token embedding): not checkpointed, counted once in norms, and its
   // gradient is summed with the original's (the embedding group's all-reduce).
   bool tied_copy = false;
+  // An expert's weights under expert parallelism (nn::MoE): this rank's experts, which its expert-parallel
+  // peers do not hold; replicated over the expert-data-parallel group (dist::Mesh), not the data-parallel one.
+  bool expert_parallel = false;
   Variable var;                 // the local tensor (master dtype), requires grad
 
   const Shape& local_shape() const { return shard.local_shape; }

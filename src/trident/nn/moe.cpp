@@ -1,10 +1,14 @@
 #include "trident/nn/moe.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <cmath>
 #include <numeric>
 
 #include "trident/autograd/autograd.h"
+#include "trident/autograd/function.h"
 #include "trident/core/error.h"
 
 namespace trident::nn {
@@ -68,7 +72,8 @@ MoERouting route_top_k(const std::vector<double>& probs, std::int64_t tokens, st
   return r;
 }
 
-MoE::MoE(std::string prefix, MoEOptions options) : Layer(std::move(prefix)), options_(std::move(options)) {
+MoE::MoE(std::string prefix, MoEOptions options, ExpertParallel ep)
+    : Layer(std::move(prefix)), options_(std::move(options)), ep_(std::move(ep)) {
   const MoEOptions& o = options_;
   TRIDENT_CHECK(o.d_model > 0 && o.d_ff > 0, "moe: d_model={} and d_ff={} must be positive", o.d_model, o.d_ff);
   TRIDENT_CHECK(o.n_experts >= 1, "moe: n_experts={} must be positive", o.n_experts);
@@ -91,9 +96,15 @@ MoE::MoE(std::string prefix, MoEOptions options) : Layer(std::move(prefix)), opt
     f.down = o.expert_down;
     return f;
   };
-  for (std::int64_t e = 0; e < o.n_experts; ++e) {
+  TRIDENT_CHECK(o.n_experts % ep_.size() == 0,
+                "dist.expert_parallel_size={} must divide the {} experts of each MoE layer (model.n_experts)",
+                ep_.size(), o.n_experts);
+  const std::int64_t local = o.n_experts / ep_.size();
+  for (std::int64_t e = local * ep_.rank(); e < local * (ep_.rank() + 1); ++e) {
     experts_.push_back(&add_module(
         std::make_unique<FeedForward>(child_prefix(o.experts + "." + std::to_string(e)), swiglu(o.d_ff))));
+    if (ep_.active())
+      for (Parameter* p : experts_.back()->parameters()) p->expert_parallel = true;
   }
   if (o.shared_d_ff > 0) {
     shared_ = &add_module(std::make_unique<FeedForward>(child_prefix(o.shared_expert), swiglu(o.shared_d_ff)));
@@ -121,6 +132,110 @@ Variable broadcast_column(const Variable& x, std::int64_t cols) {
 }
 
 }  // namespace
+
+FeedForward& MoE::expert(std::int64_t e) {
+  const std::int64_t le = e - first_expert();
+  TRIDENT_CHECK(le >= 0 && le < local_experts(), "moe: expert {} is not on this rank (it holds experts [{}, {}))", e,
+                first_expert(), first_expert() + local_experts());
+  return *experts_[static_cast<std::size_t>(le)];
+}
+
+namespace {
+
+// The rows of x [M, D] regrouped: send_rows[j] consecutive rows to rank j of the group; the result holds
+// recv_rows[i] rows from each rank i, in rank order. Backward sends the gradients back the same way.
+Tensor exchange(const Tensor& x, const std::vector<std::int64_t>& send_rows, const std::vector<std::int64_t>& recv_rows,
+                dist::Communicator& group, const std::string& what) {
+  const std::int64_t D = x.rank() > 1 ? x.size(1) : 1;
+  std::vector<std::int64_t> send(send_rows), recv(recv_rows);
+  std::int64_t total = 0;
+  for (auto& n : send) n *= D;
+  for (auto& n : recv) {
+    total += n;
+    n *= D;
+  }
+  Tensor out = Tensor::empty({total, D}, x.dtype(), x.device());
+  dist::CollectiveOptions o;
+  o.blocking = true;
+  o.context = what;
+  group.all_to_all(x, send, out, recv, o)->wait();
+  return out;
+}
+
+Variable exchange_rows(const Variable& x, const std::vector<std::int64_t>& send_rows,
+                       const std::vector<std::int64_t>& recv_rows, const std::shared_ptr<dist::Communicator>& group,
+                       const std::string& what) {
+  return ag::make_result(exchange(x.data(), send_rows, recv_rows, *group, what), {x}, "expert_all_to_all",
+                         [=](const ag::GradContext& c) {
+                           return std::vector<Tensor>{exchange(c.grad(), recv_rows, send_rows, *group, what + ", backward")};
+                         });
+}
+
+}  // namespace
+
+Variable MoE::run_local(const Variable& rows, const std::vector<std::int64_t>& counts, const ForwardContext& ctx) const {
+  std::vector<Variable> outs;
+  std::int64_t offset = 0;
+  for (std::size_t le = 0; le < counts.size(); ++le) {
+    const std::int64_t n = counts[le];
+    if (n == 0) continue;
+    outs.push_back(experts_[le]->forward(ag::slice(rows, 0, offset, offset + n), ctx));
+    offset += n;
+  }
+  if (outs.empty()) return rows;  // no rows: the (empty) input stands for the output
+  return outs.size() == 1 ? outs[0] : ag::concat(outs, 0);
+}
+
+Variable MoE::run_experts(const Variable& xs, const std::vector<std::int64_t>& counts, const ForwardContext& ctx) const {
+  if (!ep_.active()) return run_local(xs, counts, ctx);
+  const int e = ep_.size();
+  const std::int64_t L = local_experts();
+  const Device device = xs.data().device();
+  // Every sender's row count for each of every holder's experts: counts (global expert order) is already
+  // rank-major, L per rank; received[i·L + le] = rows from rank i for local expert le.
+  Tensor sent = Tensor::from_vector(counts, Shape{static_cast<std::int64_t>(counts.size())}).to(device);
+  Tensor got = Tensor::empty({e * L}, DType::i64, device);
+  dist::CollectiveOptions o;
+  o.blocking = true;
+  o.context = "moe token counts in " + prefix();
+  ep_.group->all_to_all(sent, std::vector<std::int64_t>(static_cast<std::size_t>(e), L), got,
+                        std::vector<std::int64_t>(static_cast<std::size_t>(e), L), o)->wait();
+  const std::vector<std::int64_t> received = got.to(Device::cpu()).to_vector<std::int64_t>();
+  std::vector<std::int64_t> send_rows(static_cast<std::size_t>(e), 0), recv_rows(static_cast<std::size_t>(e), 0);
+  for (int j = 0; j < e; ++j)
+    for (std::int64_t le = 0; le < L; ++le) {
+      send_rows[static_cast<std::size_t>(j)] += counts[static_cast<std::size_t>(j * L + le)];
+      recv_rows[static_cast<std::size_t>(j)] += received[static_cast<std::size_t>(j * L + le)];
+    }
+  // Fault injection for tests/dist/failure_test.sh: a process started with TRIDENT_TEST_STALL_MOE_DISPATCH=1
+  // never joins a dispatch, so its peers' dispatch must time out and name this layer.
+  if (const char* stall = std::getenv("TRIDENT_TEST_STALL_MOE_DISPATCH"); stall && std::string(stall) == "1")
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  const Variable in = exchange_rows(xs, send_rows, recv_rows, ep_.group, "moe dispatch in " + prefix());
+  // Sender-major → expert-major: local expert le's rows from rank 0, then rank 1, ...
+  std::vector<std::int64_t> start(static_cast<std::size_t>(e * L));  // first row of block (i, le)
+  std::int64_t at = 0;
+  for (std::size_t b = 0; b < start.size(); ++b) {
+    start[b] = at;
+    at += received[b];
+  }
+  std::vector<std::int64_t> by_expert, per_expert(static_cast<std::size_t>(L), 0);
+  by_expert.reserve(static_cast<std::size_t>(at));
+  for (std::int64_t le = 0; le < L; ++le)
+    for (int i = 0; i < e; ++i) {
+      const auto b = static_cast<std::size_t>(i * L + le);
+      for (std::int64_t k = 0; k < received[b]; ++k) by_expert.push_back(start[b] + k);
+      per_expert[static_cast<std::size_t>(le)] += received[b];
+    }
+  Variable out = in;
+  if (at > 0) {
+    std::vector<std::int64_t> inverse(by_expert.size());
+    for (std::size_t k = 0; k < by_expert.size(); ++k) inverse[static_cast<std::size_t>(by_expert[k])] = static_cast<std::int64_t>(k);
+    const Variable grouped = run_local(ag::embedding(in, ids_tensor(by_expert, device)), per_expert, ctx);
+    out = ag::embedding(grouped, ids_tensor(inverse, device));
+  }
+  return exchange_rows(out, recv_rows, send_rows, ep_.group, "moe combine in " + prefix());
+}
 
 Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
   const MoEOptions& o = options_;
@@ -160,20 +275,12 @@ Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
   const auto M = static_cast<std::int64_t>(r.order.size());
   std::vector<std::int64_t> rows(static_cast<std::size_t>(M));
   for (std::int64_t i = 0; i < M; ++i) rows[static_cast<std::size_t>(i)] = r.order[static_cast<std::size_t>(i)] / K;
-  std::vector<Variable> outs;
-  if (M > 0) {
-    const Variable xs = ag::embedding(x, ids_tensor(rows, device));
-    std::int64_t offset = 0;
-    for (std::int64_t e = 0; e < E; ++e) {
-      const std::int64_t n = r.counts[static_cast<std::size_t>(e)];
-      if (n == 0) continue;
-      outs.push_back(experts_[static_cast<std::size_t>(e)]->forward(ag::slice(xs, 0, offset, offset + n), ctx));
-      offset += n;
-    }
+  Variable y, ys;
+  if (M > 0 || ep_.active()) {  // an expert-parallel rank joins the exchanges even with nothing to send
+    const Variable xs = M > 0 ? ag::embedding(x, ids_tensor(rows, device)) : ag::slice(x, 0, 0, 0);
+    ys = run_experts(xs, r.counts, ctx);  // [M, D]
   }
-  Variable y;
   if (M > 0) {
-    Variable ys = outs.size() == 1 ? outs[0] : ag::concat(outs, 0);  // [M, D]
     Variable w = ag::embedding(weights, ids_tensor(r.order, device));  // [M, 1]
     if (w.data().dtype() != ys.data().dtype()) w = ag::cast(w, ys.data().dtype());
     ys = ag::mul(ys, broadcast_column(w, D));
@@ -205,6 +312,7 @@ Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
   if (ctx.aux) {
     AuxLosses::LayerStats st;
     st.layer = prefix();
+    st.layer_index = o.layer;
     st.tokens_per_expert = r.routed;
     st.assignments = N * K;
     st.dropped = r.dropped;

@@ -27,6 +27,16 @@
 //   Shared expert (shared_d_ff > 0): a SwiGLU MLP added to every token,
 //   multiplied by sigmoid(x · w_shared_gate) when shared_gated (Qwen2-MoE).
 //
+// Expert parallelism (ExpertParallel, e ranks): rank j holds experts [j·E/e, (j+1)·E/e) of every MoE
+// layer, under their global names, and the e ranks each route their own tokens. After routing (which
+// is local, so the drops and both losses are exactly the single-process ones for the same micro-batch),
+// each rank sends every kept assignment's row to the rank holding its expert (an uneven all-to-all,
+// rows in the `order` above), the holder runs each of its experts once on the rows of all senders
+// (sender-major within an expert), and a second all-to-all brings the outputs back for the weighted
+// combine. Backward runs the two exchanges in reverse. A GEMM's output rows do not depend on the other
+// rows, so an expert's rows get the values they would get alone (up to the GEMM's blocking). Both
+// exchanges happen on every rank every forward (and backward), even with no rows to send or receive.
+//
 // Auxiliary losses (appended to ctx.aux when set; the model adds them to its loss):
 //   load balancing (Switch/Mixtral): aux_loss_coef · E · Σ_e f_e · P_e, with
 //     f_e the fraction of all N·top_k assignments (before capacity dropping)
@@ -43,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "trident/dist/communicator.h"
 #include "trident/nn/transformer.h"
 
 namespace trident::nn {
@@ -66,6 +77,7 @@ struct MoEOptions {
   bool shared_gated = false;    // the shared expert's output times sigmoid(x · w_shared_gate)
   double init_std = 0.02;
   double out_init_std = 0.02;
+  std::int64_t layer = 0;       // the block's index in the model (its per-layer statistics' slot)
   // The sub-layers' names, the family's choice: the router `gate`; expert e is
   // `<experts>.<e>` with `<expert_gate>`, `<expert_up>`, `<expert_down>`; the
   // shared expert `<shared_expert>` with the same three names, and its gate `<shared_expert_gate>`.
@@ -92,18 +104,37 @@ MoERouting route_top_k(const std::vector<double>& probs, std::int64_t tokens, st
 // ceil(capacity_factor · tokens · top_k / n_experts), at least 1.
 std::int64_t moe_capacity(double capacity_factor, std::int64_t tokens, std::int64_t top_k, std::int64_t n_experts);
 
+// The expert-parallel group of the MoE layers (dist::Mesh's ep groups).
+struct ExpertParallel {
+  std::shared_ptr<dist::Communicator> group;  // null: every expert is local
+  int size() const { return group ? group->size() : 1; }
+  int rank() const { return group ? group->rank() : 0; }
+  bool active() const { return size() > 1; }
+};
+
 class MoE : public Layer {
  public:
-  MoE(std::string prefix, MoEOptions options);
+  // Errors name dist.expert_parallel_size when it does not divide n_experts.
+  MoE(std::string prefix, MoEOptions options, ExpertParallel ep = {});
   // x [B, T, D] (or [N, D]) → the same shape, in ctx.compute_dtype (x is cast to it first).
   Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
   const MoEOptions& options() const noexcept { return options_; }
   Linear& router() noexcept { return *gate_; }
-  FeedForward& expert(std::int64_t e) noexcept { return *experts_[static_cast<std::size_t>(e)]; }
+  // Global expert e (held by this rank: e in [first_expert(), first_expert() + local_experts())).
+  FeedForward& expert(std::int64_t e);
+  std::int64_t local_experts() const noexcept { return static_cast<std::int64_t>(experts_.size()); }
+  std::int64_t first_expert() const noexcept { return local_experts() * ep_.rank(); }
 
  private:
+  // Runs the local experts on `rows` (the kept assignments' rows, grouped by global expert with
+  // counts[e] each): directly, or through the expert-parallel exchange.
+  Variable run_experts(const Variable& rows, const std::vector<std::int64_t>& counts, const ForwardContext& ctx) const;
+  // The local experts on rows grouped by local expert (counts[le] rows each); zero counts are skipped.
+  Variable run_local(const Variable& rows, const std::vector<std::int64_t>& counts, const ForwardContext& ctx) const;
+
   MoEOptions options_;
+  ExpertParallel ep_;
   Linear* gate_ = nullptr;
   std::vector<FeedForward*> experts_;
   FeedForward* shared_ = nullptr;

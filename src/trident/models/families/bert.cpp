@@ -216,7 +216,9 @@ Family bert_family() {
   f.read_hf_config = read_config;
   f.write_hf_config = write_config;
   f.make_norm = norm;
-  f.make_block = block;
+  f.make_block = [](const std::string& block_name, const TransformerSpec& spec, std::int64_t layer, const ModelParallel& mp) {
+    return block(block_name, spec, layer, mp.tp);
+  };
   f.make_head_transform = [](const std::string& name, const TransformerSpec& s, const nn::TensorParallel& tp) {
     return std::make_unique<HeadTransform>(name, s, tp);
   };

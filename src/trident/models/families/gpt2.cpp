@@ -155,7 +155,9 @@ Family gpt2_family() {
   f.read_hf_config = read_config;
   f.write_hf_config = write_config;
   f.make_norm = norm;
-  f.make_block = block;
+  f.make_block = [](const std::string& block_name, const TransformerSpec& spec, std::int64_t layer, const ModelParallel& mp) {
+    return block(block_name, spec, layer, mp.tp);
+  };
   f.hf_names = [](const std::string& name) {
     // Files saved from GPT2Model (OpenAI's weights on the Hub among them) lack GPT2LMHeadModel's prefix.
     constexpr std::string_view prefix = "transformer.";

@@ -73,18 +73,23 @@ long double moe_parameters(const TransformerSpec& s) {
 }
 
 std::unique_ptr<nn::Layer> llama_like_moe_block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                                const nn::TensorParallel& tp, const std::string& moe,
+                                                const ModelParallel& mp, const std::string& moe,
                                                 const nn::MoEOptions& options) {
-  // The experts are not split by tensor parallelism (and expert parallelism is not built yet).
-  TRIDENT_CHECK(!tp.active(),
-                "model.arch={}: mixture-of-experts blocks do not run under tensor parallelism yet "
-                "(dist.tensor_parallel_size must be 1)",
+  // Under tensor parallelism the attention is split; the MoE layer runs whole on every tensor-parallel
+  // rank (the same tokens: no sequence parallelism, which the trainer refuses with experts), its experts
+  // split by expert parallelism only.
+  const nn::TensorParallel& tp = mp.tp;
+  nn::MoEOptions o = options;
+  o.layer = layer;
+  TRIDENT_CHECK(!tp.sequence_split(),
+                "model.arch={}: mixture-of-experts blocks do not run under sequence parallelism (set "
+                "dist.sequence_parallel=false)",
                 s.family);
   return std::make_unique<nn::PreNormBlock>(
       name, llama_like_norm(nn::child_name(name, "input_layernorm"), s, tp),
       std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp),
       llama_like_norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
-      std::make_unique<nn::MoE>(nn::child_name(name, moe), options));
+      std::make_unique<nn::MoE>(nn::child_name(name, moe), o, mp.ep));
 }
 
 namespace {
@@ -180,7 +185,9 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
   f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) { read_llama_like_config(c, s, false); };
   f.write_hf_config = write_llama_like_config;
   f.make_norm = llama_like_norm;
-  f.make_block = block;
+  f.make_block = [](const std::string& block_name, const TransformerSpec& spec, std::int64_t layer, const ModelParallel& mp) {
+    return block(block_name, spec, layer, mp.tp);
+  };
   return f;
 }
 

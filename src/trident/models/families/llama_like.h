@@ -31,7 +31,7 @@ nn::FeedForwardOptions llama_like_mlp(const TransformerSpec& s);
 // nn::MoE's options from the spec's MoE fields (the sub-layers' names are the family's to set). The
 // load-balancing coefficient is scaled by top_k so that a layer's value is transformers'.
 std::unique_ptr<nn::Layer> llama_like_moe_block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                                const nn::TensorParallel& tp, const std::string& moe,
+                                                const ModelParallel& mp, const std::string& moe,
                                                 const nn::MoEOptions& options);
 nn::MoEOptions llama_like_moe_options(const TransformerSpec& s);
 // Parameters of one MoE block's MLP part: router, experts and the shared expert with its gate.

@@ -18,12 +18,12 @@ namespace trident::models {
 namespace {
 
 std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
+                                 const ModelParallel& mp) {
   nn::MoEOptions o = llama_like_moe_options(s);
   o.expert_gate = "w1";
   o.expert_up = "w3";
   o.expert_down = "w2";
-  return llama_like_moe_block(name, s, layer, tp, "block_sparse_moe", o);
+  return llama_like_moe_block(name, s, layer, mp, "block_sparse_moe", o);
 }
 
 TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t Hkv, std::int64_t D, std::int64_t F,

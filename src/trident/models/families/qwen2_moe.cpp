@@ -15,14 +15,14 @@ namespace trident::models {
 namespace {
 
 std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
+                                 const ModelParallel& mp) {
   nn::MoEOptions o = llama_like_moe_options(s);
   o.expert_gate = "gate_proj";
   o.expert_up = "up_proj";
   o.expert_down = "down_proj";
   o.shared_expert = "shared_expert";
   o.shared_expert_gate = "shared_expert_gate";
-  return llama_like_moe_block(name, s, layer, tp, "mlp", o);
+  return llama_like_moe_block(name, s, layer, mp, "mlp", o);
 }
 
 TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t Hkv, std::int64_t D, std::int64_t F,
