@@ -1,5 +1,6 @@
 #include "trident/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "trident/core/memory.h"
@@ -138,6 +139,78 @@ void SGD::load_state(const std::map<std::string, Tensor>& state) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     load_named(state, "momentum/" + params_[i]->name, *params_[i], momentum_[i]);
   }
+}
+
+namespace {
+std::vector<nn::Parameter*> all_params(const std::vector<std::unique_ptr<Optimizer>>& members) {
+  std::vector<nn::Parameter*> out;
+  for (const auto& m : members) out.insert(out.end(), m->params().begin(), m->params().end());
+  return out;
+}
+}  // namespace
+
+OptimizerGroups::OptimizerGroups(std::vector<std::unique_ptr<Optimizer>> members)
+    : Optimizer(all_params(members)), members_(std::move(members)) {}
+
+void OptimizerGroups::step(double lr, double grad_scale) {
+  ++step_;
+  for (auto& m : members_) m->step(lr, grad_scale);
+}
+
+void OptimizerGroups::zero_grad() {
+  for (auto& m : members_) m->zero_grad();
+}
+
+void OptimizerGroups::reduce_gradients(bool last) {
+  for (auto& m : members_) m->reduce_gradients(last);
+}
+
+double OptimizerGroups::grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) {
+  double total = 0;
+  for (auto& m : members_) {  // every member, even with none of `subset`: its sum may be a collective
+    std::vector<nn::Parameter*> mine;
+    for (nn::Parameter* p : subset)
+      if (std::find(m->params().begin(), m->params().end(), p) != m->params().end()) mine.push_back(p);
+    total += m->grad_sum_of_squares(mine);
+  }
+  return total;
+}
+
+void OptimizerGroups::set_step(std::int64_t step) {
+  step_ = step;
+  for (auto& m : members_) m->set_step(step);
+}
+
+std::map<std::string, Tensor> OptimizerGroups::state() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& m : members_) out.merge(m->state());
+  return out;
+}
+
+void OptimizerGroups::load_state(const std::map<std::string, Tensor>& state) {
+  for (auto& m : members_) {
+    std::map<std::string, Tensor> mine;
+    for (const auto& [key, tensor] : m->state()) {
+      auto it = state.find(key);
+      TRIDENT_CHECK(it != state.end(), "optimizer state: missing '{}'", key);
+      mine.emplace(key, it->second);
+    }
+    m->load_state(mine);
+  }
+}
+
+bool OptimizerGroups::partitioned() const noexcept {
+  return std::any_of(members_.begin(), members_.end(), [](const auto& m) { return m->partitioned(); });
+}
+
+std::map<std::string, Optimizer::Shard> OptimizerGroups::owned_state() const {
+  std::map<std::string, Shard> out;
+  for (const auto& m : members_) out.merge(m->owned_state());
+  return out;
+}
+
+void OptimizerGroups::load_owned_state(const ReadRows& read) {
+  for (auto& m : members_) m->load_owned_state(read);
 }
 
 double grad_sum_of_squares(const std::vector<nn::Parameter*>& params) {

@@ -63,7 +63,7 @@ class Optimizer {
   // Optimiser state by name ("exp_avg/<param>", ...) held by this rank; set_step restores the count.
   virtual std::map<std::string, Tensor> state() const = 0;
   virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
-  void set_step(std::int64_t step) noexcept { step_ = step; }
+  virtual void set_step(std::int64_t step) { step_ = step; }
 
   // For checkpoints in global coordinates: a piece of state and the first row
   // of its parameter that it holds.
@@ -111,6 +111,30 @@ class SGD final : public Optimizer {
  private:
   SGDOptions options_;
   std::vector<Tensor> momentum_;
+};
+
+// Several optimisers, each over its own parameters, driven as one: parameters replicated over different
+// groups of ranks (under expert parallelism, the dense ones over the data-parallel group and the experts
+// over the expert-data-parallel group) each get an optimiser partitioned over their own group. Every call
+// goes to every member in one order (members' collectives are over their own groups, so every rank
+// makes the same calls); state keys name their parameter, so members' states never collide.
+class OptimizerGroups final : public Optimizer {
+ public:
+  explicit OptimizerGroups(std::vector<std::unique_ptr<Optimizer>> members);
+  void step(double lr, double grad_scale = 1.0) override;
+  void zero_grad() override;
+  void reduce_gradients(bool last) override;
+  double grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) override;
+  void set_step(std::int64_t step) override;
+  std::map<std::string, Tensor> state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
+  bool partitioned() const noexcept override;
+  std::map<std::string, Shard> owned_state() const override;
+  void load_owned_state(const ReadRows& read) override;
+  Optimizer& member(std::size_t i) { return *members_.at(i); }
+
+ private:
+  std::vector<std::unique_ptr<Optimizer>> members_;
 };
 
 // Sum of squares of the gradients (f64, deterministic) of `params`; each rank

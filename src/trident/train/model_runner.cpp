@@ -12,13 +12,14 @@ using autograd::Variable;
 ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par, Options options)
     : par_(par), spec_(spec), options_(std::move(options)) {
   const nn::TensorParallel tp = par.tensor_parallel();
+  const models::ModelParallel mp(tp, par.expert_parallel());
   if (!par.pipelined()) {
-    chunks_.push_back(std::make_unique<models::CausalLM>(spec, tp));
+    chunks_.push_back(std::make_unique<models::CausalLM>(spec, mp));
   } else {
     const int p = par.pp_size, v = par.chunks;
     const auto ranges = models::family(spec.family).partition(spec.n_layer, p * v, options_.stage_layers);
     for (int c = 0; c < v; ++c) {
-      chunks_.push_back(std::make_unique<models::CausalLM>(spec, tp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
+      chunks_.push_back(std::make_unique<models::CausalLM>(spec, mp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
     }
     executor_ = std::make_unique<pl::Executor>(par.pp, v);
     const std::int64_t t = par.sequence_parallel ? par.tp_size : 1;
@@ -68,11 +69,26 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
                                   double loss_scale) {
   std::map<int, data::Batch> batches;
   double local = 0;  // the losses computed here (last stage)
+  // A mixture of experts' auxiliary losses leave each chunk beside its activation (side_loss), weighted
+  // as CausalLM::loss weights them: by the micro-batch's share of the global batch's tokens.
+  nn::AuxLosses chunk_aux;
+  step_aux_.clear();
   pl::StepCallbacks cb;
   cb.load = [&](int mb) { batches[mb] = next(); };
+  cb.side_loss = [&](int, int) -> Variable {
+    step_aux_.stats.insert(step_aux_.stats.end(), chunk_aux.stats.begin(), chunk_aux.stats.end());
+    Variable aux = chunk_aux.total();
+    chunk_aux.clear();
+    if (!aux.defined()) return aux;
+    const auto rows = static_cast<double>(options_.micro_batch_size * options_.seq_len);
+    aux = autograd::scale(aux, normalizer > 0 ? rows / normalizer : 1.0);
+    step_aux_.weighted_value += aux.data().item();
+    return loss_scale != 1.0 ? autograd::scale(aux, loss_scale) : aux;
+  };
   cb.forward = [&](int mb, int chunk, const Variable& input) -> Variable {
     const models::CausalLM& model = *chunks_[static_cast<std::size_t>(chunk)];
-    const nn::ForwardContext ctx = context(mb);
+    nn::ForwardContext ctx = context(mb);
+    if (spec_.n_experts > 0 && ctx.training) ctx.aux = &chunk_aux;
     const auto batch = batches.find(mb);
     const bool needs_batch = model.stage().embed || model.stage().head;
     TRIDENT_CHECK(!needs_batch || batch != batches.end(), "pipeline: micro-batch {} was not loaded", mb);
@@ -91,7 +107,8 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
     cb.reduce = [&] { reduce_gradients(); };
   }
   executor_->run(list, boundary_, cb);
-  const double mine = par_.last_stage() && par_.tp_rank == 0 ? local : 0.0;
+  // The loss as the single process reports it: the last stages' losses and every stage's auxiliary losses.
+  const double mine = par_.tp_rank == 0 ? (par_.last_stage() ? local : 0.0) + step_aux_.weighted_value : 0.0;
   return par_.world->all_reduce_scalar(mine, dist::ReduceOp::sum);
 }
 
@@ -136,15 +153,22 @@ double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const 
 }
 
 double ModelRunner::grad_sum_of_squares() {
-  auto part = [&](bool sharded) {
+  // Each parameter counted once over the job: replicated ones (over tensor-parallel ranks too) as they
+  // are; tensor-parallel shards summed over the tensor-parallel group; experts summed over the
+  // expert-parallel group (its ranks hold different experts; their replicas are the optimizer's business).
+  enum class Kind { replicated, tensor_parallel, expert };
+  auto part = [&](Kind kind) {
     std::vector<nn::Parameter*> subset;
-    for (nn::Parameter* p : params_)
-      if (!p->tied_copy && p->tensor_parallel == sharded) subset.push_back(p);
+    for (nn::Parameter* p : params_) {
+      const Kind k = p->expert_parallel ? Kind::expert : p->tensor_parallel ? Kind::tensor_parallel : Kind::replicated;
+      if (!p->tied_copy && k == kind) subset.push_back(p);
+    }
     return par_.optimizer->grad_sum_of_squares(subset);
   };
   // Under ZeRO each part is a collective: run them in one order on every rank.
-  double s = part(false);
-  if (par_.tp_size > 1) s += par_.tp->all_reduce_scalar(part(true), dist::ReduceOp::sum);
+  double s = part(Kind::replicated);
+  if (par_.tp_size > 1) s += par_.tp->all_reduce_scalar(part(Kind::tensor_parallel), dist::ReduceOp::sum);
+  if (par_.ep_size > 1) s += par_.ep->all_reduce_scalar(part(Kind::expert), dist::ReduceOp::sum);
   if (par_.pipelined()) s = par_.pp->all_reduce_scalar(s, dist::ReduceOp::sum);
   return s;
 }

@@ -6,6 +6,7 @@
 
 #include "trident/dist/communicator.h"
 #include "trident/dist/mesh.h"
+#include "trident/nn/moe.h"
 #include "trident/nn/tensor_parallel.h"
 #include "trident/optim/optimizer.h"
 #include "trident/parallel/data/grad_sync.h"
@@ -21,6 +22,10 @@ struct ParallelState {
   // First and last stage of this rank's pipeline (Megatron's embedding group),
   // where tied input/output embeddings live; one rank on middle stages.
   std::shared_ptr<dist::Communicator> embedding;
+  // Expert parallelism (dist::Mesh): the ranks that split each MoE layer's experts, and the ranks holding
+  // the same experts, over which their gradients reduce (the data-parallel group when ep = 1).
+  std::shared_ptr<dist::Communicator> ep;
+  std::shared_ptr<dist::Communicator> expert_dp;
   std::unique_ptr<dist::Mesh> mesh;
   int rank = 0;
   int dp_rank = 0;
@@ -29,6 +34,9 @@ struct ParallelState {
   int tp_size = 1;
   int pp_rank = 0;
   int pp_size = 1;
+  int ep_rank = 0;
+  int ep_size = 1;
+  int expert_dp_rank = 0;
   int chunks = 1;  // model chunks per rank (dist.virtual_pipeline_size)
   bool sequence_parallel = false;
   int zero_stage = 0;
@@ -47,6 +55,9 @@ struct ParallelState {
   nn::TensorParallel tensor_parallel() const {
     return tp_size > 1 ? nn::TensorParallel{tp, sequence_parallel} : nn::TensorParallel{};
   }
+  nn::ExpertParallel expert_parallel() const { return ep_size > 1 ? nn::ExpertParallel{ep} : nn::ExpertParallel{}; }
+  // This rank's index among the replicas of `p` (0 writes it to checkpoints).
+  int replica_rank(const nn::Parameter& p) const noexcept { return p.expert_parallel ? expert_dp_rank : dp_rank; }
   std::int64_t optimizer_steps() const { return optimizer->steps_taken(); }
 };
 

@@ -42,7 +42,8 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
   check_same_config(*par.world, config);
   par.mesh = std::make_unique<dist::Mesh>(par.world->size(), static_cast<int>(config.dist.tensor_parallel_size),
                                           static_cast<int>(config.dist.pipeline_parallel_size),
-                                          static_cast<int>(config.dist.data_parallel_size));
+                                          static_cast<int>(config.dist.data_parallel_size),
+                                          static_cast<int>(config.dist.expert_parallel_size));
   // GPU tensors travel over NCCL (host values over its MPI twin); the world
   // communicator stays MPI for the trainer's host-side agreement checks.
   const std::shared_ptr<dist::Communicator> groups_of = group_parent(par.world, device, config);
@@ -63,19 +64,38 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
     if (std::none_of(embedding.begin(), embedding.end(), covered)) embedding.push_back({r});
   }
   par.embedding = groups_of->split(embedding, "embedding");
+  par.ep = groups_of->split(par.mesh->groups(dist::GroupKind::ep), "ep");
+  par.ep_rank = par.ep->rank();
+  par.ep_size = par.ep->size();
+  par.expert_dp = par.ep_size > 1 ? groups_of->split(par.mesh->groups(dist::GroupKind::expert_dp), "expert-dp") : par.dp;
+  par.expert_dp_rank = par.expert_dp->rank();
   par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
 }
 
 // One optimizer for every stage: ZeRO partitions AdamW (and under stage 3 gathers the parameters the
 // model runs); stage 0 updates replicated parameters, with GradSync's overlapped all-reduce when dp > 1.
+// Under expert parallelism the experts are replicated over the expert-data-parallel group instead of the
+// data-parallel one: ZeRO partitions them there (a second optimizer of OptimizerGroups), GradSync
+// reduces them there.
 void make_optimizer(ParallelState& par, const Config& config, const std::vector<nn::Parameter*>& params) {
   const optim::AdamWOptions adamw{config.optim.betas[0], config.optim.betas[1], config.optim.eps,
                                   config.optim.weight_decay};
+  std::vector<nn::Parameter*> dense, experts;
+  for (nn::Parameter* p : params) (p->expert_parallel ? experts : dense).push_back(p);
   if (par.zero_stage > 0) {
-    auto zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, params, par.dp, adamw);
+    auto zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, dense, par.dp, adamw);
     if (par.zero_stage == 3) par.gatherer = zero.get();
-    par.optimizer = std::move(zero);
+    if (experts.empty()) {
+      par.optimizer = std::move(zero);
+      return;
+    }
+    TRIDENT_CHECK(par.zero_stage == 1, "dist.zero_stage={} with dist.expert_parallel_size={}: use ZeRO-1 or 0",
+                  par.zero_stage, par.ep_size);
+    std::vector<std::unique_ptr<optim::Optimizer>> members;
+    members.push_back(std::move(zero));
+    members.push_back(std::make_unique<parallel::ZeroOptimizer>(1, experts, par.expert_dp, adamw));
+    par.optimizer = std::make_unique<optim::OptimizerGroups>(std::move(members));
     return;
   }
   if (config.optim.name == "adamw") {
@@ -86,7 +106,9 @@ void make_optimizer(ParallelState& par, const Config& config, const std::vector<
   }
   (void)par.optimizer->state();  // allocate the moments now (a resume fills them)
   if (par.dp_size > 1) {
-    par.grad_sync = std::make_unique<parallel::GradSync>(params, par.dp, parallel::GradSyncOptions{});
+    std::vector<parallel::GradGroup> groups{{dense, par.dp}};
+    if (!experts.empty()) groups.push_back({experts, par.expert_dp});
+    par.grad_sync = std::make_unique<parallel::GradSync>(std::move(groups), parallel::GradSyncOptions{});
   }
 }
 

@@ -82,16 +82,17 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
   // Replicated parameters (and their state) are written by tensor-parallel rank 0 only; tied copies never.
   auto writes = [&](const nn::Parameter& p) { return !p.tied_copy && (p.tensor_parallel || par.tp_rank == 0); };
   std::vector<checkpoint::TensorPiece> pieces;
-  if (par.zero_stage < 3 && par.dp_rank == 0) {
+  // A parameter's first replica writes it: data-parallel rank 0 (for an expert under expert parallelism,
+  // expert-data-parallel rank 0: each expert-parallel rank holds its own experts).
+  if (par.zero_stage < 3) {
     for (const nn::Parameter* p : params)
-      if (writes(*p)) add_pieces(pieces, "model/" + p->name, *p, p->var.data());
+      if (writes(*p) && par.replica_rank(*p) == 0) add_pieces(pieces, "model/" + p->name, *p, p->var.data());
   }
-  // Partitioned state (ZeRO): every rank its rows; replicated state: the ranks of data-parallel rank 0.
-  if (par.optimizer->partitioned() || par.dp_rank == 0) {
-    for (const auto& [key, shard] : par.optimizer->owned_state()) {
-      const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
-      if (writes(p)) add_pieces(pieces, key, p, shard.data, shard.row_offset);
-    }
+  // Partitioned state (ZeRO): every rank its rows; replicated state: the first replica.
+  for (const auto& [key, shard] : par.optimizer->owned_state()) {
+    const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
+    if (writes(p) && (par.optimizer->partitioned() || par.replica_rank(p) == 0))
+      add_pieces(pieces, key, p, shard.data, shard.row_offset);
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
   if (par.is_root()) {

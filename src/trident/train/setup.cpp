@@ -300,10 +300,6 @@ void validate_pipeline(const Config& c, int dp) {
                   "dist.pipeline_num_layers is set but dist.pipeline_parallel_size=1 (there is one stage)");
     return;
   }
-  TRIDENT_CHECK(!configured_moe(c.model),
-                "dist.pipeline_parallel_size={}: mixture-of-experts models (model.arch={}) do not run in a pipeline "
-                "yet (a stage would drop its layers' load-balancing loss): use 1",
-                pp, c.model.preset.empty() ? c.model.arch : models::preset(c.model.preset).family);
   // DeepSpeed and Megatron make the same choice: under a pipeline schedule the
   // micro-batches' backwards interleave with forwards, so ZeRO-2 would
   // reduce-scatter every gradient once per micro-batch (m times the traffic of
@@ -332,6 +328,29 @@ void validate_pipeline(const Config& c, int dp) {
   parallel::pipeline::validate(schedule, parallel::pipeline::ScheduleOptions{static_cast<int>(pp),
                                                                              static_cast<int>(micro_batches),
                                                                              static_cast<int>(v)});
+}
+
+// Expert parallelism: experts split over data-parallel ranks, of a mixture-of-experts model.
+void validate_experts(const Config& c, std::int64_t dp, std::int64_t tp) {
+  const std::int64_t ep = c.dist.expert_parallel_size;
+  const bool moe = configured_moe(c.model);
+  const std::string arch = c.model.preset.empty() ? c.model.arch : models::preset(c.model.preset).family;
+  TRIDENT_CHECK(moe || ep == 1,
+                "dist.expert_parallel_size={} splits the experts of a mixture of experts, but model.arch={} has none "
+                "(use 1, or a mixture-of-experts family: mixtral, qwen2_moe)",
+                ep, arch);
+  TRIDENT_CHECK(dp % ep == 0,
+                "dist.expert_parallel_size={} must divide the data-parallel size {} (experts are split over "
+                "data-parallel ranks; the data-parallel size is the world over tensor × pipeline parallel ranks)",
+                ep, dp);
+  TRIDENT_CHECK(ep == 1 || c.dist.zero_stage <= 1,
+                "dist.zero_stage={} with dist.expert_parallel_size={}: experts are partitioned over their own "
+                "replicas with ZeRO-1 only; use dist.zero_stage=1 or 0",
+                c.dist.zero_stage, ep);
+  TRIDENT_CHECK(!moe || tp == 1 || !c.dist.sequence_parallel,
+                "dist.sequence_parallel with model.arch={}: mixture-of-experts layers run on the whole sequence of "
+                "each tensor-parallel rank; set dist.sequence_parallel=false",
+                arch);
 }
 
 }  // namespace
@@ -383,6 +402,7 @@ void validate_config(const Config& c, int world_size) {
                   c.train.global_batch_size, c.train.micro_batch_size, dp, per_step);
   }
   validate_pipeline(c, static_cast<int>(dp));
+  validate_experts(c, dp, tp);
   TRIDENT_CHECK(c.optim.name == "adamw" || c.optim.name == "sgd", "optim.name must be adamw or sgd, got '{}'",
                 c.optim.name);
   TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());

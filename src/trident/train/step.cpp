@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "trident/optim/optimizer.h"
 
@@ -20,43 +21,35 @@ nn::ForwardContext training_context(const Run& run, std::int64_t step, std::int6
 
 namespace {
 
-// The step's mixture-of-experts statistics over the data-parallel ranks: the auxiliary losses' part of
-// the loss, each layer's busiest expert over the mean, and the dropped fraction.
+// The step's mixture-of-experts statistics over the job: the auxiliary losses' part of the loss, each
+// layer's busiest expert over the mean, and the dropped fraction. Summed over the data-parallel ranks
+// (each routes its own tokens) and the pipeline stages (each holds its own layers); tensor-parallel
+// ranks route the same tokens, so one of them counts.
 StepMetrics::MoE moe_statistics(Run& run) {
   const nn::AuxLosses& aux = run.runner->step_aux();
-  StepMetrics::MoE moe;
-  // The layers' routed counts summed over micro-batches, in layer order; then over the ranks.
-  std::vector<std::string> layers;
-  std::vector<std::vector<double>> routed;
-  double dropped = 0, assignments = 0;
+  const std::int64_t L = run.spec.n_layer, E = run.spec.n_experts;
+  // [aux, dropped, assignments, then each layer's routed count per expert], summed over micro-batches.
+  std::vector<double> flat(static_cast<std::size_t>(3 + L * E), 0.0);
+  flat[0] = aux.weighted_value;
   for (const auto& st : aux.stats) {
-    auto at = std::find(layers.begin(), layers.end(), st.layer);
-    if (at == layers.end()) {
-      layers.push_back(st.layer);
-      routed.emplace_back(st.tokens_per_expert.size(), 0.0);
-      at = layers.end() - 1;
-    }
-    auto& counts = routed[static_cast<std::size_t>(at - layers.begin())];
-    for (std::size_t e = 0; e < counts.size(); ++e) counts[e] += static_cast<double>(st.tokens_per_expert[e]);
-    dropped += static_cast<double>(st.dropped);
-    assignments += static_cast<double>(st.assignments);
+    flat[1] += static_cast<double>(st.dropped);
+    flat[2] += static_cast<double>(st.assignments);
+    for (std::int64_t e = 0; e < E; ++e)
+      flat[static_cast<std::size_t>(3 + st.layer_index * E + e)] += static_cast<double>(st.tokens_per_expert[static_cast<std::size_t>(e)]);
   }
-  std::vector<double> flat = {aux.weighted_value, dropped, assignments};
-  for (const auto& counts : routed) flat.insert(flat.end(), counts.begin(), counts.end());
-  // Host values, as the loss's (a GPU run's data-parallel group is NCCL; all_reduce_scalar takes host values).
-  if (run.par.dp_size > 1) {
-    for (double& v : flat) v = run.par.dp->all_reduce_scalar(v, dist::ReduceOp::sum);
-  }
+  // One collective per group, on the run's device (a GPU run's groups are NCCL).
+  Tensor t = Tensor::from_vector(flat, Shape{static_cast<std::int64_t>(flat.size())}).to(run.device);
+  if (run.par.dp_size > 1) run.par.dp->all_reduce_sync(t);
+  if (run.par.pipelined()) run.par.pp->all_reduce_sync(t);
+  flat = t.to(Device::cpu()).to_vector<double>();
+  StepMetrics::MoE moe;
   moe.aux_loss = flat[0];
   moe.dropped_fraction = flat[2] > 0 ? flat[1] / flat[2] : 0.0;
-  std::size_t k = 3;
-  for (const auto& counts : routed) {
-    double sum = 0, max = 0;
-    for (std::size_t e = 0; e < counts.size(); ++e, ++k) {
-      sum += flat[k];
-      max = std::max(max, flat[k]);
-    }
-    moe.load_imbalance.push_back(sum > 0 ? max / (sum / static_cast<double>(counts.size())) : 0.0);
+  for (std::int64_t l = 0; l < L; ++l) {
+    const double* counts = flat.data() + 3 + l * E;
+    const double sum = std::accumulate(counts, counts + E, 0.0);
+    if (sum == 0) continue;  // not a mixture-of-experts layer
+    moe.load_imbalance.push_back(*std::max_element(counts, counts + E) / (sum / static_cast<double>(E)));
   }
   return moe;
 }

@@ -5,43 +5,52 @@
 namespace trident::parallel {
 
 GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp, GradSyncOptions options)
-    : dp_(std::move(dp)), options_(options) {
-  TRIDENT_CHECK(!params.empty(), "GradSync: no parameters");
-  const DType dtype = params.front()->var.dtype();
-  // Backward produces the gradients of the last-registered parameters first.
-  std::vector<nn::Parameter*> order(params.rbegin(), params.rend());
+    : GradSync(std::vector<GradGroup>{GradGroup{std::move(params), std::move(dp)}}, options) {}
+
+GradSync::GradSync(std::vector<GradGroup> groups, GradSyncOptions options) : options_(options) {
+  std::vector<nn::Parameter*> all;
+  for (const GradGroup& g : groups) all.insert(all.end(), g.params.begin(), g.params.end());
+  TRIDENT_CHECK(!all.empty(), "GradSync: no parameters");
+  const DType dtype = all.front()->var.dtype();
   std::int64_t total = 0;
-  for (const nn::Parameter* p : order) {
+  for (const nn::Parameter* p : all) {
     TRIDENT_CHECK(p->var.dtype() == dtype, "GradSync: parameter '{}' is {} but others are {}", p->name,
                   p->var.dtype(), dtype);
     total += p->var.numel();
   }
   {
     MemoryCategoryScope scope(MemoryCategory::gradients);
-    buffer_ = Tensor::zeros({total}, dtype, params.front()->var.device());
+    buffer_ = Tensor::zeros({total}, dtype, all.front()->var.device());
   }
   stats_.bytes = static_cast<std::int64_t>(buffer_.nbytes());
   const std::int64_t bucket_elems =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(options.bucket_mb * (1 << 20)) / static_cast<std::int64_t>(dtype_size(dtype)));
   std::int64_t offset = 0;
-  for (nn::Parameter* p : order) {
-    const std::int64_t n = p->var.numel();
-    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= bucket_elems) {
-      buckets_.push_back(Bucket{offset, offset, 0, 0, nullptr, false, {}});
+  for (GradGroup& g : groups) {
+    groups_.push_back(g.group);
+    bool fresh = true;  // a group starts a bucket of its own
+    // Backward produces the gradients of the last-registered parameters first.
+    for (auto it = g.params.rbegin(); it != g.params.rend(); ++it) {
+      nn::Parameter* p = *it;
+      const std::int64_t n = p->var.numel();
+      if (fresh || buckets_.back().end - buckets_.back().begin >= bucket_elems) {
+        buckets_.push_back(Bucket{offset, offset, 0, 0, nullptr, false, {}, g.group.get()});
+        fresh = false;
+      }
+      Bucket& b = buckets_.back();
+      b.end = offset + n;
+      b.params += 1;
+      b.members.push_back(p);
+      p->var.set_grad(buffer_.slice0(offset, offset + n).view(p->var.shape()));
+      const std::size_t index = buckets_.size() - 1;
+      const int hook = p->var.add_grad_ready_hook([this, index](autograd::Variable&) {
+        Bucket& bucket = buckets_[index];
+        if (!sync_) return;
+        if (--bucket.pending == 0 && options_.overlap) launch(bucket);
+      });
+      hooks_.emplace_back(p->var, hook);
+      offset += n;
     }
-    Bucket& b = buckets_.back();
-    b.end = offset + n;
-    b.params += 1;
-    b.members.push_back(p);
-    p->var.set_grad(buffer_.slice0(offset, offset + n).view(p->var.shape()));
-    const std::size_t index = buckets_.size() - 1;
-    const int hook = p->var.add_grad_ready_hook([this, index](autograd::Variable&) {
-      Bucket& bucket = buckets_[index];
-      if (!sync_) return;
-      if (--bucket.pending == 0 && options_.overlap) launch(bucket);
-    });
-    hooks_.emplace_back(p->var, hook);
-    offset += n;
   }
   stats_.buckets = static_cast<std::int64_t>(buckets_.size());
   // While backward runs, test the buckets in flight after every node so MPI moves them along.
@@ -86,7 +95,7 @@ void GradSync::launch(Bucket& b) {
   // holds old values in the buffer until grad() zeroes them.
   for (const nn::Parameter* p : b.members) (void)p->var.grad();
   Tensor view = buffer_.slice0(b.begin, b.end);
-  b.work = dp_->all_reduce(view);
+  if (b.group->size() > 1) b.work = b.group->all_reduce(view);  // one rank holds the only copy
   b.launched = true;
 }
 
@@ -97,7 +106,8 @@ void GradSync::finish() {
   stats_.backward_seconds =
       any_launched_ ? std::chrono::duration<double>(end_of_backward - first_launch_).count() : 0.0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (Bucket& b : buckets_) b.work->wait();
+  for (Bucket& b : buckets_)
+    if (b.work) b.work->wait();
   stats_.exposed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sync_ = false;
 }

@@ -35,9 +35,19 @@ struct GradSyncStats {
   std::int64_t bytes = 0;          // gradient bytes all-reduced per step
 };
 
+// Parameters replicated over one group of ranks (the data-parallel group; under expert parallelism the
+// experts' expert-data-parallel group).
+struct GradGroup {
+  std::vector<nn::Parameter*> params;
+  std::shared_ptr<dist::Communicator> group;
+};
+
 class GradSync {
  public:
   GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp, GradSyncOptions options);
+  // Several groups: each bucket holds one group's parameters and is reduced over that group (a group of
+  // one rank is not reduced). Every rank of a group must list the same parameters in the same order.
+  GradSync(std::vector<GradGroup> groups, GradSyncOptions options);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -61,10 +71,11 @@ class GradSync {
     std::unique_ptr<dist::Work> work;
     bool launched = false;
     std::vector<nn::Parameter*> members;
+    dist::Communicator* group = nullptr;
   };
   void launch(Bucket& b);
 
-  std::shared_ptr<dist::Communicator> dp_;
+  std::vector<std::shared_ptr<dist::Communicator>> groups_;
   GradSyncOptions options_;
   Tensor buffer_;
   std::vector<Bucket> buckets_;

@@ -93,7 +93,9 @@ void Executor::run(const std::vector<Instruction>& list, const Boundary& boundar
         Variable output = cb.forward(i.micro_batch, i.chunk, input);
         if (k < last) check_boundary(output.data(), boundary, i, "the activation");
         if (grad || k < last) {
-          stash_[key] = Stashed{input, output};
+          Variable side = cb.side_loss ? cb.side_loss(i.micro_batch, i.chunk) : Variable();
+          if (side.defined() && !side.requires_grad()) side = Variable();  // no graph to run (evaluation)
+          stash_[key] = Stashed{input, output, side};
           stats_.peak_stashed = std::max(stats_.peak_stashed, static_cast<int>(stash_.size()));
         }
         break;
@@ -114,15 +116,20 @@ void Executor::run(const std::vector<Instruction>& list, const Boundary& boundar
         const Stashed s = std::move(it->second);
         stash_.erase(it);
         if (cb.before_backward) cb.before_backward(i.micro_batch, i.chunk);
-        if (k == last) {
-          s.output.backward();
-        } else {
+        std::vector<Variable> roots{s.output};
+        std::vector<Tensor> seeds{Tensor()};  // the last stage's loss: a scalar, seeded with 1
+        if (k != last) {
           auto g = grads_in_.find(key);
           TRIDENT_CHECK(g != grads_in_.end(), "pipeline {}: its output gradient was never received", to_string(i));
           check_boundary(g->second, boundary, i, "the received gradient");
-          s.output.backward(g->second);
+          seeds[0] = g->second;
           grads_in_.erase(g);
         }
+        if (s.side.defined()) {
+          roots.push_back(s.side);
+          seeds.emplace_back();
+        }
+        autograd::backward(roots, seeds);
         if (k > 0) {
           Tensor g = s.input.grad();
           grads_out[key] = g.defined() ? g : Tensor::zeros(boundary.shape, boundary.dtype, boundary.device);

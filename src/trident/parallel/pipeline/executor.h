@@ -48,6 +48,10 @@ struct StepCallbacks {
   // on virtual stage 0). Returns the activation to send on, or on the last
   // virtual stage the scalar to backpropagate (the loss, scaled as wanted).
   std::function<Variable(int mb, int chunk, const Variable& input)> forward;
+  // side_loss(mb, chunk) (optional), right after forward(mb, chunk): a scalar that forward also produced
+  // (a mixture of experts' auxiliary losses, scaled as wanted; undefined = none), backpropagated together
+  // with the activation's gradient, so a stage's own losses need not travel down the pipeline.
+  std::function<Variable(int mb, int chunk)> side_loss;
   // Called right before backward(mb, chunk) (optional): data parallelism uses
   // it to arm its gradient reduction for the step's last backward.
   std::function<void(int mb, int chunk)> before_backward;
@@ -80,6 +84,7 @@ class Executor {
   struct Stashed {
     Variable input;   // the received activation (undefined on virtual stage 0)
     Variable output;  // what forward returned
+    Variable side;    // StepCallbacks::side_loss's scalar (undefined: none)
   };
   struct PendingSend {
     Tensor data;
