@@ -4,7 +4,9 @@
 #   failure_test.sh TRIDENT_BINARY
 #  1. a bad data file on one rank only (mpirun MPMD);
 #  2. a rank that stops responding (SIGSTOP): its peers' collective times out;
-#  3. a rank killed with SIGKILL mid-training.
+#  3. a rank killed with SIGKILL mid-training;
+#  4. a rank that never joins a mixture-of-experts dispatch (expert parallelism): the peer's all-to-all
+#     times out with a line naming the MoE layer and the rank.
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
@@ -58,3 +60,17 @@ rc=$?
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "killed rank: exit code $rc (124 = hung)"
 grep -qiE "signal 9|killed" "$work/kill.log" || fail "killed rank message: $(cat "$work/kill.log")"
 echo "ok 3: a killed rank ended the job in $((SECONDS - start)) s: $(grep -iE 'signal 9|killed' "$work/kill.log" | head -1)"
+
+# 4. A hung all-to-all: rank 1 of a tiny Mixtral under dist.expert_parallel_size=2 stops before its first
+#    dispatch (TRIDENT_TEST_STALL_MOE_DISPATCH, on that rank only); rank 0's all-to-all times out.
+rm -rf "$work/run"
+start=$SECONDS
+moe=(--set model.arch=mixtral --set model.n_experts=4 --set model.experts_per_token=2 --set model.d_ff=32
+     --set dist.expert_parallel_size=2 --set dist.timeout_s=5 --set train.steps=5)
+out=$(timeout 120 "${mpi[@]}" -np 1 "$trident" "${common[@]}" "${moe[@]}" : \
+      -np 1 env TRIDENT_TEST_STALL_MOE_DISPATCH=1 "$trident" "${common[@]}" "${moe[@]}" 2>&1)
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "hung all-to-all: exit code $rc (124 = hung)"
+grep -qE "trident: error: rank 0: all_to_all \(moe dispatch in model\.layers\.0\.block_sparse_moe\) on ep group .*timed out after 5 s" <<<"$out" \
+  || fail "hung all-to-all message: $out"
+echo "ok 4: a hung all-to-all ended the job in $((SECONDS - start)) s: $(grep 'trident: error' <<<"$out" | head -1)"

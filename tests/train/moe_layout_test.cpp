@@ -1,13 +1,17 @@
 // Layout equivalence of mixture-of-experts training (docs/numerics.md#layout-equivalence), under mpirun
-// with 2 and 4 ranks: a tiny Mixtral (4 experts, 2 per token, the load-balancing and z losses on; and a
-// Qwen2-MoE with its shared expert)
-// trained as one process (the reference, on every rank) and across the job under dp=2, dp=2 with
-// ZeRO-1, dp=4 with ZeRO-3 (blocks recomputed: the aux loss leaves each unit as an output) and dp=2 with
-// activation checkpointing follows the same loss curve (relative 1e-5 per step over 20 steps, fp32) and
-// validation losses, and ends with the same parameters; also with capacity dispatch (factor 1, tokens
-// dropped), whose drops depend only on the micro-batch. Each micro-batch's aux loss counts by its share
-// of the global batch's tokens, and a data-parallel rank's micro-batches are the single process's.
-// Expert parallelism is issue 23's next step; tensor and pipeline parallelism with experts are errors.
+// with 2, 4 and 8 ranks: a tiny Mixtral (4 experts, 2 per token, the load-balancing and z losses on; and a
+// Qwen2-MoE with its shared expert) trained as one process (the reference, on every rank) and across the
+// job follows the same loss curve (relative 1e-5 per step over 20 steps, fp32) and validation losses,
+// and ends with the same parameters, under
+//   data parallelism: dp=2, dp=2 with ZeRO-1, dp=4 with ZeRO-3 (blocks recomputed: the aux loss leaves
+//     each unit as an output) and dp=2 with activation checkpointing;
+//   expert parallelism (dist.expert_parallel_size, carved out of the data-parallel ranks): ep2, ep4,
+//     ep2 × dp2 (with ZeRO-1: experts partitioned over their own replicas), ep2 × tp2, ep2 × pp2 (the
+//     aux loss leaves each stage beside its activation) and dp2 × ep2 × tp2 on 8 ranks;
+//   capacity dispatch (factor 1, tokens dropped) under dp=2, ep2 and ep2 × dp2, whose drops depend only
+//     on the micro-batch, never on which rank holds which expert.
+// Each micro-batch's aux loss counts by its share of the global batch's tokens, and a data-parallel
+// rank's micro-batches are the single process's.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -24,12 +28,25 @@ struct Layout {
   bool checkpointing = false;
   double capacity = 0;  // 0: dropless
   std::string arch = "mixtral";
-  int ranks() const { return dp; }
+  int ep = 1, tp = 1, pp = 1;  // dp is the whole data-parallel size; ep divides it
+  int ranks() const { return dp * tp * pp; }
   std::string name() const {
-    return fmt::format("{}_dp{}{}{}{}", arch, dp, zero ? fmt::format("_zero{}", zero) : "",
-                       checkpointing ? "_ckpt" : "", capacity > 0 ? "_capacity" : "");
+    std::string n = fmt::format("{}_dp{}", arch, dp);
+    if (ep > 1) n += fmt::format("_ep{}", ep);
+    if (tp > 1) n += fmt::format("_tp{}", tp);
+    if (pp > 1) n += fmt::format("_pp{}", pp);
+    return n + fmt::format("{}{}{}", zero ? fmt::format("_zero{}", zero) : "", checkpointing ? "_ckpt" : "",
+                           capacity > 0 ? "_capacity" : "");
   }
 };
+
+Layout expert_parallel(int dp, int ep, int tp = 1, int pp = 1, int zero = 0, double capacity = 0) {
+  Layout l{dp, zero, false, capacity};
+  l.ep = ep;
+  l.tp = tp;
+  l.pp = pp;
+  return l;
+}
 
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
 
@@ -54,6 +71,9 @@ class MoELayouts : public ::testing::TestWithParam<Layout> {
     if (comm->size() > 1) {
       extra.push_back(fmt::format("dist.zero_stage={}", l.zero));
       extra.push_back(fmt::format("train.activation_checkpointing={}", l.checkpointing));
+      extra.push_back(fmt::format("dist.expert_parallel_size={}", l.ep));
+      extra.push_back(fmt::format("dist.tensor_parallel_size={}", l.tp));
+      extra.push_back(fmt::format("dist.pipeline_parallel_size={}", l.pp));
     }
     return runs_.run(std::move(comm), name, extra);
   }
@@ -80,13 +100,47 @@ TEST_P(MoELayouts, FollowsTheSingleProcessRun) {
   EXPECT_LT(got.summary.losses.back(), got.summary.losses.front());
 }
 
+// Experts are stored in global coordinates: a run saved at step 10 under ep2 × dp2 with ZeRO-1 resumes
+// under ep4 (each rank reading other experts) and on one process, following the uninterrupted run.
+TEST_F(MoELayouts, ResumesAcrossExpertParallelSizes) {
+  if (runs_.world->size() != 4) GTEST_SKIP() << "a 4-rank test";
+  const Layout saved = expert_parallel(4, 2, 1, 1, 1);
+  std::vector<std::string> extra = model(saved);
+  for (const char* s : {"dist.expert_parallel_size=2", "dist.zero_stage=1", "checkpoint.interval=10"}) extra.emplace_back(s);
+  const Run original = runs_.run(runs_.world, "resume_original", extra);
+  const std::string step10 = (runs_.shared / "resume_original" / "checkpoints" / "step_00000010").string();
+  std::vector<std::string> ep4 = model(saved);
+  ep4.emplace_back("dist.expert_parallel_size=4");
+  ep4.push_back("checkpoint.resume=" + step10);
+  testing::LayoutRuns::expect_follows(runs_.run(runs_.world, "resume_ep4", ep4), original, 10);
+  if (runs_.world->rank() == 0) {
+    std::vector<std::string> one = model(saved);
+    one.push_back("checkpoint.resume=" + step10);
+    testing::LayoutRuns::expect_follows(runs_.run(dist::self_communicator(), "resume_single", one), original, 10);
+  }
+  runs_.world->barrier();
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, MoELayouts,
                          ::testing::Values(Layout{2, 0, false, 0},    // dp=2
                                            Layout{2, 1, false, 0},    // dp=2, ZeRO-1
                                            Layout{2, 0, true, 0},     // dp=2, activation checkpointing
                                            Layout{2, 0, false, 1.0},  // dp=2, capacity dispatch
                                            Layout{2, 1, true, 0, "qwen2_moe"},  // Qwen2-MoE, ZeRO-1, checkpointing
-                                           Layout{4, 3, false, 0}),   // dp=4, ZeRO-3 (recomputed units)
+                                           Layout{4, 3, false, 0},    // dp=4, ZeRO-3 (recomputed units)
+                                           expert_parallel(2, 2),     // ep2
+                                           expert_parallel(2, 2, 1, 1, 0, 1.0),  // ep2, capacity dispatch
+                                           expert_parallel(4, 4),     // ep4: one expert per rank
+                                           expert_parallel(4, 2, 1, 1, 1),       // ep2 × dp2, ZeRO-1
+                                           expert_parallel(4, 2, 1, 1, 0, 1.0),  // ep2 × dp2, capacity dispatch
+                                           expert_parallel(2, 2, 2),  // ep2 × tp2
+                                           expert_parallel(2, 2, 1, 2),          // ep2 × pp2
+                                           expert_parallel(4, 2, 2),  // dp2 × ep2 × tp2 (8 ranks)
+                                           [] {  // Qwen2-MoE (shared expert), ep2 × dp2
+                                             Layout l = expert_parallel(4, 2);
+                                             l.arch = "qwen2_moe";
+                                             return l;
+                                           }()),
                          [](const auto& p) { return p.param.name(); });
 
 }  // namespace
