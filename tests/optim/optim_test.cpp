@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "trident/autograd/autograd.h"
 #include "trident/ops/elementwise.h"
@@ -61,6 +62,37 @@ TEST(AdamW, MatchesReferenceAndSkipsDecayOnBiases) {
   auto st = opt.state();
   EXPECT_EQ(st.count("exp_avg/m.weight"), 1u);
   EXPECT_EQ(st.count("exp_avg_sq/m.bias"), 1u);
+}
+
+// A parameter no loss reached this step is updated as with a zero gradient (optim/optimizer.h): its
+// moments decay and weight decay applies, as data parallelism's reduced buffers would have it.
+TEST(Optimizers, AMissingGradientIsAZeroGradient) {
+  auto run = [](bool adamw, bool missing) {
+    TwoParams m;
+    m.initialize(1, DType::f64);
+    std::unique_ptr<Optimizer> opt;
+    if (adamw) {
+      opt = std::make_unique<AdamW>(m.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+    } else {
+      opt = std::make_unique<SGD>(m.parameters(), SGDOptions{0.9, 0.1, false});
+    }
+    m.w->var.set_grad(Tensor::from_vector<double>({0.1, -0.2, 0.3}, {3}));
+    m.b->var.set_grad(Tensor::from_vector<double>({0.3, 0.1, -0.2}, {3}));
+    opt->step(0.01);
+    opt->zero_grad();
+    m.b->var.set_grad(Tensor::from_vector<double>({0.2, 0.2, 0.2}, {3}));
+    if (missing) {
+      m.w->var.set_grad(Tensor());
+    } else {
+      m.w->var.set_grad(Tensor::zeros({3}, DType::f64));
+    }
+    opt->step(0.01);
+    return m.w->var.data().to_vector<double>();
+  };
+  for (bool adamw : {true, false}) {
+    const auto want = run(adamw, false), got = run(adamw, true);
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << (adamw ? "AdamW" : "SGD") << " element " << i;
+  }
 }
 
 TEST(AdamW, StateRoundTripContinuesIdentically) {

@@ -23,7 +23,8 @@
 //   depends only on the batch. A dropped assignment contributes nothing (the
 //   residual carries the token).
 //   An expert that receives no assignment in a batch is not run: its parameters
-//   get no gradient from this step (undefined, not zero).
+//   get no gradient from it (undefined), which the optimisers take as zero
+//   (optim/optimizer.h), so every layout updates it alike.
 //   Shared expert (shared_d_ff > 0): a SwiGLU MLP added to every token,
 //   multiplied by sigmoid(x · w_shared_gate) when shared_gated (Qwen2-MoE).
 //

@@ -68,13 +68,12 @@ void AdamW::step(double lr, double grad_scale) {
   std::vector<ops::AdamWTensors> decayed, plain;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
-    if (!p.var.grad().defined()) continue;
     if (!exp_avg_[i].defined()) {
       exp_avg_[i] = zeros_like_param(p);
       exp_avg_sq_[i] = zeros_like_param(p);
     }
     data[i] = p.var.data();
-    grads[i] = p.var.grad();
+    grads[i] = p.var.grad().defined() ? p.var.grad() : Tensor::zeros(p.var.shape(), p.var.dtype(), p.var.device());
     copies[i] = p.var.compute_copy();
     // Held by a graph not yet run backward (retain_graph, or a forward built
     // before this step): leave it to that graph and convert afresh next time.
@@ -117,11 +116,11 @@ void SGD::step(double lr, double grad_scale) {
   ++step_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
-    if (!p.var.grad().defined()) continue;
     Tensor data = p.var.data();
+    const Tensor grad = p.var.grad().defined() ? p.var.grad() : Tensor::zeros(p.var.shape(), p.var.dtype(), p.var.device());
     // An undefined buffer is PyTorch's None: the kernel allocates it and starts it at the first gradient.
     MemoryCategoryScope scope(MemoryCategory::optimizer);
-    ops::sgd_step(data, p.var.grad(), momentum_[i], lr, options_.momentum,
+    ops::sgd_step(data, grad, momentum_[i], lr, options_.momentum,
                   p.weight_decay ? options_.weight_decay : 0.0, 0.0, options_.nesterov, grad_scale);
     p.var.mark_data_changed();
   }

@@ -5,6 +5,13 @@
 // arrive here in the master dtype. Optimiser state is allocated lazily, in the
 // master dtype, and exposed by canonical name for checkpoints.
 //
+// A parameter without a gradient (one no loss reached this step: an expert no
+// token chose, BERT's pooler under the MLM loss) is updated as if its gradient
+// were zero — its moments decay, weight decay applies — as data parallelism's
+// gradient buffers and ZeRO's reduced shards make it anyway: every layout
+// updates the same parameters the same way (Megatron's choice; PyTorch's
+// optimisers skip a None gradient instead).
+//
 // step(lr, grad_scale) multiplies every gradient by grad_scale first — the
 // product of the global-norm clipping coefficient and 1/loss_scale — inside
 // the fused update, so neither clipping nor un-scaling costs a pass.

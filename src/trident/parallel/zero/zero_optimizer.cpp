@@ -117,6 +117,10 @@ void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad)
 void ZeroOptimizer::reduce_gradients(bool last) {
   if (stage_ == 1 && !last) return;  // stage 1 accumulates full gradients locally
   for (Entry& e : entries_) {
+    // Stage 1 keeps the reduced rows in the parameter's gradient: a parameter this rank's loss did not
+    // reach (others' may have) gets a zero one to hold them (a missing gradient is zero: optim/optimizer.h).
+    if (stage_ == 1 && !e.param->var.grad().defined())
+      e.param->var.set_grad(Tensor::zeros(e.full_shape, e.param->var.dtype(), e.param->var.device()));
     reduce_scatter_into_shard(e, e.param->var.grad());
     if (stage_ >= 2) e.param->var.set_grad(Tensor());  // keep only the shard
   }
@@ -150,11 +154,11 @@ void ZeroOptimizer::step(double lr, double grad_scale) {
       Tensor master = stage_ == 3 ? e.param_shard.flatten()
                                   : e.param->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
       Tensor grad = owned_grad(e);
+      if (!grad.defined()) grad = Tensor::zeros({n}, master.dtype(), master.device());  // a missing gradient is zero
       Tensor m = e.exp_avg.flatten(), v = e.exp_avg_sq.flatten();
       ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps,
                            e.param->weight_decay ? options_.weight_decay : 0.0};
-      // An undefined gradient: the parameter took no part in the loss (on every rank alike).
-      if (grad.defined()) ops::adamw_step(master, grad, m, v, cfg, step_, grad_scale);
+      ops::adamw_step(master, grad, m, v, cfg, step_, grad_scale);
     }
     if (stage_ < 3) {
       const Tensor data = e.param->var.data();
