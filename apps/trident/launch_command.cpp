@@ -40,6 +40,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "trident/train/trainer.h"
 #include "trident/core/error.h"
 
 namespace trident::cli {
@@ -336,9 +337,10 @@ int run_mpirun(std::vector<std::string>& args) {
   restore_signals();
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    // Stopped on request: 0 when every rank stopped cleanly (training saved), else as a shell
-    // reports a process ended by that signal.
-    return code != 0 && first_signal != 0 ? 128 + first_signal : code;
+    // Stopped on request: the ranks' status when they stopped cleanly (0, or training's
+    // kExitInterrupted: saved, not finished), else as a shell reports a process ended by that signal.
+    const bool clean = code == 0 || code == train::kExitInterrupted;
+    return !clean && first_signal != 0 ? 128 + first_signal : code;
   }
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

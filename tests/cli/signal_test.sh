@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SIGINT (and SIGTERM) finish the current step, save a checkpoint atomically
-# and exit 0; `trident train --resume` continues from it to the end.
+# and exit 75 (EX_TEMPFAIL: the run did not finish, so a Slurm afterok chain
+# does not take it for done); `trident train --resume` continues from it to the
+# end, and so does a job Slurm requeued (SLURM_RESTART_COUNT > 0) without --resume.
 #   signal_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
@@ -23,7 +25,7 @@ for sig in INT TERM; do
   kill -$sig $pid
   wait $pid
   rc=$?
-  [[ $rc -eq 0 ]] || fail "SIG$sig: exit code $rc: $(tail -5 "$work/$sig.log")"
+  [[ $rc -eq 75 ]] || fail "SIG$sig: exit code $rc (expected 75): $(tail -5 "$work/$sig.log")"
   grep -q "stopped by signal after step" "$work/$sig.log" || fail "SIG$sig: no stop message"
   ckpt=$(cat "$work/run/checkpoints/latest")
   [[ -f $work/run/checkpoints/$ckpt/meta.json ]] || fail "SIG$sig: no complete checkpoint"
@@ -57,3 +59,12 @@ echo "ok: export and generate skipped the damaged $newest for $ckpt"
 grep -q "(stopped after [0-9]* new tokens: the model's context is 16 tokens)" "$work/generate.log" \
   || fail "generate did not say it ran out of context: $(cat "$work/generate.log")"
 echo "ok: generate stops at the context and says so"
+
+# A requeued Slurm job (SLURM_RESTART_COUNT=1) runs the same command again, without --resume: it resumes
+# from the newest checkpoint that verifies (the damaged one skipped) and finishes with exit status 0.
+SLURM_RESTART_COUNT=1 "$trident" "${args[@]/train.steps=100000/train.steps=$((step + 5))}" > "$work/requeue.log" 2>&1 \
+  || fail "requeue: exit $?: $(tail -5 "$work/requeue.log")"
+grep -q "Slurm requeued this job (SLURM_RESTART_COUNT=1)" "$work/requeue.log" || fail "requeue message: $(head -5 "$work/requeue.log")"
+grep -q "resumed from .*$ckpt at step $step" "$work/requeue.log" || fail "requeue did not resume: $(head -8 "$work/requeue.log")"
+grep -q "^step .*$((step + 5))/$((step + 5))" "$work/requeue.log" || fail "requeue did not reach step $((step + 5))"
+echo "ok: a requeued job resumed from step $step without --resume"

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -112,14 +113,29 @@ void make_optimizer(ParallelState& par, const Config& config, const std::vector<
   }
 }
 
+// A Slurm job started again by requeue (scontrol requeue, preemption with --requeue, a node failure):
+// SLURM_RESTART_COUNT counts its restarts.
+int slurm_restarts() {
+  const char* v = std::getenv("SLURM_RESTART_COUNT");
+  return v && *v ? std::atoi(v) : 0;
+}
+
 std::string resume_directory(const Config& config, const TrainOptions& options, const std::string& ckpt_root,
                              MetricsLogger& log) {
-  if (options.resume || config.checkpoint.resume == "auto") {
+  // A requeued job resumes as checkpoint.resume = "auto" would (unless the config names a checkpoint):
+  // the sbatch script that started it is the one that runs again.
+  const bool requeued = slurm_restarts() > 0 && config.checkpoint.resume.empty() && !options.resume;
+  if (requeued) {
+    log.message(fmt::format("Slurm requeued this job (SLURM_RESTART_COUNT={}): resuming from the newest valid "
+                            "checkpoint under '{}', if any",
+                            slurm_restarts(), ckpt_root));
+  }
+  if (options.resume || config.checkpoint.resume == "auto" || requeued) {
     // The newest checkpoint whose files all verify: a crash mid-save never costs more than that save.
     std::vector<std::string> skipped;
     std::string dir = checkpoint::latest_valid_checkpoint(ckpt_root, &skipped);
     for (const std::string& why : skipped) log.message("skipping a checkpoint that does not verify: " + why);
-    TRIDENT_CHECK(!dir.empty() || config.checkpoint.resume == "auto", "--resume: no valid checkpoint found under '{}'",
+    TRIDENT_CHECK(!dir.empty() || config.checkpoint.resume == "auto" || requeued, "--resume: no valid checkpoint found under '{}'",
                   ckpt_root);
     // Starting over would later replace (and prune) checkpoints that exist but
     // do not verify, whose weights may be intact: a person decides.

@@ -51,6 +51,7 @@ TrainSummary train(const TrainOptions& options) {
       // the checkpoint records; a resume runs the whole step again, exactly.
       summary.last_checkpoint = run.save_checkpoint();
       summary.interrupted = true;
+      summary.stopped = StopCause::signal;
       run.log->message(
           fmt::format("stopped by signal during step {} (of {} micro-batches); the checkpoint holds "
                       "step {}; resume with --resume",
@@ -79,6 +80,7 @@ TrainSummary train(const TrainOptions& options) {
     }
     if (why != StopReason::none) {
       summary.interrupted = true;
+      summary.stopped = why == StopReason::time_limit ? StopCause::time_limit : StopCause::signal;
       run.log->message(why == StopReason::time_limit
                            ? fmt::format("stopped after step {}: train.exit_duration_minutes={} has passed; resume "
                                          "with --resume",

@@ -36,12 +36,24 @@ struct TrainOptions {
   std::shared_ptr<dist::Communicator> world;
 };
 
+// Why train() returned.
+enum class StopCause {
+  completed,   // train.steps were done
+  signal,      // SIGINT/SIGTERM (or request_stop) after saving: the run did not finish
+  time_limit,  // train.exit_duration_minutes passed after saving: a deliberate stop
+};
+
+// `trident train`'s exit status for a run a signal stopped after its checkpoint: sysexits' EX_TEMPFAIL
+// ("try again later"), so a preempted job does not pass for a finished one (Slurm's afterok).
+inline constexpr int kExitInterrupted = 75;
+
 struct TrainSummary {
   std::int64_t steps_done = 0;          // optimizer steps taken by the end
   std::vector<double> losses;           // training loss of every step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, val loss)
   std::string last_checkpoint;          // "" when none was written
   bool interrupted = false;             // stopped by SIGINT/SIGTERM or train.exit_duration_minutes (after saving)
+  StopCause stopped = StopCause::completed;
   MemoryStats memory_after_first_step;  // this rank's memory by category after its first step
 };
 
