@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
     }
     return 0;
 #else
+    (void)checkpointing;  // a GPU-only option
     fmt::print("train_bench: this build has no CUDA backend\n");
     return 1;
 #endif
