@@ -324,6 +324,8 @@ void attention_cases(CaseTable& t) {
       {"head_dim_20", {2, 45, 4, 20}, {2, 45, 4, 20}, true, 0, false, {DType::f32, DType::bf16, DType::f16}},
       {"more_queries_than_keys", {2, 70, 4, 64}, {2, 33, 4, 64}, true, 0, false, kRealistic},
       {"partial_tiles", {1, 130, 4, 64}, {1, 130, 4, 64}},
+      // Whole 64 × 64 tiles without the causal rule (no per-element test), GQA at head_dim 128.
+      {"not_causal_whole_tiles_gqa_128", {2, 128, 8, 128}, {2, 192, 2, 128}, false, 0, false, kRealistic},
       // Sliding windows: ends inside a tile (skipped tiles on both sides), window 1, one tile, with a KV cache,
       // GQA with a mask, head_dim 128, and a window past every key (same as full causal).
       {"window_70", {2, 200, 4, 64}, {2, 200, 4, 64}, true, 0, false, kFloat, 70},

@@ -162,7 +162,7 @@ void launch(void (*kernel)(P...), i64 blocks, int threads, std::size_t smem, con
   check_launch(name);
 }
 
-inline i64 ceil_div(i64 x, i64 m) {
+__host__ __device__ inline i64 ceil_div(i64 x, i64 m) {
   return (x + m - 1) / m;
 }
 

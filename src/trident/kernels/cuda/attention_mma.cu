@@ -1,12 +1,13 @@
-// Flash attention on tensor cores: bf16 and f16 (see attention.cu for the algorithm, attention.h for the
-// launch shapes).
+// Flash attention on tensor cores: bf16 and f16 (the algorithm and its design: docs/gpu.md, "Attention";
+// attention.cu has the f32/f64 kernels and the launchers, attention.h the launch shapes).
 //
 // mma.sync m16n8k16 with f32 accumulators: a block of 4 warps owns a 64-row tile, each warp 16 rows; the
-// other operand streams through shared memory in 64-row tiles. An accumulator fragment of one product (S,
-// P, dS) is, element for element, the A fragment of the next, so P and dS never leave registers. Every B
-// operand is read from shared memory as pairs along its k dimension: K, V, Q, dO tiles row-major
-// ([row][d]) where d is k, transposed copies ([d][row]) where the key or query index is k. Rows are padded
-// by 8 elements so that the 32 lanes of a fragment load hit 32 different banks.
+// other operand streams through shared memory in 64-row tiles, two buffers filled by cp.async so that the
+// next tile's copy overlaps this tile's products. An accumulator fragment of one product (S, P, dS) is,
+// element for element, the A fragment of the next, so P and dS never leave registers. Fragments come from
+// the row-major tiles ([row][d]) by ldmatrix, transposed by ldmatrix itself where the tile's row is the
+// product's k index. Rows are padded by 8 elements so that every 8-lane phase of an ldmatrix hits 32
+// different banks.
 #include <cstring>
 
 #include "trident/kernels/cuda/attention_common.cuh"
@@ -25,56 +26,18 @@ constexpr int kMmaTile = 64;      // rows of every tile (queries or keys)
 template <int Dp>
 struct MmaLayout {
   static constexpr int ld = Dp + 8;           // row-major tiles [64][Dp + 8]
-  static constexpr int ldt = kMmaTile + 8;    // transposed tiles [Dp][64 + 8]
-  static constexpr int rows = kMmaTile * ld;  // elements of a row-major tile
-  static constexpr int cols = Dp * ldt;       // elements of a transposed tile
+  static constexpr int rows = kMmaTile * ld;  // elements of a tile
 };
 
 // Rows [0, n) of a matrix whose row r starts at src + r·stride (D elements) into dst[r·ld + d] for r < R,
-// d < Dp, zero elsewhere. `vec`: D % 8 == 0 and src 16-byte aligned, so every row is read in 16-byte chunks.
+// d < Dp, zero elsewhere, element by element (the path for a head_dim that is not a multiple of 8 or an
+// operand that is not 16-byte aligned; load_tile's cp.async path is the other).
 template <int R, int Dp, typename T>
-__device__ __forceinline__ void copy_rows(const T* __restrict__ src, i64 stride, int n, int D, T* dst, int ld,
-                                          bool vec) {
-  if (vec) {
-    constexpr int kChunks = Dp / 8;
-    for (int idx = threadIdx.x; idx < R * kChunks; idx += blockDim.x) {
-      const int r = idx / kChunks, d = idx % kChunks * 8;
-      uint4 x = make_uint4(0u, 0u, 0u, 0u);
-      if (r < n && d < D) x = *reinterpret_cast<const uint4*>(src + r * stride + d);
-      *reinterpret_cast<uint4*>(dst + r * ld + d) = x;
-    }
-  } else {
-    const T zero = to_storage<T>(0.0f);
-    for (int idx = threadIdx.x; idx < R * Dp; idx += blockDim.x) {
-      const int r = idx / Dp, d = idx % Dp;
-      dst[r * ld + d] = r < n && d < D ? src[r * stride + d] : zero;
-    }
-  }
-}
-
-// The same rows transposed: dst[d·ldt + r]. In the 16-byte path the row index runs fastest across the lanes:
-// the bank of dst[d·ldt + r] is (4d + r/2) mod 32 for ldt = 72, the same for every chunk d = 8c + i, so lanes
-// that shared r and differed in the chunk would make each element store a 16-way bank conflict.
-template <int R, int Dp, typename T>
-__device__ __forceinline__ void copy_rows_transposed(const T* __restrict__ src, i64 stride, int n, int D, T* dst,
-                                                     int ldt, bool vec) {
-  if (vec) {
-    constexpr int kChunks = Dp / 8;
-    for (int idx = threadIdx.x; idx < R * kChunks; idx += blockDim.x) {
-      const int r = idx % R, d = idx / R * 8;
-      uint4 x = make_uint4(0u, 0u, 0u, 0u);
-      if (r < n && d < D) x = *reinterpret_cast<const uint4*>(src + r * stride + d);
-      T e[8];
-      memcpy(e, &x, sizeof(x));
-#pragma unroll
-      for (int i = 0; i < 8; ++i) dst[(d + i) * ldt + r] = e[i];
-    }
-  } else {
-    const T zero = to_storage<T>(0.0f);
-    for (int idx = threadIdx.x; idx < R * Dp; idx += blockDim.x) {
-      const int r = idx / Dp, d = idx % Dp;
-      dst[d * ldt + r] = r < n && d < D ? src[r * stride + d] : zero;
-    }
+__device__ __forceinline__ void copy_rows(const T* __restrict__ src, i64 stride, int n, int D, T* dst, int ld) {
+  const T zero = to_storage<T>(0.0f);
+  for (int idx = threadIdx.x; idx < R * Dp; idx += blockDim.x) {
+    const int r = idx / Dp, d = idx % Dp;
+    dst[r * ld + d] = r < n && d < D ? src[r * stride + d] : zero;
   }
 }
 
@@ -100,30 +63,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)
 #else
   __trap();  // built for sm_80 and sm_90 only (CMAKE_CUDA_ARCHITECTURES)
 #endif
-}
-
-template <typename T>
-__device__ __forceinline__ std::uint32_t pair_at(const T* p) {
-  return *reinterpret_cast<const std::uint32_t*>(p);
-}
-
-// A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major tile.
-template <typename T>
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const T* tile, int ld, int r0, int k0, int g, int t) {
-  const T* p = tile + (r0 + g) * ld + k0 + 2 * t;
-  a[0] = pair_at(p);
-  a[1] = pair_at(p + 8 * ld);
-  a[2] = pair_at(p + 8);
-  a[3] = pair_at(p + 8 * ld + 8);
-}
-
-// B fragment (k0..k0+15 × n0..n0+7) of B[k][n] = tile[n·ld + k] (a tile stored n-major, k contiguous).
-template <typename T>
-__device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, const T* tile, int ld, int n0, int k0,
-                                       int g, int t) {
-  const T* p = tile + (n0 + g) * ld + k0 + 2 * t;
-  b0 = pair_at(p);
-  b1 = pair_at(p + 8);
 }
 
 template <typename T>
@@ -158,18 +97,116 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// Softmax runs in base 2: scores are scaled by scale·log2(e), the log-sum-exp is stored in base e.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Four 8×8 b16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8. Without
+// .trans lane l receives elements [l/4][2(l%4)], [l/4][2(l%4)+1] of each; with .trans [2(l%4)][l/4] and
+// [2(l%4)+1][l/4].
+template <bool kTrans>
+__device__ __forceinline__ void ldsm4(std::uint32_t (&r)[4], const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p))
+                 : "memory");
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p))
+                 : "memory");
+  }
+#else
+  __trap();
+#endif
+}
+
+// The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major tile (matrices: rows +0/+8 × columns
+// +0/+8, in a[] order).
+template <typename T>
+__device__ __forceinline__ void ldsm_a(std::uint32_t (&a)[4], const T* tile, int ld, int r0, int k0, int lane) {
+  ldsm4<false>(a, tile + (r0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
+}
+
+// B fragments of two neighbouring n-tiles (n0..n0+7 in r[0], r[1]; n0+8..n0+15 in r[2], r[3]) for k0..k0+15,
+// where B[k][n] = tile[n·ld + k] (K for S = Q·Kᵀ: keys are n, head dims k).
+template <typename T>
+__device__ __forceinline__ void ldsm_b(std::uint32_t (&r)[4], const T* tile, int ld, int n0, int k0, int lane) {
+  ldsm4<false>(r, tile + (n0 + (lane & 7) + (lane >> 4) * 8) * ld + k0 + ((lane >> 3) & 1) * 8);
+}
+
+// The same where B[k][n] = tile[k·ld + n] (V for O = P·V: keys are k, head dims n), transposed by ldmatrix.
+template <typename T>
+__device__ __forceinline__ void ldsm_bt(std::uint32_t (&r)[4], const T* tile, int ld, int n0, int k0, int lane) {
+  ldsm4<true>(r, tile + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
+}
+
+// dst ← 16 bytes of src, asynchronously; zeros (nothing read) when !fill.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool fill) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+               "r"(fill ? 16 : 0)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// A 64-row tile: rows [0, n) of the matrix at src (row stride `stride`, D elements) into dst[r·ld + d],
+// zeros elsewhere. By cp.async when `vec` (D % 8 == 0, operands 16-byte aligned; complete after
+// cp_async_wait_all and a barrier), else by plain stores (complete after a barrier).
+template <int Dp, typename T>
+__device__ __forceinline__ void load_tile(const T* __restrict__ src, i64 stride, int n, int D, T* dst, bool vec) {
+  constexpr int ld = MmaLayout<Dp>::ld, kChunks = Dp / 8;
+  if (vec) {
+    for (int idx = threadIdx.x; idx < kMmaTile * kChunks; idx += kMmaThreads) {
+      const int r = idx / kChunks, d = idx % kChunks * 8;
+      const bool in = r < n && d < D;
+      cp_async16(dst + r * ld + d, in ? src + r * stride + d : src, in);
+    }
+  } else {
+    copy_rows<kMmaTile, Dp>(src, stride, n, D, dst, ld);
+  }
+}
+
+// Every query of [t0, t0 + 64) sees every key of [s0, s0 + 64): both tiles whole, no additive or
+// key-padding mask, and under the causal rule the tile's last key visible to its first query and, with a
+// window, its first key to its last query. Such a tile needs no per-element test.
+__device__ __forceinline__ bool whole_tile(const Geometry& g, bool has_mask, i64 t0, i64 s0) {
+  if (has_mask || g.key_mask != nullptr || t0 + kMmaTile > g.T || s0 + kMmaTile > g.S) return false;
+  if (!g.causal) return true;
+  return s0 + kMmaTile - 1 <= t0 + g.shift && (g.window <= 0 || s0 > t0 + kMmaTile - 1 + g.shift - g.window);
+}
+
 // Block (b, h, query tile), 4 warps; warp w owns query rows 16w..16w+15 of the tile and this thread rows
-// lane/4 and lane/4 + 8 of those. Shared: Q [64][Dp+8], K [64][Dp+8], Vᵀ [Dp][72].
+// lane/4 and lane/4 + 8 of those. Shared: Q [64][Dp+8], K and V
+// [2][64][Dp+8]. The warp's Q fragments stay in registers.
 template <typename T, int Dp>
 __global__ void __launch_bounds__(kMmaThreads)
-    forward_mma_kernel(Geometry g, int q_tiles, const T* __restrict__ q, const T* __restrict__ k,
-                       const T* __restrict__ v, const T* __restrict__ mask, T* __restrict__ out,
-                       float* __restrict__ lse, bool vec) {
+    flash_forward_kernel(Geometry g, int q_tiles, const T* __restrict__ q, const T* __restrict__ k,
+                         const T* __restrict__ v, const T* __restrict__ mask, T* __restrict__ out,
+                         float* __restrict__ lse, bool vec) {
   using L = MmaLayout<Dp>;
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);
   T* ks = qs + L::rows;
-  T* vt = ks + L::rows;
+  T* vs = ks + 2 * L::rows;
 
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int gr = lane >> 2, tc = lane & 3;
@@ -179,56 +216,84 @@ __global__ void __launch_bounds__(kMmaThreads)
   const i64 t0 = qt * kMmaTile;
   const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
   const int D = static_cast<int>(g.D);
-  const float scale = static_cast<float>(g.scale);
+  const float scale2 = static_cast<float>(g.scale) * kLog2e;
   const float neg_inf = negative_infinity<float>();
+  const bool has_mask = mask != nullptr;
+  const i64 kv_stride = g.Hkv * g.D;
 
-  copy_rows<kMmaTile, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, L::ld, vec);
+  const i64 first = g.kv_begin(t0) / kMmaTile * kMmaTile, kv_end = g.kv_end(t0, nq);
+  load_tile<Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, vec);
+  if (first < kv_end) {
+    const int nk = static_cast<int>(imin(kMmaTile, g.S - first));
+    load_tile<Dp>(k + g.kv_row(b, first, hk), kv_stride, nk, D, ks, vec);
+    load_tile<Dp>(v + g.kv_row(b, first, hk), kv_stride, nk, D, vs, vec);
+  }
+  cp_async_commit();
 
   const i64 t_row[2] = {t0 + warp * 16 + gr, t0 + warp * 16 + gr + 8};
+  std::uint32_t qf[Dp / 16][4];
   float o[Dp / 8][4] = {};
-  float m_run[2] = {neg_inf, neg_inf}, l_run[2] = {0.0f, 0.0f};
-  const i64 kv_end = g.kv_end(t0, nq);
-  for (i64 s0 = g.kv_begin(t0) / kMmaTile * kMmaTile; s0 < kv_end; s0 += kMmaTile) {
-    const int nk = static_cast<int>(imin(kMmaTile, g.S - s0));
-    __syncthreads();  // the previous tile's K and V are no longer read
-    copy_rows<kMmaTile, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, L::ld, vec);
-    copy_rows_transposed<kMmaTile, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vt, L::ldt, vec);
-    __syncthreads();
+  float m_run[2] = {neg_inf, neg_inf}, l_run[2] = {0.0f, 0.0f};  // m in base 2: max of scale·log2(e)·s
+  int buf = 0;
+  for (i64 s0 = first; s0 < kv_end; s0 += kMmaTile, buf ^= 1) {
+    cp_async_wait_all();
+    __syncthreads();  // this tile landed; every warp is done with the other buffer
+    if (s0 == first) {
+#pragma unroll
+      for (int kc = 0; kc < Dp / 16; ++kc) ldsm_a(qf[kc], qs, L::ld, warp * 16, kc * 16, lane);
+    }
+    if (s0 + kMmaTile < kv_end) {
+      const i64 s1 = s0 + kMmaTile;
+      const int nk = static_cast<int>(imin(kMmaTile, g.S - s1));
+      load_tile<Dp>(k + g.kv_row(b, s1, hk), kv_stride, nk, D, ks + (buf ^ 1) * L::rows, vec);
+      load_tile<Dp>(v + g.kv_row(b, s1, hk), kv_stride, nk, D, vs + (buf ^ 1) * L::rows, vec);
+    }
+    cp_async_commit();
+    const T* kb = ks + buf * L::rows;
+    const T* vb = vs + buf * L::rows;
 
     // S = Q·Kᵀ: 16 rows × 64 keys per warp.
     float sc[8][4] = {};
 #pragma unroll
     for (int kc = 0; kc < Dp / 16; ++kc) {
-      std::uint32_t a[4];
-      load_a(a, qs, L::ld, warp * 16, kc * 16, gr, tc);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        std::uint32_t b0, b1;
-        load_b(b0, b1, ks, L::ld, nt * 8, kc * 16, gr, tc);
-        mma16816<T>(sc[nt], a, b0, b1);
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t bb[4];
+        ldsm_b(bb, kb, L::ld, np * 16, kc * 16, lane);
+        mma16816<T>(sc[2 * np], qf[kc], bb[0], bb[1]);
+        mma16816<T>(sc[2 * np + 1], qf[kc], bb[2], bb[3]);
       }
     }
 
-    // Scale, mask, hide invisible keys; online softmax update of this thread's two rows.
     float tile_max[2] = {neg_inf, neg_inf};
+    if (whole_tile(g, has_mask, t0, s0)) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = i >> 1;
-        const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
-        float x = neg_inf;
-        if (g.sees(b, t_row[r], s)) x = sc[nt][i] * scale + mask_value(mask, g, t_row[r], s);
-        sc[nt][i] = x;
-        tile_max[r] = fmaxf(tile_max[r], x);
+        for (int i = 0; i < 4; ++i) {
+          sc[nt][i] *= scale2;
+          tile_max[i >> 1] = fmaxf(tile_max[i >> 1], sc[nt][i]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = i >> 1;
+          const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
+          float x = neg_inf;
+          if (g.sees(b, t_row[r], s)) x = sc[nt][i] * scale2 + mask_value(mask, g, t_row[r], s) * kLog2e;
+          sc[nt][i] = x;
+          tile_max[r] = fmaxf(tile_max[r], x);
+        }
       }
     }
     float alpha[2], row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m_new = fmaxf(m_run[r], quad_max(tile_max[r]));
-      // m_new = −inf: nothing visible to this row yet; otherwise exp(−inf) = 0 when m_run was −inf.
-      alpha[r] = m_new == neg_inf ? 1.0f : __expf(m_run[r] - m_new);
+      alpha[r] = m_new == neg_inf ? 1.0f : exp2f(m_run[r] - m_new);
       m_run[r] = m_new;
     }
 #pragma unroll
@@ -236,7 +301,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = i >> 1;
-        const float p = m_run[r] == neg_inf ? 0.0f : __expf(sc[nt][i] - m_run[r]);
+        const float p = m_run[r] == neg_inf ? 0.0f : exp2f(sc[nt][i] - m_run[r]);
         sc[nt][i] = p;
         row_sum[r] += p;
       }
@@ -251,19 +316,21 @@ __global__ void __launch_bounds__(kMmaThreads)
       o[nt][3] *= alpha[1];
     }
 
-    // O += P·V, P (rounded to T) straight from the score accumulators.
+    // O += P·V.
 #pragma unroll
     for (int j = 0; j < kMmaTile / 16; ++j) {
       std::uint32_t a[4];
       accumulators_to_a<T>(a, sc[2 * j], sc[2 * j + 1]);
 #pragma unroll
-      for (int nt = 0; nt < Dp / 8; ++nt) {
-        std::uint32_t b0, b1;
-        load_b(b0, b1, vt, L::ldt, nt * 8, j * 16, gr, tc);
-        mma16816<T>(o[nt], a, b0, b1);
+      for (int np = 0; np < Dp / 16; ++np) {
+        std::uint32_t bb[4];
+        ldsm_bt(bb, vb, L::ld, np * 16, j * 16, lane);
+        mma16816<T>(o[2 * np], a, bb[0], bb[1]);
+        mma16816<T>(o[2 * np + 1], a, bb[2], bb[3]);
       }
     }
   }
+  cp_async_wait_all();  // nothing in flight at exit (no tile: the Q copy)
 
   float inv[2];
 #pragma unroll
@@ -279,113 +346,130 @@ __global__ void __launch_bounds__(kMmaThreads)
   if (tc == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      if (t_row[r] < g.T) lse[g.stat(b, h, t_row[r])] = l_run[r] > 0.0f ? m_run[r] + logf(l_run[r]) : neg_inf;
+      if (t_row[r] < g.T) lse[g.stat(b, h, t_row[r])] = l_run[r] > 0.0f ? m_run[r] * kLn2 + logf(l_run[r]) : neg_inf;
     }
   }
 }
 
 // Block (b, kv head, key tile), 4 warps; warp w owns keys 16w..16w+15 of the tile and accumulates their
-// dK and dV over the group's heads and all query tiles, in order. Per query tile it forms Sᵀ = K·Qᵀ and
-// dPᵀ = V·dOᵀ (keys × queries), so Pᵀ and dSᵀ are A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q.
-// Shared: K, V, Q, dO [64][Dp+8]; Qᵀ, dOᵀ [Dp][72]; lse and Di [64] f32.
+// dK and dV over the group's heads and their query tiles, in order. Per query tile it forms Sᵀ = K·Qᵀ and
+// dPᵀ = V·dOᵀ (keys × queries), so Pᵀ and dSᵀ are A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q. Shared: K, V [64][Dp+8]; Q, dO [2][64][Dp+8]; lse·log2(e) and Di [2][64] f32.
 template <typename T, int Dp>
 __global__ void __launch_bounds__(kMmaThreads)
-    backward_kv_mma_kernel(Geometry g, int k_tiles, const T* __restrict__ q, const T* __restrict__ k,
-                           const T* __restrict__ v, const T* __restrict__ mask, const T* __restrict__ dout,
-                           const float* __restrict__ lse, const float* __restrict__ di, T* __restrict__ dk,
-                           T* __restrict__ dv, bool vec) {
+    flash_backward_kv_kernel(Geometry g, int k_tiles, const T* __restrict__ q, const T* __restrict__ k,
+                             const T* __restrict__ v, const T* __restrict__ mask, const T* __restrict__ dout,
+                             const float* __restrict__ lse, const float* __restrict__ di, T* __restrict__ dk,
+                             T* __restrict__ dv, bool vec) {
   using L = MmaLayout<Dp>;
   extern __shared__ __align__(16) unsigned char smem[];
   T* ks = reinterpret_cast<T*>(smem);
   T* vs = ks + L::rows;
   T* qs = vs + L::rows;
-  T* dos = qs + L::rows;
-  T* qt_s = dos + L::rows;
-  T* dot_s = qt_s + L::cols;
-  float* lse_s = reinterpret_cast<float*>(dot_s + L::cols);
-  float* di_s = lse_s + kMmaTile;
+  T* dos = qs + 2 * L::rows;
+  float* lse_s = reinterpret_cast<float*>(dos + 2 * L::rows);
+  float* di_s = lse_s + 2 * kMmaTile;
 
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const int gr = lane >> 2, tc = lane & 3;
+  const int tc = lane & 3;
   const i64 block = blockIdx.x;
   const i64 kt = block % k_tiles, hk = block / k_tiles % g.Hkv, b = block / k_tiles / g.Hkv;
   const i64 s0 = kt * kMmaTile;
   const int nk = static_cast<int>(imin(kMmaTile, g.S - s0));
   const int D = static_cast<int>(g.D);
-  const float scale = static_cast<float>(g.scale);
+  const float scale2 = static_cast<float>(g.scale) * kLog2e;
   const float neg_inf = negative_infinity<float>();
+  const bool has_mask = mask != nullptr;
+  const i64 q_stride = g.H * g.D;
 
-  copy_rows<kMmaTile, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, L::ld, vec);
-  copy_rows<kMmaTile, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, L::ld, vec);
+  load_tile<Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, vec);
+  load_tile<Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, vec);
 
-  const i64 key[2] = {s0 + warp * 16 + gr, s0 + warp * 16 + gr + 8};
+  // Iteration it: head hk·group + it / n_t, query tile tq0 + it % n_t (the tiles outside [t_first, t_end)
+  // see no key of this tile).
+  const i64 tq0 = g.q_begin(s0) / kMmaTile, n_t = imax(ceil_div(g.q_end(s0, nk), kMmaTile) - tq0, 0);
+  const i64 n_iter = g.group * n_t;
+  const auto issue = [&](i64 it, int to) {
+    const i64 h = hk * g.group + it / n_t, t0 = (tq0 + it % n_t) * kMmaTile;
+    const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
+    load_tile<Dp>(q + g.q_row(b, t0, h), q_stride, nq, D, qs + to * L::rows, vec);
+    load_tile<Dp>(dout + g.q_row(b, t0, h), q_stride, nq, D, dos + to * L::rows, vec);
+    for (int r = static_cast<int>(threadIdx.x); r < kMmaTile; r += kMmaThreads) {
+      lse_s[to * kMmaTile + r] = r < nq ? lse[g.stat(b, h, t0 + r)] * kLog2e : neg_inf;
+      di_s[to * kMmaTile + r] = r < nq ? di[g.stat(b, h, t0 + r)] : 0.0f;
+    }
+  };
+  if (n_iter > 0) issue(0, 0);
+  cp_async_commit();
+
+  const i64 key[2] = {s0 + warp * 16 + (lane >> 2), s0 + warp * 16 + (lane >> 2) + 8};
   float dk_acc[Dp / 8][4] = {}, dv_acc[Dp / 8][4] = {};
-  // Query t sees key s only when t ≥ s − shift and, with a window, t < s − shift + window: the query tiles
-  // outside [t_first, t_end) contribute nothing.
-  const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);
-  for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
-    for (i64 t0 = t_first / kMmaTile * kMmaTile; t0 < t_end; t0 += kMmaTile) {
-      const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
-      __syncthreads();  // the previous query tile is no longer read
-      const T* q_rows = q + g.q_row(b, t0, h);
-      const T* do_rows = dout + g.q_row(b, t0, h);
-      copy_rows<kMmaTile, Dp>(q_rows, g.H * g.D, nq, D, qs, L::ld, vec);
-      copy_rows<kMmaTile, Dp>(do_rows, g.H * g.D, nq, D, dos, L::ld, vec);
-      copy_rows_transposed<kMmaTile, Dp>(q_rows, g.H * g.D, nq, D, qt_s, L::ldt, vec);
-      copy_rows_transposed<kMmaTile, Dp>(do_rows, g.H * g.D, nq, D, dot_s, L::ldt, vec);
-      for (int r = static_cast<int>(threadIdx.x); r < kMmaTile; r += blockDim.x) {
-        lse_s[r] = r < nq ? lse[g.stat(b, h, t0 + r)] : neg_inf;
-        di_s[r] = r < nq ? di[g.stat(b, h, t0 + r)] : 0.0f;
-      }
-      __syncthreads();
+  int buf = 0;
+  for (i64 it = 0; it < n_iter; ++it, buf ^= 1) {
+    cp_async_wait_all();
+    __syncthreads();
+    if (it + 1 < n_iter) issue(it + 1, buf ^ 1);
+    cp_async_commit();
+    const i64 t0 = (tq0 + it % n_t) * kMmaTile;
+    const T* qb = qs + buf * L::rows;
+    const T* dob = dos + buf * L::rows;
+    const float* lse_b = lse_s + buf * kMmaTile;
+    const float* di_b = di_s + buf * kMmaTile;
 
-      float st[8][4] = {}, dpt[8][4] = {};
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: 16 keys × 64 queries per warp.
+    float st[8][4] = {}, dpt[8][4] = {};
 #pragma unroll
-      for (int kc = 0; kc < Dp / 16; ++kc) {
-        std::uint32_t ak[4], av[4];
-        load_a(ak, ks, L::ld, warp * 16, kc * 16, gr, tc);
-        load_a(av, vs, L::ld, warp * 16, kc * 16, gr, tc);
+    for (int kc = 0; kc < Dp / 16; ++kc) {
+      std::uint32_t ak[4], av[4];
+      ldsm_a(ak, ks, L::ld, warp * 16, kc * 16, lane);
+      ldsm_a(av, vs, L::ld, warp * 16, kc * 16, lane);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          std::uint32_t b0, b1;
-          load_b(b0, b1, qs, L::ld, nt * 8, kc * 16, gr, tc);
-          mma16816<T>(st[nt], ak, b0, b1);
-          load_b(b0, b1, dos, L::ld, nt * 8, kc * 16, gr, tc);
-          mma16816<T>(dpt[nt], av, b0, b1);
-        }
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t bq[4], bd[4];
+        ldsm_b(bq, qb, L::ld, np * 16, kc * 16, lane);
+        mma16816<T>(st[2 * np], ak, bq[0], bq[1]);
+        mma16816<T>(st[2 * np + 1], ak, bq[2], bq[3]);
+        ldsm_b(bd, dob, L::ld, np * 16, kc * 16, lane);
+        mma16816<T>(dpt[2 * np], av, bd[0], bd[1]);
+        mma16816<T>(dpt[2 * np + 1], av, bd[2], bd[3]);
       }
-      // Pᵀ and dSᵀ in place (rows: keys, columns: queries).
+    }
+    // Pᵀ and dSᵀ in place (rows: keys, columns: queries).
+    const bool whole = whole_tile(g, has_mask, t0, s0);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int c = nt * 8 + 2 * tc + (i & 1);
-          const i64 s = key[i >> 1], t = t0 + c;
-          const float row_lse = lse_s[c];
-          float p = 0.0f;
-          if (row_lse != neg_inf && g.sees(b, t, s)) {
-            p = __expf(st[nt][i] * scale + mask_value(mask, g, t, s) - row_lse);
-          }
-          st[nt][i] = p;
-          dpt[nt][i] = p * (dpt[nt][i] - di_s[c]);
+      for (int i = 0; i < 4; ++i) {
+        const int c = nt * 8 + 2 * tc + (i & 1);
+        const float row_lse = lse_b[c];
+        float p = 0.0f;
+        if (whole) {
+          p = exp2f(st[nt][i] * scale2 - row_lse);
+        } else if (row_lse != neg_inf && g.sees(b, t0 + c, key[i >> 1])) {
+          p = exp2f(st[nt][i] * scale2 + mask_value(mask, g, t0 + c, key[i >> 1]) * kLog2e - row_lse);
         }
+        st[nt][i] = p;
+        dpt[nt][i] = p * (dpt[nt][i] - di_b[c]);
       }
+    }
+    // dV += Pᵀ·dO, dK += dSᵀ·Q (dO and Q read transposed: queries are the k index).
 #pragma unroll
-      for (int j = 0; j < kMmaTile / 16; ++j) {
-        std::uint32_t ap[4], ads[4];
-        accumulators_to_a<T>(ap, st[2 * j], st[2 * j + 1]);
-        accumulators_to_a<T>(ads, dpt[2 * j], dpt[2 * j + 1]);
+    for (int j = 0; j < kMmaTile / 16; ++j) {
+      std::uint32_t ap[4], ads[4];
+      accumulators_to_a<T>(ap, st[2 * j], st[2 * j + 1]);
+      accumulators_to_a<T>(ads, dpt[2 * j], dpt[2 * j + 1]);
 #pragma unroll
-        for (int nt = 0; nt < Dp / 8; ++nt) {
-          std::uint32_t b0, b1;
-          load_b(b0, b1, dot_s, L::ldt, nt * 8, j * 16, gr, tc);
-          mma16816<T>(dv_acc[nt], ap, b0, b1);
-          load_b(b0, b1, qt_s, L::ldt, nt * 8, j * 16, gr, tc);
-          mma16816<T>(dk_acc[nt], ads, b0, b1);
-        }
+      for (int np = 0; np < Dp / 16; ++np) {
+        std::uint32_t bd[4], bq[4];
+        ldsm_bt(bd, dob, L::ld, np * 16, j * 16, lane);
+        mma16816<T>(dv_acc[2 * np], ap, bd[0], bd[1]);
+        mma16816<T>(dv_acc[2 * np + 1], ap, bd[2], bd[3]);
+        ldsm_bt(bq, qb, L::ld, np * 16, j * 16, lane);
+        mma16816<T>(dk_acc[2 * np], ads, bq[0], bq[1]);
+        mma16816<T>(dk_acc[2 * np + 1], ads, bq[2], bq[3]);
       }
     }
   }
+  cp_async_wait_all();
 
 #pragma unroll
   for (int nt = 0; nt < Dp / 8; ++nt) {
@@ -394,27 +478,27 @@ __global__ void __launch_bounds__(kMmaThreads)
       const i64 s = key[i >> 1];
       const int d = nt * 8 + 2 * tc + (i & 1);
       if (s < g.S && d < D) {
-        dk[g.kv_row(b, s, hk) + d] = to_storage<T>(dk_acc[nt][i] * scale);
+        dk[g.kv_row(b, s, hk) + d] = to_storage<T>(dk_acc[nt][i] * static_cast<float>(g.scale));
         dv[g.kv_row(b, s, hk) + d] = to_storage<T>(dv_acc[nt][i]);
       }
     }
   }
 }
 
-// Block (b, h, query tile), 4 warps × 16 query rows; dQ = scale · Σ_key tiles dS·K, in order.
-// Shared: Q, dO, K, V [64][Dp+8]; Kᵀ [Dp][72].
+// Block (b, h, query tile), 4 warps × 16 query rows; dQ = scale · Σ_key tiles dS·K, in order. Shared: Q, dO [64][Dp+8];
+// K, V [2][64][Dp+8].
 template <typename T, int Dp>
 __global__ void __launch_bounds__(kMmaThreads)
-    backward_q_mma_kernel(Geometry g, int q_tiles, const T* __restrict__ q, const T* __restrict__ k,
-                          const T* __restrict__ v, const T* __restrict__ mask, const T* __restrict__ dout,
-                          const float* __restrict__ lse, const float* __restrict__ di, T* __restrict__ dq, bool vec) {
+    flash_backward_q_kernel(Geometry g, int q_tiles, const T* __restrict__ q, const T* __restrict__ k,
+                            const T* __restrict__ v, const T* __restrict__ mask, const T* __restrict__ dout,
+                            const float* __restrict__ lse, const float* __restrict__ di, T* __restrict__ dq,
+                            bool vec) {
   using L = MmaLayout<Dp>;
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);
   T* dos = qs + L::rows;
   T* ks = dos + L::rows;
-  T* vs = ks + L::rows;
-  T* kt_s = vs + L::rows;
+  T* vs = ks + 2 * L::rows;
 
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int gr = lane >> 2, tc = lane & 3;
@@ -424,45 +508,62 @@ __global__ void __launch_bounds__(kMmaThreads)
   const i64 t0 = qt * kMmaTile;
   const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
   const int D = static_cast<int>(g.D);
-  const float scale = static_cast<float>(g.scale);
+  const float scale2 = static_cast<float>(g.scale) * kLog2e;
   const float neg_inf = negative_infinity<float>();
+  const bool has_mask = mask != nullptr;
+  const i64 kv_stride = g.Hkv * g.D;
 
-  copy_rows<kMmaTile, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, L::ld, vec);
-  copy_rows<kMmaTile, Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, L::ld, vec);
+  const i64 first = g.kv_begin(t0) / kMmaTile * kMmaTile, kv_end = g.kv_end(t0, nq);
+  load_tile<Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, vec);
+  load_tile<Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, vec);
+  if (first < kv_end) {
+    const int nk = static_cast<int>(imin(kMmaTile, g.S - first));
+    load_tile<Dp>(k + g.kv_row(b, first, hk), kv_stride, nk, D, ks, vec);
+    load_tile<Dp>(v + g.kv_row(b, first, hk), kv_stride, nk, D, vs, vec);
+  }
+  cp_async_commit();
 
   const i64 t_row[2] = {t0 + warp * 16 + gr, t0 + warp * 16 + gr + 8};
   float row_lse[2], row_di[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    row_lse[r] = t_row[r] < g.T ? lse[g.stat(b, h, t_row[r])] : neg_inf;
+    row_lse[r] = t_row[r] < g.T ? lse[g.stat(b, h, t_row[r])] * kLog2e : neg_inf;
     row_di[r] = t_row[r] < g.T ? di[g.stat(b, h, t_row[r])] : 0.0f;
   }
   float dq_acc[Dp / 8][4] = {};
-  const i64 kv_end = g.kv_end(t0, nq);
-  for (i64 s0 = g.kv_begin(t0) / kMmaTile * kMmaTile; s0 < kv_end; s0 += kMmaTile) {
-    const int nk = static_cast<int>(imin(kMmaTile, g.S - s0));
+  int buf = 0;
+  for (i64 s0 = first; s0 < kv_end; s0 += kMmaTile, buf ^= 1) {
+    cp_async_wait_all();
     __syncthreads();
-    const T* k_rows = k + g.kv_row(b, s0, hk);
-    copy_rows<kMmaTile, Dp>(k_rows, g.Hkv * g.D, nk, D, ks, L::ld, vec);
-    copy_rows<kMmaTile, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, L::ld, vec);
-    copy_rows_transposed<kMmaTile, Dp>(k_rows, g.Hkv * g.D, nk, D, kt_s, L::ldt, vec);
-    __syncthreads();
+    if (s0 + kMmaTile < kv_end) {
+      const i64 s1 = s0 + kMmaTile;
+      const int nk = static_cast<int>(imin(kMmaTile, g.S - s1));
+      load_tile<Dp>(k + g.kv_row(b, s1, hk), kv_stride, nk, D, ks + (buf ^ 1) * L::rows, vec);
+      load_tile<Dp>(v + g.kv_row(b, s1, hk), kv_stride, nk, D, vs + (buf ^ 1) * L::rows, vec);
+    }
+    cp_async_commit();
+    const T* kb = ks + buf * L::rows;
+    const T* vb = vs + buf * L::rows;
 
+    // S = Q·Kᵀ and dP = dO·Vᵀ: 16 rows × 64 keys per warp.
     float sc[8][4] = {}, dp[8][4] = {};
 #pragma unroll
     for (int kc = 0; kc < Dp / 16; ++kc) {
       std::uint32_t aq[4], ado[4];
-      load_a(aq, qs, L::ld, warp * 16, kc * 16, gr, tc);
-      load_a(ado, dos, L::ld, warp * 16, kc * 16, gr, tc);
+      ldsm_a(aq, qs, L::ld, warp * 16, kc * 16, lane);
+      ldsm_a(ado, dos, L::ld, warp * 16, kc * 16, lane);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        std::uint32_t b0, b1;
-        load_b(b0, b1, ks, L::ld, nt * 8, kc * 16, gr, tc);
-        mma16816<T>(sc[nt], aq, b0, b1);
-        load_b(b0, b1, vs, L::ld, nt * 8, kc * 16, gr, tc);
-        mma16816<T>(dp[nt], ado, b0, b1);
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t bk[4], bv[4];
+        ldsm_b(bk, kb, L::ld, np * 16, kc * 16, lane);
+        mma16816<T>(sc[2 * np], aq, bk[0], bk[1]);
+        mma16816<T>(sc[2 * np + 1], aq, bk[2], bk[3]);
+        ldsm_b(bv, vb, L::ld, np * 16, kc * 16, lane);
+        mma16816<T>(dp[2 * np], ado, bv[0], bv[1]);
+        mma16816<T>(dp[2 * np + 1], ado, bv[2], bv[3]);
       }
     }
+    const bool whole = whole_tile(g, has_mask, t0, s0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -470,41 +571,46 @@ __global__ void __launch_bounds__(kMmaThreads)
         const int r = i >> 1;
         const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
         float p = 0.0f;
-        if (row_lse[r] != neg_inf && g.sees(b, t_row[r], s)) {
-          p = __expf(sc[nt][i] * scale + mask_value(mask, g, t_row[r], s) - row_lse[r]);
+        if (whole) {
+          p = exp2f(sc[nt][i] * scale2 - row_lse[r]);
+        } else if (row_lse[r] != neg_inf && g.sees(b, t_row[r], s)) {
+          p = exp2f(sc[nt][i] * scale2 + mask_value(mask, g, t_row[r], s) * kLog2e - row_lse[r]);
         }
         dp[nt][i] = p * (dp[nt][i] - row_di[r]);
       }
     }
+    // dQ += dS·K (K read transposed: keys are the k index).
 #pragma unroll
     for (int j = 0; j < kMmaTile / 16; ++j) {
       std::uint32_t a[4];
       accumulators_to_a<T>(a, dp[2 * j], dp[2 * j + 1]);
 #pragma unroll
-      for (int nt = 0; nt < Dp / 8; ++nt) {
-        std::uint32_t b0, b1;
-        load_b(b0, b1, kt_s, L::ldt, nt * 8, j * 16, gr, tc);
-        mma16816<T>(dq_acc[nt], a, b0, b1);
+      for (int np = 0; np < Dp / 16; ++np) {
+        std::uint32_t bk[4];
+        ldsm_bt(bk, kb, L::ld, np * 16, j * 16, lane);
+        mma16816<T>(dq_acc[2 * np], a, bk[0], bk[1]);
+        mma16816<T>(dq_acc[2 * np + 1], a, bk[2], bk[3]);
       }
     }
   }
+  cp_async_wait_all();
 
 #pragma unroll
   for (int nt = 0; nt < Dp / 8; ++nt) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = i >> 1, d = nt * 8 + 2 * tc + (i & 1);
-      if (t_row[r] < g.T && d < D) dq[g.q_row(b, t_row[r], h) + d] = to_storage<T>(dq_acc[nt][i] * scale);
+      if (t_row[r] < g.T && d < D) {
+        dq[g.q_row(b, t_row[r], h) + d] = to_storage<T>(dq_acc[nt][i] * static_cast<float>(g.scale));
+      }
     }
   }
 }
 
+// Shared memory of a kernel: `tiles` row-major tiles and `floats` f32 values.
 template <int Dp>
-constexpr std::size_t mma_smem(int row_tiles, int col_tiles, int floats) {
-  return (static_cast<std::size_t>(row_tiles) * MmaLayout<Dp>::rows +
-          static_cast<std::size_t>(col_tiles) * MmaLayout<Dp>::cols) *
-             2 +
-         static_cast<std::size_t>(floats) * sizeof(float);
+constexpr std::size_t mma_smem(int tiles, int floats) {
+  return static_cast<std::size_t>(tiles) * MmaLayout<Dp>::rows * 2 + static_cast<std::size_t>(floats) * sizeof(float);
 }
 
 }  // namespace
@@ -515,7 +621,7 @@ void forward_mma(const Geometry& g, const T* q, const T* k, const T* v, const T*
   const i64 q_tiles = ceil_div(g.T, kMmaTile);
   dispatch_head_dim(g.D, [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
-    launch(forward_mma_kernel<T, Dp>, q_tiles * g.H * g.B, kMmaThreads, mma_smem<Dp>(2, 1, 0), "attention", g,
+    launch(flash_forward_kernel<T, Dp>, q_tiles * g.H * g.B, kMmaThreads, mma_smem<Dp>(5, 0), "attention", g,
            static_cast<int>(q_tiles), q, k, v, mask, out, lse, vec);
   });
 }
@@ -527,9 +633,9 @@ void backward_mma(const Geometry& g, const T* q, const T* k, const T* v, const T
   const i64 q_tiles = ceil_div(g.T, kMmaTile), k_tiles = ceil_div(g.S, kMmaTile);
   dispatch_head_dim(g.D, [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
-    launch(backward_kv_mma_kernel<T, Dp>, k_tiles * g.Hkv * g.B, kMmaThreads, mma_smem<Dp>(4, 2, 2 * kMmaTile),
+    launch(flash_backward_kv_kernel<T, Dp>, k_tiles * g.Hkv * g.B, kMmaThreads, mma_smem<Dp>(6, 4 * kMmaTile),
            "attention_backward (dk, dv)", g, static_cast<int>(k_tiles), q, k, v, mask, dout, lse, di, dk, dv, vec);
-    launch(backward_q_mma_kernel<T, Dp>, q_tiles * g.H * g.B, kMmaThreads, mma_smem<Dp>(4, 1, 0),
+    launch(flash_backward_q_kernel<T, Dp>, q_tiles * g.H * g.B, kMmaThreads, mma_smem<Dp>(6, 0),
            "attention_backward (dq)", g, static_cast<int>(q_tiles), q, k, v, mask, dout, lse, di, dq, vec);
   });
 }
