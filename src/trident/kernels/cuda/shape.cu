@@ -4,12 +4,16 @@
 // Row copy: one thread per unit of U bytes, flat grid-stride over rows × units
 // per row, U the largest of 16, 8, 4, 2, 1 that divides every row length,
 // offset and pitch in bytes and both pointers. Index arithmetic is 32-bit when
-// every offset fits (integer division is far cheaper), 64-bit otherwise.
+// every offset fits (integer division is far cheaper), 64-bit otherwise. Rows of
+// at least kLongRow units (the padded copies of an odd vocabulary's logits,
+// 50257 columns) take a block per row instead, which finds the row's offset
+// once rather than dividing per unit.
 // Transpose: 32 × 32 tiles through shared memory (padded against bank
 // conflicts), (32, 8) threads, grid-stride over batch × tiles; loads run along
 // the input's contiguous axis and stores along the output's, so both coalesce.
 #include "trident/kernels/cuda/shape_launch.h"
 
+#include <algorithm>
 #include <string>
 
 #include "trident/kernels/cuda/common.cuh"
@@ -21,6 +25,7 @@ namespace {
 constexpr int kCopyThreads = 256;
 constexpr int kTile = 32, kTileRows = 8;
 constexpr unsigned kMaxGrid = 65535u * 8u;
+constexpr std::int64_t kLongRow = 256;
 
 template <int kBytes>
 struct Word;
@@ -57,6 +62,23 @@ __global__ void __launch_bounds__(kCopyThreads) row_copy_kernel(const U* src, U*
 }
 
 template <typename U, typename I>
+__global__ void __launch_bounds__(kCopyThreads) row_copy_long_kernel(const U* __restrict__ src, U* __restrict__ dst,
+                                                                    UnitPlan<I> p) {
+  for (I row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    I rem = row, off = p.src_base;
+    for (int k = p.rank - 1; k >= 0; --k) {
+      const I q = rem / p.dims[k];
+      off += (rem - q * p.dims[k]) * p.src_strides[k];
+      rem = q;
+    }
+    const U* __restrict__ from = src + off;
+    U* __restrict__ to = dst + p.dst_base + row * p.dst_pitch;
+#pragma unroll 4
+    for (I c = threadIdx.x; c < p.row_len; c += kCopyThreads) to[c] = from[c];
+  }
+}
+
+template <typename U, typename I>
 void row_copy_as(const void* src, void* dst, const RowCopyPlan& plan, std::int64_t scale) {
   UnitPlan<I> p{};
   p.rows = static_cast<I>(plan.rows);
@@ -70,6 +92,12 @@ void row_copy_as(const void* src, void* dst, const RowCopyPlan& plan, std::int64
   p.dst_base = static_cast<I>(plan.dst_base * scale);
   p.dst_pitch = static_cast<I>(plan.dst_pitch * scale);
   const std::int64_t total = plan.rows * plan.row_len * scale;
+  if (p.row_len >= kLongRow) {
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(plan.rows, kMaxGrid));
+    row_copy_long_kernel<U, I><<<blocks, kCopyThreads, 0, stream()>>>(static_cast<const U*>(src), static_cast<U*>(dst), p);
+    check_launch("row copy (permute/split/concat/slice/pad)");
+    return;
+  }
   row_copy_kernel<U, I><<<blocks_for(total, kCopyThreads), kCopyThreads, 0, stream()>>>(static_cast<const U*>(src),
                                                                                          static_cast<U*>(dst), p);
   check_launch("row copy (permute/split/concat/slice)");
