@@ -1,5 +1,5 @@
-// Training on a CUDA GPU (label gpu): the tiny GPT and LLaMA configurations
-// follow the CPU run's losses (fp32, dropout on: the CUDA dropout draws the
+// Training on a CUDA GPU (label gpu): the tiny GPT, LLaMA, Mixtral and
+// Qwen2-MoE configurations follow the CPU run's losses (fp32, dropout on: the CUDA dropout draws the
 // CPU's masks), bf16 and fp16 train, and a checkpoint written from the GPU
 // resumes on the CPU. Without a GPU only the error cases run.
 #include <gtest/gtest.h>
@@ -70,18 +70,32 @@ class CudaTrainingOnGpu : public CudaTraining {
   }
 };
 
-// 20 fp32 steps of the tiny GPT-2 and LLaMA: every loss within 1e-4 of the CPU's.
-TEST_F(CudaTrainingOnGpu, TinyGptAndLlamaFollowTheCpuRun) {
-  const std::vector<std::string> llama = {"model.arch=llama", "model.n_kv_head=2"};
-  for (const auto& arch : {std::vector<std::string>{}, llama}) {
-    const std::string name = arch.empty() ? "gpt2" : "llama";
+// 20 fp32 steps of the tiny GPT-2, LLaMA and both mixture-of-experts families (top-2 routing with the
+// aux and z losses; Qwen2-MoE with capacity dispatch and a gated shared expert): every loss within 1e-4
+// of the CPU's.
+TEST_F(CudaTrainingOnGpu, TinyModelsFollowTheCpuRun) {
+  const std::vector<std::string> moe = {"model.n_kv_head=2", "model.d_ff=32", "model.n_experts=4",
+                                        "model.experts_per_token=2", "model.moe_aux_loss_coef=0.05",
+                                        "model.moe_z_loss_coef=0.01"};
+  const auto with = [](std::vector<std::string> base, std::initializer_list<std::string> more) {
+    base.insert(base.end(), more);
+    return base;
+  };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
+      {"gpt2", {}},
+      {"llama", {"model.arch=llama", "model.n_kv_head=2"}},
+      {"mixtral", with(moe, {"model.arch=mixtral"})},
+      {"qwen2_moe", with(moe, {"model.arch=qwen2_moe", "model.moe_d_ff=16", "model.moe_shared_d_ff=24",
+                               "model.moe_capacity_factor=1.25"})},
+  };
+  for (const auto& [name, arch] : models) {
     std::vector<std::string> common = {"train.steps=20", "train.micro_batch_size=4", "model.dropout=0.1"};
     common.insert(common.end(), arch.begin(), arch.end());
     auto cpu = common, gpu = common;
     gpu.push_back("train.device=\"cuda\"");
     const TrainSummary ref = train(options(name + "-cpu", cpu));
     const TrainSummary got = train(options(name + "-cuda", gpu));
-    ASSERT_EQ(got.losses.size(), ref.losses.size());
+    ASSERT_EQ(got.losses.size(), ref.losses.size()) << name;
     for (std::size_t i = 0; i < ref.losses.size(); ++i) {
       EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-4 * std::max(1.0, std::fabs(ref.losses[i])))
           << name << " step " << i + 1;
