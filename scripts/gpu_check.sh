@@ -12,7 +12,8 @@
 # DATA_DIR the built-in corpus (scripts/prepare_corpus.sh's data/kjv).
 # Every part has its own time limit, and its log is written as it runs to
 # $OUT (or ./gpu-check-out): a part that fails or hangs does not hide the rest.
-# SKIP="tests sanitizer mainjob bench llmc" leaves parts out.
+# SKIP="tests sanitizer mainjob bench llmc profile" leaves parts out; BATCHES (8 16 32 64) the
+# micro-batches of train_bench and llm.c, LLAMA_CHECKPOINTING (0 1) the 1B LLaMA's runs.
 set -uo pipefail
 
 bundle=${1:?usage: gpu_check.sh BUNDLE.tar.xz [LLMC_DIR] [DATA_DIR]}
