@@ -124,7 +124,7 @@ start_munge() {
   [[ -f /etc/munge/munge.key ]] || { mkdir -p /etc/munge; dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; }
   mkdir -p /run/munge
   chown -R munge:munge /etc/munge /run/munge && chmod 400 /etc/munge/munge.key
-  if ! alive /run/munge/munged.pid munged; then /usr/sbin/munged --force; fi
+  pgrep -x munged >/dev/null || /usr/sbin/munged --force  # one munged serves every host (and slurm_local.sh)
 }
 
 start_slurm() {
