@@ -23,8 +23,9 @@
 #
 # Slurm: a slurm.conf of its own (/run/trident-cluster/slurm.conf, read through
 # SLURM_CONF), so the single-node /etc/slurm/slurm.conf of scripts/slurm_local.sh
-# and its daemons keep working beside it; munge is shared. Every file the
-# cluster writes (config, state, logs, pid files) is under /run/trident-cluster.
+# and its daemons keep working beside it; munge is shared (`down` stops the munged
+# that `up` started, unless that Slurm uses it). Every file the cluster writes
+# (config, state, logs, pid files) is under /run/trident-cluster.
 #
 # Open MPI: scripts/netns_rsh is the rsh agent (mpirun calls it as ssh, `agent
 # HOST COMMAND...`), TCP between hosts is restricted to the bridge's subnet and
@@ -124,7 +125,11 @@ start_munge() {
   [[ -f /etc/munge/munge.key ]] || { mkdir -p /etc/munge; dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; }
   mkdir -p /run/munge
   chown -R munge:munge /etc/munge /run/munge && chmod 400 /etc/munge/munge.key
-  pgrep -x munged >/dev/null || /usr/sbin/munged --force  # one munged serves every host (and slurm_local.sh)
+  # One munged serves every host (and slurm_local.sh's Slurm); down stops it if up started it.
+  if ! pgrep -x munged >/dev/null; then
+    /usr/sbin/munged --force 2>"$dir/log/munged.err" || { note "munged did not start: $(<"$dir/log/munged.err")"; exit 1; }
+    cp /run/munge/munged.pid "$dir/munged.pid"
+  fi
 }
 
 start_slurm() {
@@ -228,6 +233,8 @@ down() {
   local host ns f
   local -a pids daemons=("$dir/slurmctld.pid" slurmctld)
   for f in "$dir"/slurmd-node*.pid; do [[ -e $f ]] && daemons+=("$f" slurmd); done
+  # The munged that up started, unless slurm_local.sh's Slurm has come to use it since.
+  if ! alive /run/slurmctld.pid slurmctld && ! alive /run/slurmd.pid slurmd; then daemons+=("$dir/munged.pid" munged); fi
   stop_daemons "${daemons[@]}"
   for host in $(existing_hosts); do
     ns=$ns_prefix$host
