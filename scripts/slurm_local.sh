@@ -37,9 +37,12 @@ if [[ ! -f /etc/munge/munge.key ]]; then
   dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
 fi
 chown -R munge:munge /etc/munge /run/munge && chmod 400 /etc/munge/munge.key
+# Each daemon by its pid file: another cluster's slurmctld and slurmd may run on this machine
+# (scripts/cluster_local.sh, in network namespaces), which `pgrep -x slurmd` would take for ours.
+running() { [[ -s $1 ]] && [[ $(cat "/proc/$(<"$1")/comm" 2>/dev/null) == "$2" ]]; }
 pgrep -x munged >/dev/null || /usr/sbin/munged --force
-pgrep -x slurmctld >/dev/null || slurmctld
-pgrep -x slurmd >/dev/null || slurmd
+running /run/slurmctld.pid slurmctld || slurmctld
+running /run/slurmd.pid slurmd || slurmd
 for _ in $(seq 1 30); do timeout 5 sinfo >/dev/null 2>&1 && { sinfo; exit 0; }; sleep 1; done
 echo "slurm_local: slurm did not come up (see /var/log/slurm/)" >&2
 exit 1

@@ -1,10 +1,14 @@
-// trident info: what this build contains and what it will use on this machine.
+// trident info: what this build contains and what it will use on this machine; under mpirun or
+// srun, also which rank this is and where it runs (`trident launch -n 4 -- trident info`,
+// `srun --mpi=pmix -N2 -n4 trident info`: one block per rank).
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "commands.h"
 #include "trident/core/backend.h"
+#include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/core/version.h"
 #include "trident/data/parquet_reader.h"
@@ -19,6 +23,27 @@
 
 namespace trident::cli {
 
+namespace {
+
+// "2 of 4 on host node2, local rank 0 of 2": the MPI job's own rank and size (so 4 separate
+// one-rank jobs, e.g. srun without --mpi=pmix, do not pass for one job), this host's name and
+// the rank's index among the ranks on this host (the GPU it takes with train.device=cuda).
+std::string rank_description() {
+  if (dist::launched_by_mpi()) {
+    const auto world = dist::mpi_world();
+    return fmt::format("{} of {} on host {}, local rank {} of {}", world->rank(), world->size(), host_name(),
+                       local_rank(), local_rank_count());
+  }
+  if (const char* task = std::getenv("SLURM_PROCID"); task != nullptr && *task != '\0') {
+    const char* tasks = std::getenv("SLURM_NTASKS");
+    return fmt::format("none: Slurm task {} of {} on host {} without MPI (srun --mpi=pmix makes the tasks one job)",
+                       task, tasks != nullptr ? tasks : "?", host_name());
+  }
+  return fmt::format("0 of 1 on host {} (not started by mpirun or srun)", host_name());
+}
+
+}  // namespace
+
 void add_info_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Print version, build configuration and backends");
   cmd->callback([] {
@@ -27,6 +52,7 @@ void add_info_command(CLI::App& app) {
     fmt::print("compiler:        {}\n", kCompiler);
     fmt::print("cpu threads:     {} (of {} hardware threads, {} rank(s) on this node)\n", num_threads(),
                std::thread::hardware_concurrency(), local_rank_count());
+    fmt::print("rank:            {}\n", rank_description());
 #ifdef TRIDENT_HAVE_CUDA
     kernels::cuda::initialize();
     fmt::print("cuda:            built; {}\n", kernels::cuda::describe());

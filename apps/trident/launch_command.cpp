@@ -11,6 +11,13 @@
 // against what the host can start (max_local_ranks) before mpirun is asked: Open MPI would
 // otherwise hang for minutes on a system limit.
 //
+// --hostfile FILE goes to mpirun as it is (Open MPI's format, `node1 slots=2` a line; ranks fill
+// each host's slots in order, so with `slots=2` on two hosts ranks 0,1 run on the first and 2,3 on
+// the second). It is checked first: Open MPI reports a missing one as an internal error, a directory as
+// "input in flex scanner failed". mpirun starts the other hosts' ranks through ssh (or
+// OMPI_MCA_plm_rsh_agent), whose login environment lacks launch's: the TRIDENT_* variables set here
+// are passed on (-x), so that every host runs with the same settings.
+//
 // mpirun runs as a child in a process group of its own, so that a signal reaches it once, from here:
 //  - the first SIGINT/SIGTERM is handed to every rank as a stop request (mpirun forwards SIGUSR1 /
 //    SIGUSR2 to the ranks untouched, and a trident rank started by launch turns them back into
@@ -37,6 +44,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "commands.h"
@@ -103,6 +112,32 @@ bool slots_given(const LaunchOptions& o) {
     if (value != nullptr && *value != '\0') return true;
   }
   return false;
+}
+
+// The hostfile exists, can be read and names at least one host (mpirun checks the rest: unknown
+// hosts, too few slots, each with a message naming the host or the count).
+void check_hostfile(const std::string& path) {
+  const std::string text = read_file_option("launch: --hostfile", path);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    line.resize(std::min(line.size(), line.find('#')));
+    if (line.find_first_not_of(" \t\r") != std::string::npos) return;
+  }
+  TRIDENT_FAIL("launch: --hostfile '{}' names no hosts (one host a line, e.g. 'node1 slots=2')", path);
+}
+
+// The TRIDENT_* variables of launch's environment that the ranks should see on every host (not
+// those launch sets for the ranks itself).
+std::vector<std::string> trident_variables() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (!name.starts_with("TRIDENT_") || name == "TRIDENT_LAUNCH_SIGNALS" || name == "TRIDENT_STDOUT_IS_TTY") continue;
+    names.emplace_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 volatile sig_atomic_t g_signals = 0;      // SIGINT/SIGTERM received so far
@@ -348,6 +383,7 @@ int run_mpirun(std::vector<std::string>& args) {
 void launch(const LaunchOptions& o) {
   TRIDENT_CHECK(o.ranks >= 1, "launch: -n must be at least 1, got {}", o.ranks);
   TRIDENT_CHECK(!o.command.empty(), "launch: no command given (e.g. trident launch -n 4 -- trident train cfg.toml)");
+  if (!o.hostfile.empty()) check_hostfile(o.hostfile);
   if (!slots_given(o)) {
     const RankBound bound = max_local_ranks();
     TRIDENT_CHECK(o.ranks <= bound.ranks,
@@ -367,6 +403,7 @@ void launch(const LaunchOptions& o) {
     args.push_back(o.hostfile);
   }
   if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  for (const std::string& name : trident_variables()) args.insert(args.end(), {"-x", name});
   // The ranks' stdout is a pseudo-terminal of mpirun's whatever the user's is: tell them whether
   // the user watches a terminal (live progress line) or output goes to a file or pipe (plain lines).
   args.insert(args.end(), {"-x", ::isatty(STDOUT_FILENO) ? "TRIDENT_STDOUT_IS_TTY=1" : "TRIDENT_STDOUT_IS_TTY=0"});
@@ -392,7 +429,11 @@ void add_launch_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("launch", "Run a command on N ranks through mpirun (e.g. trident train)");
   auto o = std::make_shared<LaunchOptions>();
   cmd->add_option("-n,--ranks", o->ranks, "Number of ranks")->required();
-  cmd->add_option("--hostfile", o->hostfile, "mpirun hostfile for several machines");
+  cmd->add_option("--hostfile", o->hostfile,
+                  "Run on several machines: Open MPI's hostfile, one host a line with its ranks ('node1 slots=2'); "
+                  "ranks fill the hosts in order. mpirun reaches the other hosts by ssh (or OMPI_MCA_plm_rsh_agent); "
+                  "the TRIDENT_* variables set here are passed to every rank")
+      ->type_name("FILE");
   cmd->add_flag("--dry-run", o->dry_run, "Print the mpirun command instead of running it");
   // COMMAND is taken whole, in order, from what CLI11 leaves unparsed. A
   // positional that accepted words would take only COMMAND's bare words and
