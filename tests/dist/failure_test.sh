@@ -43,7 +43,14 @@ kill -STOP "${pids[-1]}"
 wait $launcher
 rc=$?
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "stuck rank: exit code $rc (124 = hung)"
-grep -q "timed out after 5 s" "$work/stuck.log" || fail "stuck rank message: $(cat "$work/stuck.log")"
+host=$(hostname)
+# Rank 0's line names the call (its sequence number on the group), the stopped rank and its host (the
+# peer check: rank 1 left no note), then what rank 0 ran last (the flight recorder).
+grep -qE "trident: error: rank 0: [a-z_]+ #[0-9]+ on (world|dp group \[0, 1\]) \(rank 0 of 2\) timed out after 5 s .*; rank 1 on $host never reached it \(stopped, dead or cut off" "$work/stuck.log" \
+  || fail "stuck rank message: $(cat "$work/stuck.log")"
+grep -qE "last collectives, oldest first" "$work/stuck.log" || fail "no flight record: $(cat "$work/stuck.log")"
+grep -qE "#[0-9]+ on (world|dp group \[0, 1\]) \(rank 0 of 2\): [0-9.]+ (B|KiB|MiB), started [0-9.]+ s ago, done in [0-9.]+ ms" "$work/stuck.log" \
+  || fail "flight record entries: $(cat "$work/stuck.log")"
 echo "ok 2: a stuck rank ended the job in $((SECONDS - start)) s: $(grep 'trident: error' "$work/stuck.log" | head -1)"
 
 # 3. A rank killed mid-training.
@@ -71,6 +78,6 @@ out=$(timeout 120 "${mpi[@]}" -np 1 "$trident" "${common[@]}" "${moe[@]}" : \
       -np 1 env TRIDENT_TEST_STALL_MOE_DISPATCH=1 "$trident" "${common[@]}" "${moe[@]}" 2>&1)
 rc=$?
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "hung all-to-all: exit code $rc (124 = hung)"
-grep -qE "trident: error: rank 0: all_to_all \(moe dispatch in model\.layers\.0\.block_sparse_moe\) on ep group .*timed out after 5 s" <<<"$out" \
+grep -qE "trident: error: rank 0: all_to_all #[0-9]+ \(moe dispatch in model\.layers\.0\.block_sparse_moe\) on ep group .*timed out after 5 s.*; rank 1 on $host never reached it" <<<"$out" \
   || fail "hung all-to-all message: $out"
 echo "ok 4: a hung all-to-all ended the job in $((SECONDS - start)) s: $(grep 'trident: error' <<<"$out" | head -1)"

@@ -6,9 +6,18 @@
 
 namespace trident::dist {
 
-std::string Communicator::describe(const std::string& op, const CollectiveOptions& options) const {
-  if (options.context.empty()) return fmt::format("{} on {} (rank {} of {})", op, name(), rank(), size());
-  return fmt::format("{} ({}) on {} (rank {} of {})", op, options.context, name(), rank(), size());
+namespace {
+// Read and written by the thread that drives the communicators (one per process).
+double blocked_total = 0;
+}  // namespace
+
+double blocked_seconds() { return blocked_total; }
+void add_blocked_seconds(double seconds) { blocked_total += seconds; }
+
+std::string Communicator::describe(const std::string& op, const CollectiveOptions& options) {
+  const std::int64_t seq = ++sequence_;
+  if (options.context.empty()) return fmt::format("{} #{} on {} (rank {} of {})", op, seq, name(), rank(), size());
+  return fmt::format("{} #{} ({}) on {} (rank {} of {})", op, seq, options.context, name(), rank(), size());
 }
 
 namespace {

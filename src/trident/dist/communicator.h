@@ -60,6 +60,13 @@ struct TrafficCounters {
   std::int64_t calls = 0;
 };
 
+// Seconds this process has spent blocked on host communication (blocking MPI calls and Work::wait) since
+// it started. A step's wall time minus this counter's change is the rank's own work, which the
+// straggler report compares across ranks. (NCCL work runs on streams and is not counted.)
+double blocked_seconds();
+// Adds to the counter; the backends call it around every call that blocks the host.
+void add_blocked_seconds(double seconds);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -112,9 +119,12 @@ class Communicator {
                                               const CollectiveOptions& options = {});
 
  protected:
-  // "all_to_all (moe dispatch) on ep group [0, 1] (rank 0 of 2)": an operation as errors name it, with
-  // the caller's context words.
-  std::string describe(const std::string& op, const CollectiveOptions& options) const;
+  // "all_to_all #12 (moe dispatch) on ep group [0, 1] (rank 0 of 2)": an operation as errors and the
+  // flight recorder name it, with its sequence number on this communicator (every call takes the next:
+  // ranks of one group that called the same collectives agree on it) and the caller's context words.
+  std::string describe(const std::string& op, const CollectiveOptions& options);
+  // The sequence number describe() gave last.
+  std::int64_t sequence() const { return sequence_; }
   // all_to_all's argument checks, shared by the backends (throw trident::Error before any transfer).
   void check_all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, const Tensor& output,
                         const std::vector<std::int64_t>& recv_counts) const;
@@ -122,6 +132,9 @@ class Communicator {
   std::int64_t all_to_all_sent_bytes(const Tensor& input, const std::vector<std::int64_t>& send_counts) const;
 
   TrafficCounters traffic_;
+
+ private:
+  std::int64_t sequence_ = 0;  // collectives started on this communicator
 };
 
 }  // namespace trident::dist

@@ -19,6 +19,7 @@
 
 #include "trident/core/convert.h"
 #include "trident/core/error.h"
+#include "trident/dist/flight_recorder.h"
 #include "trident/dist/watchdog.h"
 #include "trident/ops/elementwise.h"
 
@@ -78,9 +79,9 @@ class DoneWork final : public Work {
 // A pending MPI request with a deadline and a completion step.
 class MpiWork final : public Work {
  public:
-  MpiWork(std::string what, double timeout_s, std::function<void()> on_complete = {})
+  MpiWork(std::string what, flight::Ticket ticket, double timeout_s, std::function<void()> on_complete = {})
       : what_(std::move(what)), timeout_s_(timeout_s), on_complete_(std::move(on_complete)),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(std::chrono::steady_clock::now()), ticket_(ticket) {}
   MPI_Request* request() { return &request_; }
 
   bool test() override {
@@ -97,6 +98,7 @@ class MpiWork final : public Work {
     }
     if (flag) {
       done_ = true;
+      flight::finished(ticket_);
       if (on_complete_) on_complete_();
     }
     return done_;
@@ -107,11 +109,23 @@ class MpiWork final : public Work {
     // nothing else wants the core, fair when ranks outnumber cores), then sleeping with
     // back-off so a long wait for a slow peer costs no CPU.
     auto sleep = std::chrono::microseconds(50);
+    const auto entered = std::chrono::steady_clock::now();
+    struct Count {  // the time blocked here, however the wait ends
+      std::chrono::steady_clock::time_point from;
+      ~Count() { add_blocked_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count()); }
+    } count{entered};
+    bool noted = false;
     while (!test()) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (timeout_s_ > 0 && !noted && waited > timeout_s_ / 2) {
+        flight::note_waiting(ticket_);
+        noted = true;
+      }
       if (timeout_s_ > 0 && waited > timeout_s_) {
-        error_ = fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it)", what_,
-                             timeout_s_);
+        const std::string peers = flight::peers(ticket_, peer_wait_s(timeout_s_));
+        error_ = fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it){}; this "
+                             "rank's last collectives, oldest first:\n  {}",
+                             what_, timeout_s_, peers, fmt::join(flight::report(), "\n  "));
         break;
       }
       if (waited < 0.1) {
@@ -131,6 +145,7 @@ class MpiWork final : public Work {
   double timeout_s_;
   std::function<void()> on_complete_;
   std::chrono::steady_clock::time_point start_;
+  flight::Ticket ticket_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   bool done_ = false;
   std::string error_;
@@ -138,10 +153,16 @@ class MpiWork final : public Work {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s)
+  // `world_ranks`: the members' ranks in the job (empty: this is the world).
+  MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s, std::vector<int> world_ranks = {})
       : comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
     MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    if (world_ranks.empty()) {
+      world_ranks.resize(static_cast<std::size_t>(size_));
+      for (int r = 0; r < size_; ++r) world_ranks[static_cast<std::size_t>(r)] = r;
+    }
+    group_ = std::make_shared<const flight::Group>(flight::Group{name_, std::move(world_ranks)});
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -167,12 +188,12 @@ class MpiCommunicator final : public Communicator {
       if (!buffer.is_same(target)) target.copy_from(buffer.to(target.dtype()));
     };
     if (o.blocking) {
-      return run_blocking("all_reduce", o, [&] {
+      return run_blocking("all_reduce", buffer.nbytes(), o, [&] {
         return MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
                              mpi_op(o.op), comm_);
       }, finish);
     }
-    auto work = make_work("all_reduce", o, finish);
+    auto work = make_work("all_reduce", buffer.nbytes(), o, finish);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
                              mpi_op(o.op), comm_, work->request()));
     return work;
@@ -195,12 +216,12 @@ class MpiCommunicator final : public Communicator {
       if (!out.is_same(target)) target.copy_from(out.to(target.dtype()));
     };
     if (o.blocking) {
-      return run_blocking("reduce_scatter", o, [&] {
+      return run_blocking("reduce_scatter", in.nbytes(), o, [&] {
         return MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
                                         mpi_type(out.dtype()), mpi_op(o.op), comm_);
       }, finish);
     }
-    auto work = make_work("reduce_scatter", o, finish);
+    auto work = make_work("reduce_scatter", in.nbytes(), o, finish);
     MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
                                         mpi_type(out.dtype()), mpi_op(o.op), comm_, work->request()));
     return work;
@@ -216,12 +237,12 @@ class MpiCommunicator final : public Communicator {
     ++traffic_.calls;
     Tensor in = input, out = output;
     if (o.blocking) {
-      return run_blocking("all_gather", o, [&] {
+      return run_blocking("all_gather", out.nbytes(), o, [&] {
         return MPI_Allgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
                              count_of(in, "all_gather"), mpi_type(in.dtype()), comm_);
       }, {});
     }
-    auto work = make_work("all_gather", o, [in, out] {});
+    auto work = make_work("all_gather", out.nbytes(), o, [in, out] {});
     MPI_CHECK(MPI_Iallgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
                              count_of(in, "all_gather"), mpi_type(in.dtype()), comm_, work->request()));
     return work;
@@ -233,7 +254,7 @@ class MpiCommunicator final : public Communicator {
     traffic_.broadcast_bytes += static_cast<std::int64_t>(tensor.nbytes());
     ++traffic_.calls;
     Tensor t = tensor;
-    auto work = make_work("broadcast", o, [t] {});
+    auto work = make_work("broadcast", t.nbytes(), o, [t] {});
     MPI_CHECK(MPI_Ibcast(t.raw_data(), count_of(t, "broadcast"), mpi_type(t.dtype()), root, comm_, work->request()));
     return work;
   }
@@ -244,7 +265,7 @@ class MpiCommunicator final : public Communicator {
     traffic_.send_bytes += static_cast<std::int64_t>(tensor.nbytes());
     ++traffic_.calls;
     Tensor t = tensor;
-    auto work = make_work(fmt::format("send to {} (tag {})", dst, tag), o, [t] {});
+    auto work = make_work(fmt::format("send to {} (tag {})", dst, tag), t.nbytes(), o, [t] {});
     MPI_CHECK(MPI_Isend(t.raw_data(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag, comm_, work->request()));
     return work;
   }
@@ -255,13 +276,13 @@ class MpiCommunicator final : public Communicator {
     traffic_.recv_bytes += static_cast<std::int64_t>(tensor.nbytes());
     ++traffic_.calls;
     Tensor t = tensor;
-    auto work = make_work(fmt::format("recv from {} (tag {})", src, tag), o, [t] {});
+    auto work = make_work(fmt::format("recv from {} (tag {})", src, tag), t.nbytes(), o, [t] {});
     MPI_CHECK(MPI_Irecv(t.raw_data(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag, comm_, work->request()));
     return work;
   }
 
   void barrier(const CollectiveOptions& o) override {
-    run_blocking("barrier", o, [&] { return MPI_Barrier(comm_); }, {});
+    run_blocking("barrier", 0, o, [&] { return MPI_Barrier(comm_); }, {});
   }
 
   std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, Tensor& output,
@@ -297,10 +318,10 @@ class MpiCommunicator final : public Communicator {
     const MPI_Datatype type = mpi_type(in.dtype());
     if (o.blocking) {
       return run_blocking(
-          "all_to_all", o,
+          "all_to_all", in.nbytes(), o,
           [&] { return MPI_Alltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_); }, {});
     }
-    auto work = make_work("all_to_all", o, [in, out, layout] {});
+    auto work = make_work("all_to_all", in.nbytes(), o, [in, out, layout] {});
     MPI_CHECK(MPI_Ialltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_, work->request()));
     return work;
   }
@@ -322,8 +343,10 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm sub = MPI_COMM_NULL;
     MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
     MPI_CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+    std::vector<int> world_ranks;
+    for (int m : mine) world_ranks.push_back(group_->world_ranks[static_cast<std::size_t>(m)]);
     return std::make_shared<MpiCommunicator>(sub, fmt::format("{} group [{}]", label, fmt::join(mine, ", ")),
-                                             timeout_s_);
+                                             timeout_s_, std::move(world_ranks));
   }
 
  private:
@@ -333,25 +356,34 @@ class MpiCommunicator final : public Communicator {
                   t.describe());
   }
   // Runs a blocking MPI call under the watchdog, then the completion step.
-  std::unique_ptr<Work> run_blocking(const std::string& op, const CollectiveOptions& o, const std::function<int()>& call,
-                                     const std::function<void()>& done) {
+  std::unique_ptr<Work> run_blocking(const std::string& op, std::int64_t bytes, const CollectiveOptions& o,
+                                     const std::function<int()>& call, const std::function<void()>& done) {
     // A call that outlives its deadline prints the line a timed-out Work would throw and ends the process,
     // which brings the job down (mpirun and srun end every rank when one exits).
     Watchdog& w = Watchdog::instance();
-    w.arm(describe(op, o), o.timeout_s > 0 ? o.timeout_s : timeout_s_);
+    std::string what = describe(op, o);
+    const flight::Ticket ticket = flight::record(what, bytes, group_, sequence());
+    w.arm(std::move(what), o.timeout_s > 0 ? o.timeout_s : timeout_s_, {}, ticket);
+    const auto entered = std::chrono::steady_clock::now();
     const int rc = call();
+    add_blocked_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count());
     w.disarm();
+    flight::finished(ticket);
     MPI_CHECK(rc);
     if (done) done();
     return std::make_unique<DoneWork>();
   }
 
-  std::unique_ptr<MpiWork> make_work(const std::string& op, const CollectiveOptions& o, std::function<void()> done) {
-    return std::make_unique<MpiWork>(describe(op, o), o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
+  std::unique_ptr<MpiWork> make_work(const std::string& op, std::int64_t bytes, const CollectiveOptions& o,
+                                     std::function<void()> done) {
+    std::string what = describe(op, o);
+    return std::make_unique<MpiWork>(std::move(what), flight::record(what, bytes, group_, sequence()),
+                                     o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
   }
 
   MPI_Comm comm_;
   std::string name_;
+  std::shared_ptr<const flight::Group> group_;
   double timeout_s_;
   int rank_ = 0;
   int size_ = 1;
@@ -411,6 +443,24 @@ std::shared_ptr<Communicator> mpi_world(double timeout_s) {
     // Collective on the world, the first time on every rank (mpi_world is where each rank meets MPI).
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_failure_comm));
     MPI_CHECK(MPI_Comm_set_errhandler(g_failure_comm, MPI_ERRORS_RETURN));
+    // For the flight recorder's peer check: every rank's host, and a token that tells this job's notes
+    // from an earlier job's (rank 0's clock and pid).
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(g_failure_comm, &rank));
+    MPI_CHECK(MPI_Comm_size(g_failure_comm, &size));
+    constexpr int kHostBytes = 64;
+    std::vector<char> mine(kHostBytes, '\0'), all(static_cast<std::size_t>(kHostBytes) * static_cast<std::size_t>(size));
+    std::memcpy(mine.data(), host_name().data(), std::min<std::size_t>(host_name().size(), kHostBytes - 1));
+    MPI_CHECK(MPI_Allgather(mine.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR, g_failure_comm));
+    std::uint64_t token = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+                          (static_cast<std::uint64_t>(getpid()) << 40);
+    MPI_CHECK(MPI_Bcast(&token, 1, MPI_UINT64_T, 0, g_failure_comm));
+    std::vector<std::string> hosts;
+    for (int r = 0; r < size; ++r) {
+      const char* h = all.data() + static_cast<std::size_t>(r) * kHostBytes;
+      hosts.emplace_back(h, strnlen(h, kHostBytes));
+    }
+    flight::set_job(rank, token, std::move(hosts));
   }
   auto world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, "world", timeout_s);
   set_error_rank(world->rank());

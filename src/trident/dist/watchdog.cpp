@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trident/core/error.h"
+#include "trident/dist/flight_recorder.h"
 
 namespace trident::dist {
 
@@ -21,6 +22,12 @@ using Clock = std::chrono::steady_clock;
 
 // How often operations in flight are polled.
 constexpr std::chrono::milliseconds kPollInterval{100};
+
+}  // namespace
+
+double peer_wait_s(double timeout_s) { return std::clamp(timeout_s / 2, 0.0, 5.0); }
+
+namespace {
 
 std::string timed_out(const std::string& what, double timeout_s) {
   return fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it)", what, timeout_s);
@@ -48,6 +55,9 @@ struct Watchdog::State {
   double armed_timeout_s = 0;
   Clock::time_point armed_deadline;
   WatchdogFailure armed_failure;
+  std::uint64_t armed_ticket = 0;        // the armed call's flight-recorder entry (0: none)
+  Clock::time_point armed_half;          // half way to its deadline: leave its note
+  bool armed_noted = true;
   // The thread sleeps untimed (idle) or until `wake`; arm() and track() wake it
   // only when it would otherwise sleep past their deadline (waking it on every
   // call would cost a context switch per collective). `idle` is true only inside the untimed wait: were it
@@ -68,7 +78,7 @@ Watchdog::Watchdog() : state_(std::make_unique<State>()) {
   state_->thread.detach();
 }
 
-void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failure) {
+void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failure, std::uint64_t ticket) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
   s.armed = true;
@@ -76,7 +86,10 @@ void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failur
   s.armed_timeout_s = timeout_s;
   s.armed_deadline = watchdog_deadline_after(timeout_s);
   s.armed_failure = std::move(on_failure);
-  if (s.idle || s.armed_deadline < s.wake) s.cv.notify_one();
+  s.armed_ticket = ticket;
+  s.armed_half = watchdog_deadline_after(timeout_s / 2);
+  s.armed_noted = ticket == 0;
+  if (s.idle || (s.armed_noted ? s.armed_deadline : s.armed_half) < s.wake) s.cv.notify_one();
 }
 
 void Watchdog::disarm() {
@@ -98,6 +111,13 @@ void Watchdog::fatal(const std::string& message, const WatchdogFailure& on_failu
   std::string who;
   if (rank >= 0) who = on_failure.name_host ? fmt::format("rank {} on {}: ", rank, host_name()) : fmt::format("rank {}: ", rank);
   std::fprintf(stderr, "trident: error: %s%s%s\n", who.c_str(), message.c_str(), on_failure.consequence.c_str());
+  // What this rank did last (the flight recorder): a peer whose newest entry on the stalled group is an
+  // older sequence number never reached the call.
+  const std::vector<std::string> last = flight::report();
+  if (!last.empty()) {
+    std::fprintf(stderr, "trident: %slast collectives, oldest first:\n", who.c_str());
+    for (const std::string& line : last) std::fprintf(stderr, "trident: %s  %s\n", who.c_str(), line.c_str());
+  }
   std::fflush(stderr);
   if (on_failure.before_exit) on_failure.before_exit();
   std::_Exit(1);
@@ -124,11 +144,18 @@ void Watchdog::run() {
       s.idle = false;
       continue;
     }
-    s.wake = s.armed ? s.armed_deadline : Clock::time_point::max();
+    s.wake = !s.armed ? Clock::time_point::max() : s.armed_noted ? s.armed_deadline : s.armed_half;
     if (!s.inflight.empty()) s.wake = std::min(s.wake, Clock::now() + kPollInterval);
     s.cv.wait_until(lock, s.wake);
     const Clock::time_point now = Clock::now();
-    if (s.armed && now >= s.armed_deadline) fatal(timed_out(s.armed_what, s.armed_timeout_s), s.armed_failure);
+    if (s.armed && !s.armed_noted && now >= s.armed_half) {
+      flight::note_waiting(s.armed_ticket);
+      s.armed_noted = true;
+    }
+    if (s.armed && now >= s.armed_deadline) {
+      fatal(timed_out(s.armed_what, s.armed_timeout_s) + flight::peers(s.armed_ticket, peer_wait_s(s.armed_timeout_s)),
+            s.armed_failure);
+    }
     std::string failure;
     for (std::shared_ptr<Watched>& op : s.inflight) {
       switch (op->poll(failure)) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -74,7 +75,9 @@ class Watchdog {
   // Guards the blocking call that starts now: if it is still running `timeout_s`
   // seconds later, the process ends with "<what> timed out after <timeout_s> s".
   // One blocking call at a time (communicators are driven from one thread).
-  void arm(std::string what, double timeout_s, WatchdogFailure on_failure = {});
+  // `ticket`: the call's entry in the flight recorder (0: none), for its note half way to the deadline and
+  // the peer check at it.
+  void arm(std::string what, double timeout_s, WatchdogFailure on_failure = {}, std::uint64_t ticket = 0);
   void disarm();
 
   // Watches `op` until its poll() reports it done.
@@ -102,6 +105,9 @@ class ArmedCall {
   ArmedCall(const ArmedCall&) = delete;
   ArmedCall& operator=(const ArmedCall&) = delete;
 };
+
+// How long a timed-out call waits for its peers' notes (flight::peers): half its timeout, at most 5 s.
+double peer_wait_s(double timeout_s);
 
 // The deadline `seconds` from now, clamped so that a "never" timeout cannot overflow the clock.
 std::chrono::steady_clock::time_point watchdog_deadline_after(double seconds);

@@ -1,0 +1,238 @@
+#include "trident/dist/flight_recorder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace trident::dist::flight {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct Entry {
+  Ticket ticket = 0;  // 0: empty
+  char what[192] = {};
+  std::int64_t bytes = 0;
+  std::shared_ptr<const Group> group;
+  std::int64_t seq = 0;
+  Clock::time_point start, end;
+  bool done = false;
+  bool noted = false;  // a note was left for it
+};
+
+// Written by the thread that drives the communicators, read by the watchdog's thread.
+struct Record {
+  std::mutex mutex;
+  std::array<Entry, kEntries> entries;
+  Ticket next = 1;
+  std::string dir;
+  int rank = -1;
+  std::uint64_t token = 0;
+  std::vector<std::string> hosts;
+};
+
+Record& the_record() {
+  static Record* r = new Record();  // never destroyed: the watchdog may report while the process exits
+  return *r;
+}
+
+std::string show_bytes(std::int64_t b) {
+  if (b >= (std::int64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+  return fmt::format("{} B", b);
+}
+
+std::string note_path(const std::string& dir, int rank) { return (fs::path(dir) / fmt::format("rank-{}.note", rank)).string(); }
+
+// A note: "token\tgroup\tseq\twhat".
+struct Note {
+  std::uint64_t token = 0;
+  std::string group;
+  std::int64_t seq = 0;
+  std::string what;
+};
+
+bool read_note(const std::string& path, Note& n) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  std::istringstream fields(line);
+  std::string token, seq;
+  if (!std::getline(fields, token, '\t') || !std::getline(fields, n.group, '\t') || !std::getline(fields, seq, '\t') ||
+      !std::getline(fields, n.what))
+    return false;
+  try {
+    n.token = std::stoull(token);
+    n.seq = std::stoll(seq);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+std::string who(const Record& r, int rank) {
+  const std::string host = rank >= 0 && static_cast<std::size_t>(rank) < r.hosts.size() ? r.hosts[static_cast<std::size_t>(rank)] : "";
+  return host.empty() ? fmt::format("rank {}", rank) : fmt::format("rank {} on {}", rank, host);
+}
+
+}  // namespace
+
+Ticket record(const std::string& what, std::int64_t bytes, std::shared_ptr<const Group> group, std::int64_t seq) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const Ticket t = r.next++;
+  Entry& e = r.entries[t % kEntries];
+  e.ticket = t;
+  const std::size_t n = std::min(what.size(), sizeof(e.what) - 1);
+  std::memcpy(e.what, what.data(), n);
+  e.what[n] = '\0';
+  e.bytes = bytes;
+  e.group = std::move(group);
+  e.seq = seq;
+  e.start = Clock::now();
+  e.done = false;
+  e.noted = false;
+  return t;
+}
+
+void finished(Ticket ticket) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  Entry& e = r.entries[ticket % kEntries];
+  if (e.ticket != ticket) return;
+  e.done = true;
+  e.end = Clock::now();
+  if (e.noted) {  // the long wait ended: the note no longer holds
+    std::error_code ec;
+    fs::remove(note_path(r.dir, r.rank), ec);
+    e.noted = false;
+  }
+}
+
+std::vector<std::string> report() {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<const Entry*> kept;
+  for (const Entry& e : r.entries) {
+    if (e.ticket != 0) kept.push_back(&e);
+  }
+  std::sort(kept.begin(), kept.end(), [](const Entry* a, const Entry* b) { return a->ticket < b->ticket; });
+  const Clock::time_point now = Clock::now();
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  std::vector<std::string> lines;
+  for (const Entry* e : kept) {
+    lines.push_back(fmt::format("{}: {}, started {:.1f} s ago, {}", e->what, show_bytes(e->bytes),
+                                seconds(now - e->start),
+                                e->done ? fmt::format("done in {:.1f} ms", 1e3 * seconds(e->end - e->start))
+                                        : std::string("in flight")));
+  }
+  return lines;
+}
+
+void set_directory(const std::string& dir) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.dir = dir;
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (r.rank >= 0) fs::remove(note_path(dir, r.rank), ec);  // an earlier job's note of this rank
+}
+
+void set_job(int world_rank, std::uint64_t token, std::vector<std::string> hosts) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.rank = world_rank;
+  r.token = token;
+  r.hosts = std::move(hosts);
+}
+
+std::string host_of(int world_rank) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return world_rank >= 0 && static_cast<std::size_t>(world_rank) < r.hosts.size() ? r.hosts[static_cast<std::size_t>(world_rank)] : "";
+}
+
+void note_waiting(Ticket ticket) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  Entry& e = r.entries[ticket % kEntries];
+  if (r.dir.empty() || r.rank < 0 || e.ticket != ticket || e.done || e.noted || !e.group) return;
+  const std::string path = note_path(r.dir, r.rank), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << r.token << '\t' << e.group->name << '\t' << e.seq << '\t' << e.what << '\n';
+    if (!out) return;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  e.noted = !ec;
+}
+
+std::string peers(Ticket ticket, double wait_s) {
+  note_waiting(ticket);  // a deadline shorter than the first check leaves the note only now
+  Record& r = the_record();
+  std::string dir;
+  std::shared_ptr<const Group> group;
+  std::int64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    const Entry& e = r.entries[ticket % kEntries];
+    if (r.dir.empty() || e.ticket != ticket || !e.group) return "";
+    dir = r.dir;
+    group = e.group;
+    seq = e.seq;
+  }
+  std::vector<int> others;
+  for (int m : group->world_ranks) {
+    if (m != r.rank) others.push_back(m);
+  }
+  if (others.empty()) return "";
+  // A peer that entered the call later than this rank leaves its note later: wait for it, a little.
+  const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+  std::vector<Note> notes(others.size());
+  std::vector<bool> seen(others.size(), false);
+  for (;;) {
+    bool all = true;
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      if (!seen[i]) seen[i] = read_note(note_path(dir, others[i]), notes[i]) && notes[i].token == r.token;
+      all = all && seen[i];
+    }
+    if (all || Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::vector<std::string> missing, elsewhere, same;
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    if (!seen[i]) {
+      missing.push_back(who(r, others[i]));
+    } else if (notes[i].group == group->name && notes[i].seq == seq) {
+      same.push_back(who(r, others[i]));
+    } else {
+      elsewhere.push_back(fmt::format("{} waits in {}", who(r, others[i]), notes[i].what));
+    }
+  }
+  std::string out;
+  if (!missing.empty()) {
+    out += fmt::format("; {} never reached it (stopped, dead or cut off from this host)", fmt::join(missing, ", "));
+  }
+  if (!elsewhere.empty()) out += fmt::format("; {}", fmt::join(elsewhere, "; "));
+  if (missing.empty() && elsewhere.empty()) {
+    out += fmt::format("; every other member ({}) waits in it too: the data between them is not arriving (a network "
+                       "fault?)",
+                       fmt::join(same, ", "));
+  }
+  return out;
+}
+
+}  // namespace trident::dist::flight
