@@ -122,6 +122,7 @@ struct Domain {
 };
 constexpr Domain kAny{[](double) { return true; }, ""};
 constexpr Domain kPositive{[](double v) { return v > 0; }, "positive"};
+constexpr Domain kAtLeastOne{[](double v) { return v >= 1; }, "at least 1"};
 constexpr Domain kNonNegative{[](double v) { return v >= 0; }, "0 or more"};
 constexpr Domain kPositiveFinite{[](double v) { return std::isfinite(v) && v > 0; }, "a positive finite number"};
 constexpr Domain kNonNegativeFinite{[](double v) { return std::isfinite(v) && v >= 0; }, "a finite number >= 0"};
@@ -232,8 +233,8 @@ const std::vector<Field>& fields() {
     CKPT(dir); CKPT(interval, kNonNegative, " (0 = only at the end)"); CKPT(keep, kNonNegative, " (0 = all)");
     CKPT(resume);
 #undef CKPT
-#define LOG(n) f.push_back(field("log", #n, &C::log, &LogConfig::n))
-    LOG(progress); LOG(metrics_file);
+#define LOG(n, ...) f.push_back(field("log", #n, &C::log, &LogConfig::n __VA_OPT__(,) __VA_ARGS__))
+    LOG(progress); LOG(metrics_file); LOG(straggler_threshold, kAtLeastOne);
 #undef LOG
     return f;
   }();

@@ -124,6 +124,9 @@ struct CheckpointConfig {
 struct LogConfig {
   std::string progress = "auto";       // auto | on | off (live progress line on a terminal)
   std::string metrics_file = "metrics.jsonl";
+  // The progress line names the slowest rank when its own work in a logged step (the step less its time
+  // blocked on communication) exceeds the ranks' median by this factor; metrics.jsonl has it always.
+  double straggler_threshold = 1.5;
 };
 
 struct Config {

@@ -53,7 +53,7 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
   if (!enabled_) return;
   const std::string line = fmt::format(
       "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | {:.0f} ms/step | "
-      "mem {:.0f} MB{}{}{} | ETA {}",
+      "mem {:.0f} MB{}{}{}{} | ETA {}",
       m.step, m.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, 100 * m.mfu, m.step_ms, m.peak_memory_mb,
       m.moe ? fmt::format(" | aux {:.4f} | load max/mean {:.2f}{}", m.moe->aux_loss,
                           m.moe->load_imbalance.empty() ? 0.0
@@ -63,6 +63,10 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
                                                       : "")
             : "",
       m.loss_scale > 0 ? fmt::format(" | scale {:.0f}", m.loss_scale) : "", m.skipped ? " | skipped (overflow)" : "",
+      m.straggler && m.straggler->flagged
+          ? fmt::format(" | straggler rank {} on {}: {:.0f} ms, {:.1f}x the median", m.straggler->rank,
+                        m.straggler->host, m.straggler->work_ms, m.straggler->ratio)
+          : "",
       format_eta(m.eta_s));
   if (permanent) {
     if (live_shown_) std::fputs("\r\033[K", stdout);
@@ -78,6 +82,13 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
       j["moe_dropped_fraction"] = m.moe->dropped_fraction;
     }
     if (m.skipped) j["skipped"] = true;
+    if (m.straggler) {
+      j["straggler_rank"] = m.straggler->rank;
+      j["straggler_host"] = m.straggler->host;
+      j["straggler_work_ms"] = m.straggler->work_ms;
+      j["median_work_ms"] = m.straggler->median_ms;
+      j["straggler_ratio"] = m.straggler->ratio;
+    }
     write_json(j);
   } else if (live_) {
     std::fputs(("\r\033[K" + line).c_str(), stdout);

@@ -38,6 +38,18 @@ struct StepMetrics {
     double dropped_fraction = 0;
   };
   std::optional<MoE> moe;
+  // Several ranks, a logged step: the rank whose own work (its step time less its time blocked on
+  // communication) was longest, its host, and that work against the median over the ranks; `flagged`
+  // when the ratio passes log.straggler_threshold (then the progress line names it).
+  struct Straggler {
+    int rank = 0;
+    std::string host;
+    double work_ms = 0;
+    double median_ms = 0;
+    double ratio = 1;
+    bool flagged = false;
+  };
+  std::optional<Straggler> straggler;
 };
 
 class MetricsLogger {

@@ -8,6 +8,7 @@
 
 #include "trident/core/memory.h"
 #include "trident/core/parallel.h"
+#include "trident/dist/flight_recorder.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/dist/self_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
@@ -369,6 +370,8 @@ std::unique_ptr<Run> build_run(const TrainOptions& options) {
   run->ckpt_root =
       config.checkpoint.dir.empty() ? (fs::path(run->run_dir) / "checkpoints").string() : config.checkpoint.dir;
   open_run_dir(*run, options);
+  // The peer check of a timed-out collective reads the other ranks' notes here (docs: flight_recorder.h).
+  if (world->size() > 1) dist::flight::set_directory((fs::path(run->run_dir) / "flight").string());
 
   run->micro_batch = config.train.micro_batch_size;
   run->accum = accumulation_steps(config, run->par.dp_size);

@@ -64,6 +64,7 @@ struct Run {
   double peak_gflops = 0;      // train.peak_gflops, or the measured matmul peak
   double flops_per_token = 0;  // of this rank's first chunk
   double tokens_per_step = 0;  // global_batch × seq_len
+  std::vector<std::string> rank_hosts;  // each world rank's host, gathered at the first straggler report
 
   const std::vector<nn::Parameter*>& params() const { return runner->parameters(); }
   // Writes a checkpoint of `state` (every rank takes part), logs it and returns its directory.

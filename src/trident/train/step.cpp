@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "trident/optim/optimizer.h"
@@ -55,6 +56,40 @@ StepMetrics::MoE moe_statistics(Run& run) {
 }
 
 }  // namespace
+
+StepMetrics::Straggler straggler_report(Run& run, double work_seconds) {
+  dist::Communicator& world = *run.par.world;
+  const int n = world.size();
+  if (run.rank_hosts.empty()) {  // once per run: each rank's host name, 64 bytes each
+    constexpr std::int64_t kBytes = 64;
+    std::vector<std::uint8_t> mine(kBytes, 0);
+    const std::string& host = host_name();
+    std::copy_n(host.begin(), std::min<std::size_t>(host.size(), kBytes - 1), mine.begin());
+    Tensor all = Tensor::zeros(Shape{n * kBytes}, DType::u8);
+    world.all_gather(Tensor::from_vector(mine, Shape{kBytes}), all, {.blocking = true})->wait();
+    const auto bytes = all.to_vector<std::uint8_t>();
+    for (int r = 0; r < n; ++r) {
+      const auto* p = reinterpret_cast<const char*>(bytes.data() + r * kBytes);
+      run.rank_hosts.emplace_back(p, strnlen(p, kBytes));
+    }
+  }
+  Tensor works = Tensor::zeros(Shape{n}, DType::f64);
+  world.all_gather(Tensor::from_vector(std::vector<double>{work_seconds}, Shape{1}), works, {.blocking = true})->wait();
+  const std::vector<double> w = works.to_vector<double>();
+  std::vector<double> sorted = w;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = n % 2 ? sorted[static_cast<std::size_t>(n / 2)]
+                              : 0.5 * (sorted[static_cast<std::size_t>(n / 2 - 1)] + sorted[static_cast<std::size_t>(n / 2)]);
+  const auto slowest = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
+  StepMetrics::Straggler s;
+  s.rank = slowest;
+  s.host = run.rank_hosts[static_cast<std::size_t>(slowest)];
+  s.work_ms = w[static_cast<std::size_t>(slowest)] * 1e3;
+  s.median_ms = median * 1e3;
+  s.ratio = median > 0 ? w[static_cast<std::size_t>(slowest)] / median : 1.0;
+  s.flagged = s.ratio >= run.config.log.straggler_threshold;
+  return s;
+}
 
 std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& stop_before) {
   RunState& state = run.state;

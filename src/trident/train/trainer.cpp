@@ -1,6 +1,9 @@
 #include "trident/train/trainer.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
 
 #include "trident/core/memory.h"
 #include "trident/train/evaluate.h"
@@ -19,6 +22,20 @@ void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
 void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::CausalLM& model) {
   load_model(reader, model.parameters());
 }
+
+namespace {
+// TRIDENT_TEST_SLOW_RANK="R:MS" makes world rank R sleep MS milliseconds in every step, for the test of
+// the straggler report.
+std::optional<double> test_slow_rank_delay(int rank) {
+  const char* spec = std::getenv("TRIDENT_TEST_SLOW_RANK");
+  if (spec == nullptr) return std::nullopt;
+  const std::string s(spec);
+  const auto colon = s.find(':');
+  TRIDENT_CHECK(colon != std::string::npos, "TRIDENT_TEST_SLOW_RANK='{}': expected RANK:MILLISECONDS", s);
+  if (std::stoi(s.substr(0, colon)) != rank) return std::nullopt;
+  return std::stod(s.substr(colon + 1)) / 1e3;
+}
+}  // namespace
 
 TrainSummary train(const TrainOptions& options) {
   const std::unique_ptr<Run> built = build_run(options);
@@ -43,8 +60,11 @@ TrainSummary train(const TrainOptions& options) {
   if (run.accum > 1 && !run.par.pipelined())
     stop_before = [&stop](std::int64_t) { return stop.stop_before_micro_batch(); };
 
+  const std::optional<double> test_delay_s = test_slow_rank_delay(run.par.world->rank());
   while (!stop.reached_step_limit(run.state.step)) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double blocked_before = dist::blocked_seconds();
+    if (test_delay_s) std::this_thread::sleep_for(std::chrono::duration<double>(*test_delay_s));
     const std::optional<StepResult> result = train_step(run, stop_before);
     if (!result) {
       // Stopped mid-step: the parameters, optimizer and data position are those before this step, which
@@ -66,8 +86,11 @@ TrainSummary train(const TrainOptions& options) {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - t0).count();
     const double elapsed = std::chrono::duration<double>(now - run_start).count();
-    run.log->log_step(step_metrics(run, *result, dt, elapsed, first_step),
-                      step % config.train.log_interval == 0 || step == config.train.steps);
+    const bool logged = step % config.train.log_interval == 0 || step == config.train.steps;
+    StepMetrics metrics = step_metrics(run, *result, dt, elapsed, first_step);
+    if (logged && run.par.world->size() > 1)
+      metrics.straggler = straggler_report(run, dt - (dist::blocked_seconds() - blocked_before));
+    run.log->log_step(metrics, logged);
 
     if (evaluator && (step % config.train.eval_interval == 0 || step == config.train.steps)) {
       summary.val_losses.emplace_back(step, evaluator->evaluate());
