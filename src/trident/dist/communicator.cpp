@@ -14,10 +14,21 @@ double blocked_total = 0;
 double blocked_seconds() { return blocked_total; }
 void add_blocked_seconds(double seconds) { blocked_total += seconds; }
 
+flight::Call Communicator::next_call(std::string_view op, const CollectiveOptions& options, std::int64_t bytes) {
+  return flight::Call(op, options.context, group(), ++sequence_, rank(), size(), bytes);
+}
+
 std::string Communicator::describe(const std::string& op, const CollectiveOptions& options) {
-  const std::int64_t seq = ++sequence_;
-  if (options.context.empty()) return fmt::format("{} #{} on {} (rank {} of {})", op, seq, name(), rank(), size());
-  return fmt::format("{} #{} ({}) on {} (rank {} of {})", op, seq, options.context, name(), rank(), size());
+  return flight::describe(next_call(op, options, 0));
+}
+
+const std::shared_ptr<const flight::Group>& Communicator::group() const {
+  if (!group_) group_ = std::make_shared<const flight::Group>(flight::Group{name(), {}});
+  return group_;
+}
+
+void Communicator::set_world_ranks(std::vector<int> world_ranks) {
+  group_ = std::make_shared<const flight::Group>(flight::Group{name(), std::move(world_ranks)});
 }
 
 namespace {

@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "trident/dist/flight_recorder.h"
 #include "trident/core/tensor.h"
 
 namespace trident::dist {
@@ -119,12 +121,17 @@ class Communicator {
                                               const CollectiveOptions& options = {});
 
  protected:
-  // "all_to_all #12 (moe dispatch) on ep group [0, 1] (rank 0 of 2)": an operation as errors and the
-  // flight recorder name it, with its sequence number on this communicator (every call takes the next:
-  // ranks of one group that called the same collectives agree on it) and the caller's context words.
+  // The next collective as the flight recorder keeps it: the operation, the caller's context words, this
+  // group, and the collective's sequence number on this communicator (every call takes the next: ranks of
+  // one group that called the same collectives agree on it). flight::describe(call(...)) is how errors
+  // name it: "all_to_all #12 (moe dispatch) on ep group [0, 1] (rank 0 of 2)".
+  flight::Call next_call(std::string_view op, const CollectiveOptions& options, std::int64_t bytes);
+  // flight::describe(next_call(op, options, 0)).
   std::string describe(const std::string& op, const CollectiveOptions& options);
-  // The sequence number describe() gave last.
-  std::int64_t sequence() const { return sequence_; }
+  // This communicator's group for the flight recorder: its name and, once set_world_ranks() has been
+  // called, its members' ranks in the job (the peer check needs them).
+  const std::shared_ptr<const flight::Group>& group() const;
+  void set_world_ranks(std::vector<int> world_ranks);
   // all_to_all's argument checks, shared by the backends (throw trident::Error before any transfer).
   void check_all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, const Tensor& output,
                         const std::vector<std::int64_t>& recv_counts) const;
@@ -135,6 +142,7 @@ class Communicator {
 
  private:
   std::int64_t sequence_ = 0;  // collectives started on this communicator
+  mutable std::shared_ptr<const flight::Group> group_;
 };
 
 }  // namespace trident::dist

@@ -22,10 +22,7 @@ namespace fs = std::filesystem;
 
 struct Entry {
   Ticket ticket = 0;  // 0: empty
-  char what[192] = {};
-  std::int64_t bytes = 0;
-  std::shared_ptr<const Group> group;
-  std::int64_t seq = 0;
+  Call call;
   Clock::time_point start, end;
   bool done = false;
   bool noted = false;  // a note was left for it
@@ -86,24 +83,48 @@ std::string who(const Record& r, int rank) {
   return host.empty() ? fmt::format("rank {}", rank) : fmt::format("rank {} on {}", rank, host);
 }
 
+// Copies `text` into `out` (N bytes), cut at N − 1 and terminated.
+template <std::size_t N>
+void copy_cut(char (&out)[N], std::string_view text) {
+  const std::size_t n = std::min(text.size(), N - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
 }  // namespace
 
-Ticket record(const std::string& what, std::int64_t bytes, std::shared_ptr<const Group> group, std::int64_t seq) {
+Call::Call(std::string_view op_, std::string_view context_, std::shared_ptr<const Group> group_, std::int64_t seq_,
+           int rank_, int size_, std::int64_t bytes_)
+    : group(std::move(group_)), seq(seq_), rank(rank_), size(size_), bytes(bytes_) {
+  copy_cut(op, op_);
+  copy_cut(context, context_);
+}
+
+std::string describe(const Call& c) {
+  const std::string_view group = c.group ? std::string_view(c.group->name) : std::string_view("?");
+  if (c.context[0] == '\0') return fmt::format("{} #{} on {} (rank {} of {})", c.op, c.seq, group, c.rank, c.size);
+  return fmt::format("{} #{} ({}) on {} (rank {} of {})", c.op, c.seq, c.context, group, c.rank, c.size);
+}
+
+Ticket record(const Call& call) {
   Record& r = the_record();
+  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(r.mutex);
   const Ticket t = r.next++;
   Entry& e = r.entries[t % kEntries];
   e.ticket = t;
-  const std::size_t n = std::min(what.size(), sizeof(e.what) - 1);
-  std::memcpy(e.what, what.data(), n);
-  e.what[n] = '\0';
-  e.bytes = bytes;
-  e.group = std::move(group);
-  e.seq = seq;
-  e.start = Clock::now();
+  e.call = call;
+  e.start = now;
   e.done = false;
   e.noted = false;
   return t;
+}
+
+std::string describe(Ticket ticket) {
+  Record& r = the_record();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const Entry& e = r.entries[ticket % kEntries];
+  return e.ticket == ticket ? describe(e.call) : std::string("a collective");
 }
 
 void finished(Ticket ticket) {
@@ -132,7 +153,7 @@ std::vector<std::string> report() {
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   std::vector<std::string> lines;
   for (const Entry* e : kept) {
-    lines.push_back(fmt::format("{}: {}, started {:.1f} s ago, {}", e->what, show_bytes(e->bytes),
+    lines.push_back(fmt::format("{}: {}, started {:.1f} s ago, {}", describe(e->call), show_bytes(e->call.bytes),
                                 seconds(now - e->start),
                                 e->done ? fmt::format("done in {:.1f} ms", 1e3 * seconds(e->end - e->start))
                                         : std::string("in flight")));
@@ -165,14 +186,15 @@ std::string host_of(int world_rank) {
 }
 
 void note_waiting(Ticket ticket) {
+  if (ticket == 0) return;
   Record& r = the_record();
   std::lock_guard<std::mutex> lock(r.mutex);
   Entry& e = r.entries[ticket % kEntries];
-  if (r.dir.empty() || r.rank < 0 || e.ticket != ticket || e.done || e.noted || !e.group) return;
+  if (r.dir.empty() || r.rank < 0 || e.ticket != ticket || e.done || e.noted || !e.call.group) return;
   const std::string path = note_path(r.dir, r.rank), tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << r.token << '\t' << e.group->name << '\t' << e.seq << '\t' << e.what << '\n';
+    out << r.token << '\t' << e.call.group->name << '\t' << e.call.seq << '\t' << describe(e.call) << '\n';
     if (!out) return;
   }
   std::error_code ec;
@@ -181,6 +203,7 @@ void note_waiting(Ticket ticket) {
 }
 
 std::string peers(Ticket ticket, double wait_s) {
+  if (ticket == 0) return "";
   note_waiting(ticket);  // a deadline shorter than the first check leaves the note only now
   Record& r = the_record();
   std::string dir;
@@ -189,10 +212,10 @@ std::string peers(Ticket ticket, double wait_s) {
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     const Entry& e = r.entries[ticket % kEntries];
-    if (r.dir.empty() || e.ticket != ticket || !e.group) return "";
+    if (r.dir.empty() || e.ticket != ticket || !e.call.group) return "";
     dir = r.dir;
-    group = e.group;
-    seq = e.seq;
+    group = e.call.group;
+    seq = e.call.seq;
   }
   std::vector<int> others;
   for (int m : group->world_ranks) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trident::dist::flight {
@@ -30,9 +31,27 @@ struct Group {
   std::vector<int> world_ranks;
 };
 
-// Records a collective that starts now (`seq`: its sequence number on `group`); returns its ticket.
-Ticket record(const std::string& what, std::int64_t bytes, std::shared_ptr<const Group> group = nullptr,
-              std::int64_t seq = 0);
+// A collective as the record keeps it: plain fields, copied without formatting (a collective of a few
+// microseconds must not pay for its own name); describe() makes the words when they are needed.
+struct Call {
+  char op[64] = {};        // "all_to_all", "send to 3 (tag 7)" (cut at 63 bytes)
+  char context[96] = {};   // the caller's words, "moe dispatch in model.layers.0.mlp" ("" none)
+  std::shared_ptr<const Group> group;
+  std::int64_t seq = 0;    // its sequence number on the group
+  int rank = 0, size = 1;  // this rank in the group
+  std::int64_t bytes = 0;
+
+  Call() = default;
+  Call(std::string_view op, std::string_view context, std::shared_ptr<const Group> group, std::int64_t seq, int rank,
+       int size, std::int64_t bytes);
+};
+// "all_to_all #12 (moe dispatch) on ep group [0, 1] (rank 0 of 2)".
+std::string describe(const Call& call);
+
+// Records a collective that starts now; returns its ticket.
+Ticket record(const Call& call);
+// describe() of a recorded collective ("a collective" once newer ones have pushed it out).
+std::string describe(Ticket ticket);
 // Marks the collective done and removes its note, if it left one (a no-op once newer collectives have
 // pushed it out of the record).
 void finished(Ticket ticket);

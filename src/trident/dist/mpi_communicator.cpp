@@ -79,8 +79,8 @@ class DoneWork final : public Work {
 // A pending MPI request with a deadline and a completion step.
 class MpiWork final : public Work {
  public:
-  MpiWork(std::string what, flight::Ticket ticket, double timeout_s, std::function<void()> on_complete = {})
-      : what_(std::move(what)), timeout_s_(timeout_s), on_complete_(std::move(on_complete)),
+  MpiWork(flight::Call call, flight::Ticket ticket, double timeout_s, std::function<void()> on_complete = {})
+      : call_(std::move(call)), timeout_s_(timeout_s), on_complete_(std::move(on_complete)),
         start_(std::chrono::steady_clock::now()), ticket_(ticket) {}
   MPI_Request* request() { return &request_; }
 
@@ -92,7 +92,7 @@ class MpiWork final : public Work {
       char msg[MPI_MAX_ERROR_STRING];
       int len = 0;
       MPI_Error_string(rc, msg, &len);
-      error_ = fmt::format("{} failed: {}", what_, std::string(msg, len));
+      error_ = fmt::format("{} failed: {}", flight::describe(call_), std::string(msg, len));
       done_ = true;
       return true;
     }
@@ -125,7 +125,7 @@ class MpiWork final : public Work {
         const std::string peers = flight::peers(ticket_, peer_wait_s(timeout_s_));
         error_ = fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it){}; this "
                              "rank's last collectives, oldest first:\n  {}",
-                             what_, timeout_s_, peers, fmt::join(flight::report(), "\n  "));
+                             flight::describe(call_), timeout_s_, peers, fmt::join(flight::report(), "\n  "));
         break;
       }
       if (waited < 0.1) {
@@ -141,7 +141,7 @@ class MpiWork final : public Work {
   std::string error() const override { return error_; }
 
  private:
-  std::string what_;
+  flight::Call call_;
   double timeout_s_;
   std::function<void()> on_complete_;
   std::chrono::steady_clock::time_point start_;
@@ -162,7 +162,7 @@ class MpiCommunicator final : public Communicator {
       world_ranks.resize(static_cast<std::size_t>(size_));
       for (int r = 0; r < size_; ++r) world_ranks[static_cast<std::size_t>(r)] = r;
     }
-    group_ = std::make_shared<const flight::Group>(flight::Group{name_, std::move(world_ranks)});
+    set_world_ranks(std::move(world_ranks));
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -344,7 +344,7 @@ class MpiCommunicator final : public Communicator {
     MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
     MPI_CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
     std::vector<int> world_ranks;
-    for (int m : mine) world_ranks.push_back(group_->world_ranks[static_cast<std::size_t>(m)]);
+    for (int m : mine) world_ranks.push_back(group()->world_ranks[static_cast<std::size_t>(m)]);
     return std::make_shared<MpiCommunicator>(sub, fmt::format("{} group [{}]", label, fmt::join(mine, ", ")),
                                              timeout_s_, std::move(world_ranks));
   }
@@ -356,14 +356,13 @@ class MpiCommunicator final : public Communicator {
                   t.describe());
   }
   // Runs a blocking MPI call under the watchdog, then the completion step.
-  std::unique_ptr<Work> run_blocking(const std::string& op, std::int64_t bytes, const CollectiveOptions& o,
+  std::unique_ptr<Work> run_blocking(std::string_view op, std::int64_t bytes, const CollectiveOptions& o,
                                      const std::function<int()>& call, const std::function<void()>& done) {
     // A call that outlives its deadline prints the line a timed-out Work would throw and ends the process,
     // which brings the job down (mpirun and srun end every rank when one exits).
     Watchdog& w = Watchdog::instance();
-    std::string what = describe(op, o);
-    const flight::Ticket ticket = flight::record(what, bytes, group_, sequence());
-    w.arm(std::move(what), o.timeout_s > 0 ? o.timeout_s : timeout_s_, {}, ticket);
+    const flight::Ticket ticket = flight::record(next_call(op, o, bytes));
+    w.arm_call(ticket, o.timeout_s > 0 ? o.timeout_s : timeout_s_);
     const auto entered = std::chrono::steady_clock::now();
     const int rc = call();
     add_blocked_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count());
@@ -374,16 +373,16 @@ class MpiCommunicator final : public Communicator {
     return std::make_unique<DoneWork>();
   }
 
-  std::unique_ptr<MpiWork> make_work(const std::string& op, std::int64_t bytes, const CollectiveOptions& o,
+  std::unique_ptr<MpiWork> make_work(std::string_view op, std::int64_t bytes, const CollectiveOptions& o,
                                      std::function<void()> done) {
-    std::string what = describe(op, o);
-    return std::make_unique<MpiWork>(std::move(what), flight::record(what, bytes, group_, sequence()),
-                                     o.timeout_s > 0 ? o.timeout_s : timeout_s_, std::move(done));
+    flight::Call call = next_call(op, o, bytes);
+    const flight::Ticket ticket = flight::record(call);
+    return std::make_unique<MpiWork>(std::move(call), ticket, o.timeout_s > 0 ? o.timeout_s : timeout_s_,
+                                     std::move(done));
   }
 
   MPI_Comm comm_;
   std::string name_;
-  std::shared_ptr<const flight::Group> group_;
   double timeout_s_;
   int rank_ = 0;
   int size_ = 1;

@@ -78,7 +78,7 @@ Watchdog::Watchdog() : state_(std::make_unique<State>()) {
   state_->thread.detach();
 }
 
-void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failure, std::uint64_t ticket) {
+void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failure) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
   s.armed = true;
@@ -86,10 +86,25 @@ void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failur
   s.armed_timeout_s = timeout_s;
   s.armed_deadline = watchdog_deadline_after(timeout_s);
   s.armed_failure = std::move(on_failure);
+  s.armed_ticket = 0;
+  s.armed_noted = true;
+  if (s.idle || s.armed_deadline < s.wake) s.cv.notify_one();
+}
+
+void Watchdog::arm_call(std::uint64_t ticket, double timeout_s) {
+  State& s = *state_;
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.armed = true;
+  s.armed_what.clear();
+  s.armed_timeout_s = timeout_s;
+  const double t = std::clamp(timeout_s, 0.0, 1e8);
+  s.armed_deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
+  s.armed_half = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t / 2));
+  s.armed_failure = {};
   s.armed_ticket = ticket;
-  s.armed_half = watchdog_deadline_after(timeout_s / 2);
-  s.armed_noted = ticket == 0;
-  if (s.idle || (s.armed_noted ? s.armed_deadline : s.armed_half) < s.wake) s.cv.notify_one();
+  s.armed_noted = false;
+  if (s.idle || s.armed_half < s.wake) s.cv.notify_one();
 }
 
 void Watchdog::disarm() {
@@ -153,7 +168,8 @@ void Watchdog::run() {
       s.armed_noted = true;
     }
     if (s.armed && now >= s.armed_deadline) {
-      fatal(timed_out(s.armed_what, s.armed_timeout_s) + flight::peers(s.armed_ticket, peer_wait_s(s.armed_timeout_s)),
+      const std::string what = s.armed_ticket ? flight::describe(s.armed_ticket) : s.armed_what;
+      fatal(timed_out(what, s.armed_timeout_s) + flight::peers(s.armed_ticket, peer_wait_s(s.armed_timeout_s)),
             s.armed_failure);
     }
     std::string failure;

@@ -75,9 +75,10 @@ class Watchdog {
   // Guards the blocking call that starts now: if it is still running `timeout_s`
   // seconds later, the process ends with "<what> timed out after <timeout_s> s".
   // One blocking call at a time (communicators are driven from one thread).
-  // `ticket`: the call's entry in the flight recorder (0: none), for its note half way to the deadline and
-  // the peer check at it.
-  void arm(std::string what, double timeout_s, WatchdogFailure on_failure = {}, std::uint64_t ticket = 0);
+  void arm(std::string what, double timeout_s, WatchdogFailure on_failure = {});
+  // The same for a collective in the flight recorder (`ticket`): named from its entry only if it times out,
+  // noted half way to the deadline, and checked against its peers' notes at the deadline.
+  void arm_call(std::uint64_t ticket, double timeout_s);
   void disarm();
 
   // Watches `op` until its poll() reports it done.
