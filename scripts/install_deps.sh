@@ -18,6 +18,9 @@ packages=(
   bible-kjv python3 python3-venv
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).
   procps
+  # The multi-host test cluster (scripts/cluster_local.sh): network namespaces, veth pairs and a
+  # bridge. Its Slurm (slurm-wlm, munge) is not installed here: the Slurm cluster tests skip without it.
+  iproute2
   # clang with libFuzzer's runtime and its OpenMP build the fuzz targets
   # (without them the fuzz_data test skips and says what is missing).
   clang libclang-rt-dev libomp-dev
