@@ -166,6 +166,10 @@ up() {
   local why
   ip netns del "${ns_prefix}probe" 2>/dev/null || true
   why=$(ip netns add "${ns_prefix}probe" 2>&1) || skip "cannot create network namespaces here: $why"
+  # Entering one needs / to be a mount point (`ip -n` remounts it as a slave: a chroot whose root is a
+  # plain directory cannot).
+  why=$(ip -n "${ns_prefix}probe" link set lo up 2>&1) ||
+    { ip netns del "${ns_prefix}probe"; skip "cannot enter a network namespace here: $why"; }
   ip netns del "${ns_prefix}probe"
   ip link del trcl-probe 2>/dev/null || true
   why=$(ip link add trcl-probe type veth peer name trcl-probep 2>&1) || skip "cannot create veth pairs here: $why"

@@ -213,6 +213,9 @@ say "running the README's commands inside the root (logs: $logs)"
 set +e
 unshare --mount --pid --fork --propagation private --kill-child -- /bin/bash -euo pipefail -c '
   root=$1 cache=$2 cuda=$3; shift 3
+  # The root a mount point of its own, as / is on a machine (entering a network namespace, which the
+  # cluster tests do, remounts / and fails on a plain directory).
+  mount --bind "$root" "$root"
   mount -t proc proc "$root/proc"
   mount --rbind /sys "$root/sys"
   mount --rbind /dev "$root/dev"

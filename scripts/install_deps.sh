@@ -2,6 +2,8 @@
 # Installs trident's system dependencies from Debian 12 packages.
 # Idempotent and quiet: packages already present are skipped, and apt output
 # goes to a log that is shown only when something fails.
+#   install_deps.sh           what building and running trident needs
+#   install_deps.sh --tests   that and what the tests need besides (the test command)
 set -euo pipefail
 
 packages=(
@@ -18,13 +20,16 @@ packages=(
   bible-kjv python3 python3-venv
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).
   procps
-  # The multi-host test cluster (scripts/cluster_local.sh): network namespaces, veth pairs and a
-  # bridge. Its Slurm (slurm-wlm, munge) is not installed here: the Slurm cluster tests skip without it.
-  iproute2
   # clang with libFuzzer's runtime and its OpenMP build the fuzz targets
   # (without them the fuzz_data test skips and says what is missing).
   clang libclang-rt-dev libomp-dev
 )
+if [[ ${1:-} == --tests ]]; then
+  # The multi-host test cluster (scripts/cluster_local.sh): network namespaces, veth pairs and a bridge
+  # (iproute2), a slurmd per host and slurmctld (slurm-wlm, munge; their services need no setup: the
+  # cluster runs its own daemons with its own slurm.conf).
+  packages+=(iproute2 slurm-wlm munge)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -12,7 +12,7 @@ log_dir=build/logs
 source scripts/lib.sh
 
 echo "==> dependencies"
-./scripts/install_deps.sh
+./scripts/install_deps.sh --tests
 if [[ -x scripts/python_env.sh ]]; then
   # Interop tests use the peers' Python packages; they skip cleanly if this fails.
   # It runs before configuring: the build's Parquet reader is Arrow's, from this
