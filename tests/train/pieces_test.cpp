@@ -29,11 +29,13 @@ TEST(StopPolicy, ReasonFromInputs) {
   EXPECT_EQ(stop_reason(false, 5.0, 5.0), StopReason::time_limit);
   EXPECT_EQ(stop_reason(true, 6.0, 5.0), StopReason::time_limit);  // the time limit outranks a signal
   EXPECT_EQ(stop_reason(true, 1.0, 5.0), StopReason::signal);
+  // Early stopping finishes the run: it outranks the time limit and a signal.
+  EXPECT_EQ(stop_reason(true, 6.0, 5.0, true), StopReason::early_stopping);
 }
 
 TEST(StopPolicy, AgreementKeepsTheLargestReason) {
   auto self = dist::self_communicator();
-  for (StopReason r : {StopReason::none, StopReason::signal, StopReason::time_limit}) {
+  for (StopReason r : {StopReason::none, StopReason::signal, StopReason::time_limit, StopReason::early_stopping}) {
     EXPECT_EQ(agree_stop(*self, r), r);
   }
 }

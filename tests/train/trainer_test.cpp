@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "corpus.h"
 #include "trident/checkpoint/sharded.h"
@@ -177,6 +178,146 @@ TEST_F(Trainer, ExitDurationSavesAndStops) {
   EXPECT_FALSE(resumed.interrupted);
   EXPECT_EQ(resumed.losses.size(), 2u);
   EXPECT_EQ(resumed.steps_done, 3);
+}
+
+// --- checkpoint.keep_best and early stopping (Lightning's ModelCheckpoint(save_top_k) and EarlyStopping).
+// A run at a high constant learning rate, evaluated after every step, whose validation loss goes up and
+// down; the tests predict from its val losses which checkpoints are kept and where a run stops.
+const std::vector<std::string> kBouncing = {"train.steps=12",         "train.micro_batch_size=2",
+                                            "train.eval_interval=1",  "train.eval_steps=1",
+                                            "schedule.decay=constant", "optim.lr=5e-2",
+                                            "checkpoint.interval=0"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// (val loss, step) of the evaluations after a step, the lowest k, ties to the earlier step.
+std::vector<std::int64_t> predicted_best(const TrainSummary& ref, std::size_t k) {
+  std::vector<std::pair<double, std::int64_t>> all;
+  for (const auto& [step, v] : ref.val_losses)
+    if (step > 0) all.emplace_back(v, step);
+  std::sort(all.begin(), all.end());
+  std::vector<std::int64_t> steps;
+  for (std::size_t i = 0; i < std::min(k, all.size()); ++i) steps.push_back(all[i].second);
+  return steps;
+}
+
+struct PredictedStop {
+  std::int64_t step = 0;  // 0: never stops
+  std::int64_t best_step = 0;
+  double best = 0;
+};
+
+// EarlyStopping's rule: an improvement is v < best - min_delta; `patience` evaluations without one stop.
+PredictedStop predicted_stop(const TrainSummary& ref, std::int64_t patience, double min_delta, std::int64_t steps) {
+  PredictedStop p;
+  bool any = false;
+  std::int64_t waited = 0;
+  for (const auto& [step, v] : ref.val_losses) {
+    if (step == 0) continue;
+    if (!any || v < p.best - min_delta) {
+      any = true, p.best = v, p.best_step = step, waited = 0;
+    } else if (++waited >= patience && step < steps) {
+      p.step = step;
+      return p;
+    }
+  }
+  return p;
+}
+
+std::set<std::string> checkpoint_names(const fs::path& run) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints"))
+    if (e.is_directory()) names.insert(e.path().filename().string());
+  return names;
+}
+
+std::string pointer(const fs::path& run, const char* name) {
+  std::ifstream in(run / "checkpoints" / name);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string step_name(std::int64_t step) { return fmt::format("step_{:08d}", step); }
+
+// keep_best=3 beside keep=1: exactly the newest checkpoint and the three of the lowest val loss survive, and
+// `best` names the lowest; the kept list is in the newest meta.json. Saving does not change the training.
+TEST_F(Trainer, KeepBestKeepsTheCheckpointsOfTheLowestValidationLoss) {
+  const TrainSummary ref = train(options("bk-ref", kBouncing));
+  ASSERT_EQ(ref.val_losses.size(), 13u);
+  int rises = 0;
+  for (std::size_t i = 2; i < ref.val_losses.size(); ++i) rises += ref.val_losses[i].second > ref.val_losses[i - 1].second;
+  ASSERT_GE(rises, 2) << "the validation loss must go up and down for this test to mean anything";
+
+  const TrainSummary s = train(options("bk", with(kBouncing, {"checkpoint.keep_best=3", "checkpoint.keep=1"})));
+  EXPECT_EQ(s.val_losses, ref.val_losses);
+  const std::vector<std::int64_t> best = predicted_best(ref, 3);
+  std::set<std::string> want = {step_name(12)};
+  for (std::int64_t step : best) want.insert(step_name(step));
+  EXPECT_EQ(checkpoint_names(dir_ / "bk"), want);
+  EXPECT_EQ(pointer(dir_ / "bk", "best"), step_name(best[0]));
+  EXPECT_EQ(pointer(dir_ / "bk", "latest"), step_name(12));
+  const auto meta = checkpoint::CheckpointReader(s.last_checkpoint).meta();
+  ASSERT_EQ(meta["monitor"]["best_checkpoints"].size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(meta["monitor"]["best_checkpoints"][i]["step"], best[i]);
+}
+
+// Patience 2 (min_delta 0) and patience 1 with a min_delta: the run stops at the step the val losses
+// predict, with a checkpoint there and the line saying why; not an interruption (exit status 0).
+TEST_F(Trainer, EarlyStoppingStopsAtThePredictedStepWithTheLine) {
+  const TrainSummary ref = train(options("es-ref", kBouncing));
+  for (const auto& [patience, delta] : {std::pair<std::int64_t, double>{2, 0.0}, {1, 0.05}}) {
+    const PredictedStop want = predicted_stop(ref, patience, delta, 12);
+    ASSERT_GT(want.step, 0) << "patience " << patience << ": the reference never stops early";
+    const std::string name = fmt::format("es-{}", patience);
+    auto o = options(name, with(kBouncing, {fmt::format("train.early_stopping_patience={}", patience),
+                                            fmt::format("train.early_stopping_min_delta={}", delta)}));
+    o.quiet = false;
+    ::testing::internal::CaptureStdout();
+    const TrainSummary s = train(o);
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(s.steps_done, want.step);
+    EXPECT_EQ(s.stopped, StopCause::early_stopping);
+    EXPECT_FALSE(s.interrupted);
+    EXPECT_TRUE(s.last_checkpoint.ends_with(step_name(want.step))) << s.last_checkpoint;
+    const std::string line =
+        fmt::format("stopped after step {}: val loss has not improved by more than {} for {} evaluations (best {:.4f} "
+                    "at step {})",
+                    want.step, delta, patience, want.best, want.best_step);
+    EXPECT_NE(out.find(line), std::string::npos) << "expected: " << line << "\noutput:\n" << out;
+    // Resumed, the run is still stopped: it says so and takes no step.
+    auto again = options(name, with(kBouncing, {fmt::format("train.early_stopping_patience={}", patience),
+                                                fmt::format("train.early_stopping_min_delta={}", delta),
+                                                "checkpoint.resume=auto"}));
+    const TrainSummary resumed = train(again);
+    EXPECT_EQ(resumed.stopped, StopCause::early_stopping);
+    EXPECT_TRUE(resumed.losses.empty());
+  }
+}
+
+// Stopped at step 4 (train.steps=4, a constant schedule, so the first 4 steps are those of the full run) and
+// resumed with checkpoint.resume=auto: the same checkpoints are kept, `best` names the same one, the run
+// stops at the same step with the same monitor state, and the losses continue bit for bit.
+TEST_F(Trainer, ResumeInTheMiddleKeepsTheSameBestAndStopsAtTheSameStep) {
+  const std::vector<std::string> cfg =
+      with(kBouncing, {"checkpoint.keep_best=2", "checkpoint.keep=1", "train.early_stopping_patience=3"});
+  const TrainSummary full = train(options("mid-full", cfg));
+  ASSERT_EQ(full.stopped, StopCause::early_stopping);
+  ASSERT_GT(full.steps_done, 4);
+  const TrainSummary first = train(options("mid-split", with(cfg, {"train.steps=4"})));
+  ASSERT_EQ(first.steps_done, 4);
+  const TrainSummary rest = train(options("mid-split", with(cfg, {"checkpoint.resume=auto"})));
+  EXPECT_EQ(rest.steps_done, full.steps_done);
+  EXPECT_EQ(rest.stopped, full.stopped);
+  ASSERT_EQ(rest.losses.size(), full.losses.size() - 4);
+  for (std::size_t i = 0; i < rest.losses.size(); ++i) EXPECT_EQ(rest.losses[i], full.losses[4 + i]);
+  EXPECT_EQ(checkpoint_names(dir_ / "mid-split"), checkpoint_names(dir_ / "mid-full"));
+  EXPECT_EQ(pointer(dir_ / "mid-split", "best"), pointer(dir_ / "mid-full", "best"));
+  EXPECT_EQ(checkpoint::CheckpointReader(rest.last_checkpoint).meta()["monitor"],
+            checkpoint::CheckpointReader(full.last_checkpoint).meta()["monitor"]);
 }
 
 // checkpoint.resume=auto starts over when there is no checkpoint, but not when

@@ -424,7 +424,8 @@ std::string latest_valid_checkpoint(const std::string& root, std::vector<std::st
   return reader ? reader->dir() : std::string();
 }
 
-void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir) {
+void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir,
+                       const std::vector<std::string>& also_keep) {
   if (keep <= 0 || !fs::exists(root)) return;
   const std::vector<fs::path> all = committed_checkpoints(root);
   if (all.empty()) return;
@@ -437,7 +438,9 @@ void prune_checkpoints(const std::string& root, std::int64_t keep, const std::st
     if (model_identity(d) == model) dirs.push_back(d);
   const std::int64_t excess = static_cast<std::int64_t>(dirs.size()) - keep;
   for (std::int64_t i = 0; i < excess; ++i) {
-    if (fs::equivalent(dirs[static_cast<std::size_t>(i)], newest)) continue;
+    const fs::path& dir = dirs[static_cast<std::size_t>(i)];
+    if (fs::equivalent(dir, newest)) continue;
+    if (std::find(also_keep.begin(), also_keep.end(), dir.filename().string()) != also_keep.end()) continue;
     fs::remove_all(dirs[static_cast<std::size_t>(i)]);
     crash_point("old checkpoint pruned");
   }

@@ -97,7 +97,9 @@ std::string latest_valid_checkpoint(const std::string& root, std::vector<std::st
 // The same checkpoint, opened (its files already verified once), or null.
 std::unique_ptr<CheckpointReader> open_latest_valid_checkpoint(const std::string& root,
                                                                std::vector<std::string>* skipped = nullptr);
-// Keeps the newest `keep` checkpoints named step_* in `root` (never the one `latest` names).
-void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir);
+// Keeps the newest `keep` checkpoints named step_* in `root` (never the one `latest` names), and those
+// named in `also_keep` (directory names, step_NNNNNNNN: the best ones, train's checkpoint.keep_best).
+void prune_checkpoints(const std::string& root, std::int64_t keep, const std::string& latest_dir,
+                       const std::vector<std::string>& also_keep = {});
 
 }  // namespace trident::checkpoint

@@ -209,6 +209,7 @@ const std::vector<Field>& fields() {
     TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
     TRAIN(device); TRAIN(threads, kNonNegative, " (0 = cores / ranks on the node)");
     TRAIN(exit_duration_minutes, kNonNegativeFinite, " (0 = never)"); TRAIN(deepspeed_config);
+    TRAIN(early_stopping_patience, kNonNegative, " (0 = off)"); TRAIN(early_stopping_min_delta, kNonNegativeFinite);
 #undef TRAIN
 #define OPTIM(n, ...) f.push_back(field("optim", #n, &C::optim, &OptimConfig::n __VA_OPT__(,) __VA_ARGS__))
     OPTIM(name); OPTIM(lr, kPositiveFinite); OPTIM(betas, kFraction); OPTIM(eps, kNonNegativeFinite);
@@ -231,7 +232,7 @@ const std::vector<Field>& fields() {
 #define CKPT(n, ...) \
   f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
     CKPT(dir); CKPT(interval, kNonNegative, " (0 = only at the end)"); CKPT(keep, kNonNegative, " (0 = all)");
-    CKPT(resume);
+    CKPT(resume); CKPT(keep_best, kNonNegative, " (0 = off)"); CKPT(monitor);
 #undef CKPT
 #define LOG(n, ...) f.push_back(field("log", #n, &C::log, &LogConfig::n __VA_OPT__(,) __VA_ARGS__))
     LOG(progress); LOG(metrics_file); LOG(straggler_threshold, kAtLeastOne);

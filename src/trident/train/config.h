@@ -74,6 +74,10 @@ struct TrainConfig {
   std::string device = "cpu";          // cpu | cuda
   std::int64_t threads = 0;            // CPU threads per rank; 0 = cores / ranks on the node
   double exit_duration_minutes = 0;    // save and stop once this long after the start (0 = never)
+  // Early stopping (Lightning's EarlyStopping): stop, with a checkpoint, after this many evaluations in a
+  // row in which checkpoint.monitor did not improve by more than early_stopping_min_delta (0 = off).
+  std::int64_t early_stopping_patience = 0;
+  double early_stopping_min_delta = 0;
   std::string deepspeed_config;        // a DeepSpeed JSON config mapped onto these keys (docs/deepspeed.md)
 };
 
@@ -118,6 +122,10 @@ struct CheckpointConfig {
   std::string dir;                     // default: RUN_DIR/checkpoints
   std::int64_t interval = 0;           // steps between saves; 0 = only at the end
   std::int64_t keep = 3;               // most recent checkpoints kept
+  // Also keep the keep_best checkpoints of the lowest `monitor` (Lightning's save_top_k; 0 = off); every
+  // evaluated step is then saved, and RUN_DIR/checkpoints/best names the best one.
+  std::int64_t keep_best = 0;
+  std::string monitor = "val_loss";    // val_loss | val_ppl: what keep_best and early stopping compare
   std::string resume;                  // "" | "auto" | a checkpoint directory
 };
 

@@ -226,6 +226,13 @@ void open_model_and_data(Run& run) {
     }
   }
   run.data = open_data(config, std::move(tokenizer), train_samples, valid_samples, objective);
+  const bool watched = config.checkpoint.keep_best > 0 || config.train.early_stopping_patience > 0;
+  TRIDENT_CHECK(!watched || run.data.valid != nullptr,
+                "{}={} compares {}, but the run has no validation data: give data.valid_paths, or a validation "
+                "share in data.split (now '{}')",
+                config.checkpoint.keep_best > 0 ? "checkpoint.keep_best" : "train.early_stopping_patience",
+                config.checkpoint.keep_best > 0 ? config.checkpoint.keep_best : config.train.early_stopping_patience,
+                config.checkpoint.monitor, config.data.split);
 }
 
 // This rank's chunks, initialised (and loaded) on the host, where the counter RNG runs, then moved.

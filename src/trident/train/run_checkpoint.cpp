@@ -1,5 +1,6 @@
 #include "trident/train/run_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "trident/core/atomic_file.h"
@@ -127,9 +128,24 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                              {"pipeline_schedule", config.dist.pipeline_schedule},
                              {"sequence_parallel", par.sequence_parallel},
                              {"zero_stage", par.zero_stage}}},
+                           {"monitor", monitor_json(state.monitor, config)},
                            {"config", to_toml(config)}};
     checkpoint::commit_checkpoint(tmp, final_dir, meta, files, (fs::path(root) / "latest").string());
-    checkpoint::prune_checkpoints(root, config.checkpoint.keep, final_dir);
+    std::vector<std::string> best;
+    if (config.checkpoint.keep_best > 0) {
+      best = kept_best_names(state.monitor);
+      // `best` as `latest`: replaced atomically, after the checkpoint it names is committed and before the one
+      // it named can be pruned. A resume from another directory's checkpoint may list best ones this
+      // directory lacks: it names the best one present.
+      const auto present = std::find_if(best.begin(), best.end(), [&](const std::string& name) {
+        return fs::exists(fs::path(root) / name / "meta.json");
+      });
+      if (present != best.end()) {
+        write_file_atomically(fs::path(root) / "best", *present + "\n");
+        checkpoint::crash_point("best updated");
+      }
+    }
+    checkpoint::prune_checkpoints(root, config.checkpoint.keep, final_dir, best);
   }
   par.world->barrier();
   return final_dir;
@@ -225,6 +241,7 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
   rs.loss_scale = meta.value("loss_scale", 0.0);
   rs.loss_scale_good_steps = meta.value("loss_scale_good_steps", std::int64_t{0});
   rs.loss_scale_hysteresis_left = meta.value("loss_scale_hysteresis_left", std::int64_t{0});
+  rs.monitor = monitor_from_meta(meta, (fs::path(reader.dir()) / "meta.json").string());
   return rs;
 }
 

@@ -9,7 +9,8 @@
 //     replicated parameters;
 //   under ZeRO each rank its rows of the moments (and under ZeRO-3 of the
 //     parameters), mapped through the same ShardSpec;
-// then rank 0 commits meta.json and the `latest` pointer after a barrier.
+// then rank 0 commits meta.json and the `latest` pointer after a barrier (with checkpoint.keep_best, then
+// the `best` pointer, written the same way), and prunes what neither checkpoint.keep nor keep_best keeps.
 // Under pipeline parallelism each stage writes its own layers; the last
 // stage's copy of tied embeddings (Parameter::tied_copy) is never written —
 // it equals the first stage's, which is read back into both.
@@ -21,6 +22,7 @@
 
 #include "trident/checkpoint/sharded.h"
 #include "trident/models/causal_lm.h"
+#include "trident/train/best_checkpoints.h"
 #include "trident/train/config.h"
 #include "trident/train/parallel_state.h"
 
@@ -33,6 +35,7 @@ struct RunState {
   std::int64_t loss_scale_good_steps = 0;  // fp16: good steps since the scale last changed
   std::int64_t loss_scale_hysteresis_left = 0;  // fp16: overflows left before the scale halves
   double lr = 0;                      // the learning rate of the last step (recorded, recomputed on resume)
+  MonitorState monitor;               // the best checkpoints and early stopping (best_checkpoints.h)
 };
 
 // `params`: every parameter this rank holds (all its model chunks).

@@ -355,6 +355,25 @@ void validate_experts(const Config& c, std::int64_t dp, std::int64_t tp) {
 
 }  // namespace
 
+namespace {
+
+// checkpoint.keep_best, checkpoint.monitor and early stopping: a known metric, and evaluations to watch.
+void validate_monitoring(const Config& c) {
+  TRIDENT_CHECK(c.checkpoint.monitor == "val_loss" || c.checkpoint.monitor == "val_ppl",
+                "checkpoint.monitor='{}' is not a metric trident records: expected val_loss or val_ppl "
+                "(lower is better)",
+                c.checkpoint.monitor);
+  const bool watched = c.checkpoint.keep_best > 0 || c.train.early_stopping_patience > 0;
+  TRIDENT_CHECK(!watched || c.train.eval_interval > 0,
+                "{}={} compares {} at evaluations, but train.eval_interval=0 never evaluates: set train.eval_interval "
+                "(with checkpoint.keep_best, each evaluated step is also saved)",
+                c.checkpoint.keep_best > 0 ? "checkpoint.keep_best" : "train.early_stopping_patience",
+                c.checkpoint.keep_best > 0 ? c.checkpoint.keep_best : c.train.early_stopping_patience,
+                c.checkpoint.monitor);
+}
+
+}  // namespace
+
 void validate_config(const Config& c, int world_size) {
   (void)detail::compute_dtype(c.train.precision);
   TRIDENT_CHECK(c.train.seq_len > 0, "train.seq_len must be positive, got {}", c.train.seq_len);
@@ -420,6 +439,7 @@ void validate_config(const Config& c, int world_size) {
         "after schedule.warmup_steps={})",
         c.schedule.wsd_decay_steps, schedule.decay_steps - c.schedule.warmup_steps, c.schedule.warmup_steps);
   }
+  validate_monitoring(c);
   TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
   TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),
                 "data.weights has {} entries for {} data.paths", c.data.weights.size(), c.data.paths.size());

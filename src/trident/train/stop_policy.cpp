@@ -24,14 +24,18 @@ void request_stop() noexcept {
 
 namespace detail {
 
-StopReason stop_reason(bool requested, double minutes, double limit_minutes) {
+StopReason stop_reason(bool requested, double minutes, double limit_minutes, bool early_stop) {
+  if (early_stop) return StopReason::early_stopping;
   if (limit_minutes > 0 && minutes >= limit_minutes) return StopReason::time_limit;
   return requested ? StopReason::signal : StopReason::none;
 }
 
 StopReason agree_stop(dist::Communicator& world, StopReason mine) {
   const double why = world.all_reduce_scalar(static_cast<double>(mine), dist::ReduceOp::max);
-  return why > 1 ? StopReason::time_limit : why > 0 ? StopReason::signal : StopReason::none;
+  return why > 2   ? StopReason::early_stopping
+         : why > 1 ? StopReason::time_limit
+         : why > 0 ? StopReason::signal
+                   : StopReason::none;
 }
 
 bool stop_requested() noexcept {
@@ -54,9 +58,9 @@ bool StopPolicy::stop_before_micro_batch() {
   return world_.all_reduce_scalar(stop_requested() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
 }
 
-StopReason StopPolicy::after_step() {
+StopReason StopPolicy::after_step(bool early_stop) {
   const double minutes = std::chrono::duration<double>(Clock::now() - job_start_).count() / 60;
-  return agree_stop(world_, stop_reason(stop_requested(), minutes, limit_minutes_));
+  return agree_stop(world_, stop_reason(stop_requested(), minutes, limit_minutes_, early_stop));
 }
 
 }  // namespace detail

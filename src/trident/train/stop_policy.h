@@ -1,10 +1,13 @@
 // Internal to the train module: when a run stops before train.steps.
 //
-// Three things end a run early: SIGINT/SIGTERM (or request_stop), and
-// train.exit_duration_minutes passing. A signal may reach only some ranks
+// Four things end a run early: SIGINT/SIGTERM (or request_stop),
+// train.exit_duration_minutes passing, and early stopping (best_checkpoints.h). A signal may reach only some ranks
 // (Ctrl-C reaches all; kill one) and clocks differ, so the ranks agree before
 // acting: each contributes its reason and all act on the largest (one scalar
-// all-reduce over the world). After a step the time limit outranks a signal;
+// all-reduce over the world). Early stopping is decided from the validation
+// loss, which every rank holds, so the ranks agree already; it goes through the
+// same all-reduce all the same, so that no rank can stop alone. After a step
+// early stopping (the run is finished) outranks the time limit, which outranks a signal;
 // between the micro-batches of a step only signals count (see
 // ModelRunner::train_step).
 #pragma once
@@ -17,11 +20,12 @@
 namespace trident::train::detail {
 
 // Ordered: the agreed reason is the largest any rank has.
-enum class StopReason { none = 0, signal = 1, time_limit = 2 };
+enum class StopReason { none = 0, signal = 1, time_limit = 2, early_stopping = 3 };
 
-// This rank's reason after a step, from its inputs: `minutes` since the job started against
-// train.exit_duration_minutes (`limit_minutes`, 0 = none), then whether a stop was requested.
-StopReason stop_reason(bool requested, double minutes, double limit_minutes);
+// This rank's reason after a step, from its inputs: whether early stopping's patience ran out, then
+// `minutes` since the job started against train.exit_duration_minutes (`limit_minutes`, 0 = none), then
+// whether a stop was requested.
+StopReason stop_reason(bool requested, double minutes, double limit_minutes, bool early_stop = false);
 // The reason every rank of `world` acts on: the largest of theirs.
 StopReason agree_stop(dist::Communicator& world, StopReason mine);
 
@@ -44,8 +48,8 @@ class StopPolicy {
   bool reached_step_limit(std::int64_t step) const noexcept { return step >= steps_; }
   // Before micro-batch m >= 1 of a step: true when a stop was requested on any rank (all ranks agree).
   bool stop_before_micro_batch();
-  // After a step: the reason every rank stops for, or none.
-  StopReason after_step();
+  // After a step: the reason every rank stops for, or none. `early_stop`: this rank's early-stopping verdict.
+  StopReason after_step(bool early_stop = false);
 
  private:
   using Handler = void (*)(int);

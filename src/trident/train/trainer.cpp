@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "trident/core/memory.h"
+#include "trident/train/best_checkpoints.h"
 #include "trident/train/evaluate.h"
 #include "trident/train/run.h"
 #include "trident/train/step.h"
@@ -51,6 +52,16 @@ TrainSummary train(const TrainOptions& options) {
     run.log->log_eval(0, summary.val_losses.back().second);
   }
 
+  // A run resumed from the checkpoint early stopping saved is finished (a larger patience continues it).
+  if (patience_exhausted(run.state.monitor, config) && run.state.step < config.train.steps) {
+    summary.stopped = StopCause::early_stopping;
+    summary.steps_done = run.state.step;
+    run.log->message(early_stop_message(run.state.monitor, config, run.state.step) +
+                     " (already, at the checkpoint resumed from: raise train.early_stopping_patience to go on)");
+    run.log->finish();
+    return summary;
+  }
+
   const auto run_start = std::chrono::steady_clock::now();
   const std::int64_t first_step = run.state.step;
   reset_peak_memory(run.device);
@@ -92,14 +103,27 @@ TrainSummary train(const TrainOptions& options) {
       metrics.straggler = straggler_report(run, dt - (dist::blocked_seconds() - blocked_before));
     run.log->log_step(metrics, logged);
 
-    if (evaluator && (step % config.train.eval_interval == 0 || step == config.train.steps)) {
+    const bool evaluated = evaluator && (step % config.train.eval_interval == 0 || step == config.train.steps);
+    if (evaluated) {
       summary.val_losses.emplace_back(step, evaluator->evaluate());
       run.log->log_eval(step, summary.val_losses.back().second);
+      // Recorded in the state the checkpoint of this step saves (best_checkpoints.h).
+      observe(run.state.monitor, config, step, summary.val_losses.back().second);
     }
-    const StopReason why = stop.after_step();
+    // Early stopping at the last step changes nothing: the run completed.
+    const bool early_stop = evaluated && step < config.train.steps && patience_exhausted(run.state.monitor, config);
+    const StopReason why = stop.after_step(early_stop);
     const bool at_interval = config.checkpoint.interval > 0 && step % config.checkpoint.interval == 0;
-    if (why != StopReason::none || at_interval || step == config.train.steps) {
+    // With checkpoint.keep_best every evaluated step is saved, as Lightning's ModelCheckpoint(monitor=...)
+    // saves after each validation: each evaluation is a candidate for the best k.
+    const bool best_candidate = evaluated && config.checkpoint.keep_best > 0;
+    if (why != StopReason::none || at_interval || best_candidate || step == config.train.steps) {
       summary.last_checkpoint = run.save_checkpoint();
+    }
+    if (why == StopReason::early_stopping) {
+      summary.stopped = StopCause::early_stopping;
+      run.log->message(early_stop_message(run.state.monitor, config, step));
+      break;
     }
     if (why != StopReason::none) {
       summary.interrupted = true;

@@ -41,6 +41,7 @@ enum class StopCause {
   completed,   // train.steps were done
   signal,      // SIGINT/SIGTERM (or request_stop) after saving: the run did not finish
   time_limit,  // train.exit_duration_minutes passed after saving: a deliberate stop
+  early_stopping,  // train.early_stopping_patience evaluations without improvement, after saving: finished
 };
 
 // `trident train`'s exit status for a run a signal stopped after its checkpoint: sysexits' EX_TEMPFAIL
