@@ -25,7 +25,9 @@
 # SLURM_CONF), so the single-node /etc/slurm/slurm.conf of scripts/slurm_local.sh
 # and its daemons keep working beside it; munge is shared (`down` stops the munged
 # that `up` started, unless that Slurm uses it). Every file the cluster writes
-# (config, state, logs, pid files) is under /run/trident-cluster.
+# (config, state, logs, pid files) is under /run/trident-cluster. RequeueExit=75:
+# a batch job whose script exits 75 (trident train stopped by a signal, after its
+# checkpoint) goes back in the queue, and resumes when it starts again.
 #
 # Open MPI: scripts/netns_rsh is the rsh agent (mpirun calls it as ssh, `agent
 # HOST COMMAND...`), TCP between hosts is restricted to the bridge's subnet and
@@ -113,6 +115,8 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 MpiDefault=none
 KillWait=5
+# A batch script that exits 75 (what trident train exits with after saving on SIGTERM) goes back in the queue.
+RequeueExit=75
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
 CONF

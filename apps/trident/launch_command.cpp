@@ -26,6 +26,11 @@
 //  - a second one ends the job (SIGTERM to mpirun, which kills the ranks);
 //  - a third one, or mpirun still running 10 s after the second, kills mpirun's process group;
 //  - Ctrl-Z (SIGTSTP) suspends the ranks too, and SIGCONT resumes them.
+// A job a rank's failure should have ended ("trident: error: ..." on mpirun's stderr) whose mpirun is
+// still running kEndAfterFailure later is ended (mpirun killed, exit status 1) with a line saying so:
+// mpirun ends a job only once every host's daemon has confirmed its ranks are gone, and waits for ever
+// for a host it cannot reach (a cut link, a host that went down), while the ranks there end by their
+// own collective timeout.
 // mpirun's stderr passes through launch, which drops Open MPI's banners about an exit that trident
 // already reported in one line (MPI_ABORT, "exited with non-zero status") or that launch asked for.
 #include <fcntl.h>
@@ -44,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -153,8 +159,11 @@ extern "C" void on_launch_suspend(int) { g_suspend = 1; }
 // lines of dashes) and log lines that only repeat an exit trident reported or launch asked for.
 class StderrRelay {
  public:
+  using Clock = std::chrono::steady_clock;
   explicit StderrRelay(int out) : out_(out) {}
   bool stop_requested = false;
+  // When the first "trident: error: " line went through (a rank failed), if one did.
+  std::optional<Clock::time_point> error_at() const { return error_at_; }
 
   void feed(const char* data, std::size_t n) {
     partial_.append(data, n);
@@ -216,7 +225,10 @@ class StderrRelay {
       }
       return;
     }
-    if (l.starts_with("trident: error: ")) error_reported_ = true;
+    if (l.starts_with("trident: error: ")) {
+      error_reported_ = true;
+      if (!error_at_) error_at_ = Clock::now();
+    }
     // "[host:pid] ... ORTE_ERROR_LOG: ..." and the help aggregation notes after an abort.
     if (l.starts_with("mpirun: Forwarding signal")) return;  // a signal launch forwarded itself
     if ((error_reported_ || stop_requested) && l.starts_with("[") &&
@@ -254,8 +266,13 @@ class StderrRelay {
   bool mid_line_ = false;
   bool in_block_ = false;
   bool error_reported_ = false;
+  std::optional<Clock::time_point> error_at_;
   std::vector<std::string> block_;
 };
+
+// How long mpirun may take to end a job after a rank reported its failure (normally well under a
+// second, a few seconds on a loaded host) before launch ends mpirun itself.
+constexpr std::chrono::seconds kEndAfterFailure{15};
 
 // Runs mpirun (argv) as described at the top; returns the exit status for launch.
 int run_mpirun(std::vector<std::string>& args) {
@@ -315,7 +332,7 @@ int run_mpirun(std::vector<std::string>& args) {
   int handled = 0;   // signals acted on
   int first_signal = 0;
   std::chrono::steady_clock::time_point term_sent{};
-  bool pipe_open = true, killed = false;
+  bool pipe_open = true, killed = false, ended_after_failure = false;
   int status = 0;
   for (;;) {
     const int seen = g_signals;
@@ -340,6 +357,20 @@ int run_mpirun(std::vector<std::string>& args) {
       ::kill(pid, SIGTSTP);
       ::raise(SIGSTOP);
       ::kill(pid, SIGCONT);
+    }
+    if (handled < 2 && !killed && relay.error_at() &&
+        std::chrono::steady_clock::now() - *relay.error_at() > kEndAfterFailure) {
+      // A rank failed but the job goes on: mpirun waits for a host it cannot reach. SIGKILL, not SIGTERM:
+      // an mpirun whose abort is under way takes SIGTERM for "terminate forcibly" and crashes doing so
+      // (Open MPI 4.1: a segmentation fault in PMIx_Finalize, with its backtrace).
+      const std::string note = fmt::format(
+          "trident: error: launch: mpirun has not ended the job {} s after a rank failed (a host it cannot "
+          "reach?); killing mpirun\n",
+          kEndAfterFailure.count());
+      relay.finish();  // what mpirun wrote so far, before this line
+      (void)!::write(STDERR_FILENO, note.data(), note.size());
+      ::kill(-pid, SIGKILL);
+      killed = ended_after_failure = true;
     }
     if (handled == 2 && !killed && std::chrono::steady_clock::now() - term_sent > std::chrono::seconds(10)) {
       ::kill(-pid, SIGKILL);
@@ -370,6 +401,7 @@ int run_mpirun(std::vector<std::string>& args) {
   relay.finish();
   ::close(err_pipe[0]);
   restore_signals();
+  if (ended_after_failure) return 1;  // the ranks' failure, not the signal launch sent mpirun
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     // Stopped on request: the ranks' status when they stopped cleanly (0, or training's
