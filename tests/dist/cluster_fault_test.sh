@@ -36,10 +36,10 @@ export TRIDENT_NUM_THREADS=1
 timeout_s=10
 # A rank whose collective timed out exits within this many seconds of the fault.
 bound=$((timeout_s + 10 + 5))
-# The line a rank prints when its collective times out. OP: all_reduce, barrier, ... (and, to come, a
-# sequence number "#N"); GROUP: world or "tp group [2, 3]"; what follows "timed out after 10 s" (the
-# reason, to come: the peer) is not matched.
-op_re='[a-z_]+( #[0-9]+)?( \([^)]*\))?'
+# The line a rank prints when its collective times out. OP: all_reduce, barrier, ... with its sequence
+# number on the group ("#N"); GROUP: world or "tp group [2, 3]"; then "timed out after 10 s" and the peer
+# check's verdict (matched per fault below).
+op_re='[a-z_]+ #[0-9]+( \([^)]*\))?'
 group_re='(world|[a-z]+ group \[[0-9, ]+\])'
 timeout_re="^trident: error: rank [0-9]+( on [^:]+)?: $op_re on $group_re \(rank [0-9]+ of [0-9]+\) timed out after $timeout_s s"
 
@@ -153,6 +153,11 @@ case $fault in
   linkcut)
     grep -qE "$timeout_re" "$work/fault.log" || fail "linkcut: no rank named the collective that timed out: $(grep -E 'error' "$work/fault.log")"
     grep -qE "^trident: error: rank [01]: " "$work/fault.log" || fail "linkcut: no line from node1's ranks"
+    # The peer check gives a verdict: usually every member of the stalled group reached the call (their
+    # notes agree: "waits in it too: the data between them is not arriving"); where the cut caught the
+    # hosts in different calls, a peer "waits in" another one.
+    grep -E "$timeout_re" "$work/fault.log" | grep -qE "waits in it too: the data between them is not arriving|; rank [0-9]+ on node[12] waits in " \
+      || fail "linkcut: no peer-check verdict on the timed-out line"
     grep -qF "trident: error: launch: mpirun has not ended the job 15 s after a rank failed (a host it cannot reach?); killing mpirun" \
       "$work/fault.log" || fail "linkcut: launch did not say why it ended mpirun"
     [ $rc -eq 1 ] || fail "linkcut: trident launch exit status $rc (expected 1)"
@@ -166,6 +171,9 @@ case $fault in
     # its watchdog past the deadline, and the line then blames a peer.)
     grep -E "$timeout_re" "$work/fault.log" | grep -qE "^trident: error: rank [012]: " \
       || fail "stop: no running rank named the collective that timed out: $(tail -20 "$work/fault.log")"
+    # The peer check names the stopped rank and its host: it left no note.
+    grep -E "$timeout_re" "$work/fault.log" | grep -qE "^trident: error: rank [012]: .*; rank 3 on node2 never reached it \(stopped, dead or cut off" \
+      || fail "stop: no line naming rank 3 on node2 as the one that never reached the call"
     ;;
 esac
 
