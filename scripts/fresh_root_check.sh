@@ -73,6 +73,9 @@ fi
 
 mkdir -p "$cache/debootstrap" "$cache/apt-archives/partial" "$cache/pip" "$cache/venv" "$cache/ccache"
 root=${FRESH_ROOT:-$(mktemp -d /var/tmp/trident-root.XXXXXX)}
+# mktemp makes it 0700: as the root directory of a machine it must be 0755, or no user but root can
+# run anything in it (munge's postinst runs `su munge -c mungekey` and failed with "Permission denied").
+chmod 0755 "$root"
 mkdir -p "$root"
 [[ -z $(ls -A "$root") ]] || die "FRESH_ROOT '$root' is not empty"
 logs=$cache/logs
