@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "trident/core/error.h"
 #include "trident/core/version.h"
+#include "trident/dist/communicator.h"
 #include "trident/dist/mpi_communicator.h"
 
 namespace {
@@ -26,14 +27,21 @@ namespace {
 // alone prints it, and all of them finalize MPI and exit with `exit_code`, so the launcher has no
 // abort to report. An error that only some ranks see is printed by each of those, naming its rank,
 // and brings every other rank down (MPI_Abort), so nobody hangs in a collective.
-// `detail` (--verbose) is printed instead of `line`; it names the rank and host itself.
-[[noreturn]] void fail(const std::string& line, int exit_code, const std::string& detail = "") {
+// `detail` (--verbose) is printed instead of `line`; it names the rank and host itself. `alone`: a rank
+// whose collective timed out reports at once, naming its rank, and ends the job — its peers are stuck
+// or gone, so there is no agreement to wait for.
+[[noreturn]] void fail(const std::string& line, int exit_code, const std::string& detail = "", bool alone = false) {
   std::fflush(stdout);
   const auto line_of = [&](bool name_rank) {
     const int rank = trident::error_rank() >= 0 ? trident::error_rank() : trident::dist::launcher_rank();
     const std::string where = name_rank && rank >= 0 && detail.empty() ? fmt::format("rank {}: ", rank) : "";
     return fmt::format("trident: error: {}{}\n", where, detail.empty() ? line : detail);
   };
+  if (alone && trident::dist::launched_by_mpi()) {
+    std::fputs(line_of(true).c_str(), stderr);
+    std::fflush(stderr);
+    trident::dist::abort_job(exit_code);
+  }
   if (trident::dist::launched_by_mpi()) trident::dist::set_last_words(line_of(true), exit_code);
   const trident::dist::FailureAgreement agreed = trident::dist::agree_on_failure(line);
   std::signal(SIGTERM, SIG_DFL);
@@ -137,6 +145,8 @@ int main(int argc, char** argv) {
       command += " " + sub->get_name();
     }
     fail(fmt::format("{} (see {} --help)", e.what(), command), e.get_exit_code());
+  } catch (const trident::dist::CollectiveTimeout& e) {
+    fail(e.message(), 1, verbose ? std::string(e.what()) : std::string(), true);
   } catch (const trident::Error& e) {
     fail(e.message(), 1, verbose ? std::string(e.what()) : std::string());
   } catch (const std::exception& e) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "trident/dist/flight_recorder.h"
+#include "trident/core/error.h"
 #include "trident/core/tensor.h"
 
 namespace trident::dist {
@@ -37,6 +38,13 @@ struct CollectiveOptions {
   // so a hang names its caller. Empty: nothing added. (Its `= {}` keeps brace-initialisations that stop
   // before it, such as {ReduceOp::max}, free of -Wmissing-field-initializers.)
   std::string context = {};
+};
+
+// A collective that did not complete within its timeout (a peer is stuck, dead or cut off). The command
+// line ends the job at once on it: waiting for the other ranks to fail alike would only add its window.
+class CollectiveTimeout : public Error {
+ public:
+  using Error::Error;
 };
 
 class Work {

@@ -126,7 +126,7 @@ class MpiWork final : public Work {
         error_ = fmt::format("{} timed out after {:.0f} s (a peer rank is stuck, dead or did not call it){}; this "
                              "rank's last collectives, oldest first:\n  {}",
                              flight::describe(call_), timeout_s_, peers, fmt::join(flight::report(), "\n  "));
-        break;
+        throw CollectiveTimeout(error_, fmt::format("{}:{}", __FILE__, __LINE__));
       }
       if (waited < 0.1) {
         std::this_thread::yield();

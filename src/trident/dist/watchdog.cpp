@@ -22,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 
 // How often operations in flight are polled.
 constexpr std::chrono::milliseconds kPollInterval{100};
+// The watchdog's thread woken this much later than it asked was not running at all.
+constexpr double kSuspendedAfter_s = 3.0;
 
 }  // namespace
 
@@ -161,15 +163,22 @@ void Watchdog::run() {
     }
     s.wake = !s.armed ? Clock::time_point::max() : s.armed_noted ? s.armed_deadline : s.armed_half;
     if (!s.inflight.empty()) s.wake = std::min(s.wake, Clock::now() + kPollInterval);
+    const Clock::time_point woke_for = s.wake;
     s.cv.wait_until(lock, s.wake);
     const Clock::time_point now = Clock::now();
+    // Woken far later than asked: the whole process was stopped (SIGSTOP, then SIGCONT) or suspended,
+    // so a deadline that passed meanwhile is this process's stall, not a peer's.
+    const double late_s = woke_for == Clock::time_point::max() ? 0.0 : std::chrono::duration<double>(now - woke_for).count();
+    const std::string suspended =
+        late_s > kSuspendedAfter_s ? fmt::format(" (this process itself did not run for {:.0f} s: it was stopped or suspended)", late_s) : "";
     if (s.armed && !s.armed_noted && now >= s.armed_half) {
       flight::note_waiting(s.armed_ticket);
       s.armed_noted = true;
     }
     if (s.armed && now >= s.armed_deadline) {
       const std::string what = s.armed_ticket ? flight::describe(s.armed_ticket) : s.armed_what;
-      fatal(timed_out(what, s.armed_timeout_s) + flight::peers(s.armed_ticket, peer_wait_s(s.armed_timeout_s)),
+      fatal(timed_out(what, s.armed_timeout_s) + suspended +
+                (suspended.empty() ? flight::peers(s.armed_ticket, peer_wait_s(s.armed_timeout_s)) : ""),
             s.armed_failure);
     }
     std::string failure;
@@ -180,7 +189,7 @@ void Watchdog::run() {
         case Watched::Status::exiting: return;  // a finished run must not end with this thread's line
         case Watched::Status::running: break;
       }
-      if (now > op->deadline()) fatal(timed_out(op->what(), op->timeout_s()), op->on_failure());
+      if (now > op->deadline()) fatal(timed_out(op->what(), op->timeout_s()) + suspended, op->on_failure());
     }
     std::erase(s.inflight, nullptr);
     if (!finished.empty()) {
