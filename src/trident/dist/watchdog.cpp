@@ -171,8 +171,9 @@ void Watchdog::run() {
     const double late_s = woke_for == Clock::time_point::max() ? 0.0 : std::chrono::duration<double>(now - woke_for).count();
     const std::string suspended =
         late_s > kSuspendedAfter_s ? fmt::format(" (this process itself did not run for {:.0f} s: it was stopped or suspended)", late_s) : "";
+    // A process that was stopped leaves no note: it is the one its peers wait for.
     if (s.armed && !s.armed_noted && now >= s.armed_half) {
-      flight::note_waiting(s.armed_ticket);
+      if (suspended.empty()) flight::note_waiting(s.armed_ticket);
       s.armed_noted = true;
     }
     if (s.armed && now >= s.armed_deadline) {
