@@ -171,9 +171,10 @@ case $fault in
     # its watchdog past the deadline, and the line then blames a peer.)
     grep -E "$timeout_re" "$work/fault.log" | grep -qE "^trident: error: rank [012]: " \
       || fail "stop: no running rank named the collective that timed out: $(tail -20 "$work/fault.log")"
-    # The peer check names the stopped rank and its host: it left no note ("never reached it"), or, when
-    # mpirun's SIGCONT woke it before the peers looked, a note of an earlier call than theirs.
-    grep -E "$timeout_re" "$work/fault.log" | grep -qE "^trident: error: rank [012]: .*; rank 3 on node2 (never reached it \(stopped, dead or cut off|waits in [a-z_]+ #[0-9]+ on tp group \[2, 3\])" \
+    # The peer check names the stopped rank and its host, directly ("never reached it": it left no note)
+    # or at the end of a chain ("rank 1 waits in … on dp group [1, 3], where rank 3 on node2 never
+    # arrived"), or as waiting in another call (a note it left before it was stopped).
+    grep -E "$timeout_re" "$work/fault.log" | grep -qE "^trident: error: rank [012]: .*(; rank 3 on node2 (never reached it|waits in )|where rank 3 on node2 never arrived)" \
       || fail "stop: no line naming rank 3 on node2 as the rank the others wait for"
     ;;
 esac

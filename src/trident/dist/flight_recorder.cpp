@@ -52,11 +52,12 @@ std::string show_bytes(std::int64_t b) {
 
 std::string note_path(const std::string& dir, int rank) { return (fs::path(dir) / fmt::format("rank-{}.note", rank)).string(); }
 
-// A note: "token\tgroup\tseq\twhat".
+// A note: "token\tgroup\tseq\tmembers\twhat" (members: the group's world ranks, comma-separated).
 struct Note {
   std::uint64_t token = 0;
   std::string group;
   std::int64_t seq = 0;
+  std::vector<int> members;
   std::string what;
 };
 
@@ -65,13 +66,16 @@ bool read_note(const std::string& path, Note& n) {
   std::string line;
   if (!std::getline(in, line)) return false;
   std::istringstream fields(line);
-  std::string token, seq;
+  std::string token, seq, members;
   if (!std::getline(fields, token, '\t') || !std::getline(fields, n.group, '\t') || !std::getline(fields, seq, '\t') ||
-      !std::getline(fields, n.what))
+      !std::getline(fields, members, '\t') || !std::getline(fields, n.what))
     return false;
   try {
     n.token = std::stoull(token);
     n.seq = std::stoll(seq);
+    n.members.clear();
+    std::istringstream list(members);
+    for (std::string m; std::getline(list, m, ',');) n.members.push_back(std::stoi(m));
   } catch (const std::exception&) {
     return false;
   }
@@ -194,7 +198,8 @@ void note_waiting(Ticket ticket) {
   const std::string path = note_path(r.dir, r.rank), tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << r.token << '\t' << e.call.group->name << '\t' << e.call.seq << '\t' << describe(e.call) << '\n';
+    out << r.token << '\t' << e.call.group->name << '\t' << e.call.seq << '\t'
+        << fmt::format("{}", fmt::join(e.call.group->world_ranks, ",")) << '\t' << describe(e.call) << '\n';
     if (!out) return;
   }
   std::error_code ec;
@@ -242,7 +247,16 @@ std::string peers(Ticket ticket, double wait_s) {
     } else if (notes[i].group == group->name && notes[i].seq == seq) {
       same.push_back(who(r, others[i]));
     } else {
-      elsewhere.push_back(fmt::format("{} waits in {}", who(r, others[i]), notes[i].what));
+      // Follow the chain one step: in the call that member waits in, who never arrived?
+      std::vector<std::string> absent;
+      for (int m : notes[i].members) {
+        if (m == others[i] || m == r.rank) continue;
+        Note further;
+        if (!(read_note(note_path(dir, m), further) && further.token == r.token)) absent.push_back(who(r, m));
+      }
+      elsewhere.push_back(fmt::format("{} waits in {}{}", who(r, others[i]), notes[i].what,
+                                      absent.empty() ? std::string()
+                                                     : fmt::format(", where {} never arrived", fmt::join(absent, ", "))));
     }
   }
   std::string out;
