@@ -174,8 +174,11 @@ case $fault in
     # The peer check names the stopped rank and its host, directly ("never reached it": it left no note)
     # or at the end of a chain ("rank 1 waits in … on dp group [1, 3], where rank 3 on node2 never
     # arrived"), or as waiting in another call (a note it left before it was stopped).
+    # Which rank reports first (and ends the job before the others print) depends on timing: with four
+    # ranks in two groups the verdict is checked here but not required (tests/dist/failure_test.sh
+    # requires it where it is deterministic: two ranks, one stopped).
     grep -E "$timeout_re" "$work/fault.log" | grep -qE "^trident: error: rank [012]: .*(; rank 3 on node2 (never reached it|waits in )|where rank 3 on node2 never arrived)" \
-      || fail "stop: no line naming rank 3 on node2 as the rank the others wait for"
+      || echo "stop: note: no printed line named rank 3 on node2 (the first rank to report named another link of the chain)"
     ;;
 esac
 
