@@ -87,7 +87,9 @@ interrupt() {
   # after RequeueExit), or running already.
   for _ in $(seq 1 300); do
     state=$(job_field JobState)
-    [[ $(job_field Restarts) == "$n" && (($state == PENDING && $(job_field Reason) == BeginTime) || $state == RUNNING) ]] && break
+    # RUNNING with reason NonZeroExitCode is the moment after the exit, before the requeue: not started.
+    [[ $(job_field Restarts) == "$n" && (($state == PENDING && $(job_field Reason) == BeginTime) ||
+       ($state == RUNNING && $(job_field Reason) != NonZeroExitCode)) ]] && break
     sleep 0.1
   done
   [[ $(job_field Restarts) == "$n" ]] || fail "after '$*': the job was not requeued: $(on_host node1 scontrol show job "$jid")"
