@@ -110,9 +110,8 @@ std::string describe(const Call& c) {
   return fmt::format("{} #{} ({}) on {} (rank {} of {})", c.op, c.seq, c.context, group, c.rank, c.size);
 }
 
-Ticket record(const Call& call) {
+Ticket record(const Call& call, Clock::time_point now) {
   Record& r = the_record();
-  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(r.mutex);
   const Ticket t = r.next++;
   Entry& e = r.entries[t % kEntries];
@@ -131,13 +130,13 @@ std::string describe(Ticket ticket) {
   return e.ticket == ticket ? describe(e.call) : std::string("a collective");
 }
 
-void finished(Ticket ticket) {
+void finished(Ticket ticket, Clock::time_point end) {
   Record& r = the_record();
   std::lock_guard<std::mutex> lock(r.mutex);
   Entry& e = r.entries[ticket % kEntries];
   if (e.ticket != ticket) return;
   e.done = true;
-  e.end = Clock::now();
+  e.end = end;
   if (e.noted) {  // the long wait ended: the note no longer holds
     std::error_code ec;
     fs::remove(note_path(r.dir, r.rank), ec);

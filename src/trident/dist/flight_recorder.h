@@ -15,6 +15,7 @@
 // note.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,13 +49,14 @@ struct Call {
 // "all_to_all #12 (moe dispatch) on ep group [0, 1] (rank 0 of 2)".
 std::string describe(const Call& call);
 
-// Records a collective that starts now; returns its ticket.
-Ticket record(const Call& call);
+// Records a collective that starts at `start` (a caller that has just read the clock passes it on: the
+// blocking path reads it once per call); returns its ticket.
+Ticket record(const Call& call, std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now());
 // describe() of a recorded collective ("a collective" once newer ones have pushed it out).
 std::string describe(Ticket ticket);
 // Marks the collective done and removes its note, if it left one (a no-op once newer collectives have
 // pushed it out of the record).
-void finished(Ticket ticket);
+void finished(Ticket ticket, std::chrono::steady_clock::time_point end = std::chrono::steady_clock::now());
 // The recorded collectives, oldest first, one line each:
 // "all_reduce #57 on dp group [0, 2] (rank 0 of 2): 4.0 MiB, started 10.2 s ago, in flight".
 std::vector<std::string> report();

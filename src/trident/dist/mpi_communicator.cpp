@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <type_traits>
 
 #include "trident/core/convert.h"
 #include "trident/core/error.h"
@@ -240,7 +242,7 @@ class MpiCommunicator final : public Communicator {
       return run_blocking("all_gather", out.nbytes(), o, [&] {
         return MPI_Allgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
                              count_of(in, "all_gather"), mpi_type(in.dtype()), comm_);
-      }, {});
+      });
     }
     auto work = make_work("all_gather", out.nbytes(), o, [in, out] {});
     MPI_CHECK(MPI_Iallgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
@@ -282,7 +284,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier(const CollectiveOptions& o) override {
-    run_blocking("barrier", 0, o, [&] { return MPI_Barrier(comm_); }, {});
+    run_blocking("barrier", 0, o, [&] { return MPI_Barrier(comm_); });
   }
 
   std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, Tensor& output,
@@ -295,11 +297,18 @@ class MpiCommunicator final : public Communicator {
                   "all_to_all on {}: input {} or output {} exceeds MPI's int count limit of {} elements (split the "
                   "exchange)",
                   name_, input.describe(), output.describe(), INT_MAX);
-    // Send counts, send displacements, receive counts, receive displacements: one allocation (this runs per
-    // MoE layer and step), alive with the tensors until the operation completes.
+    // Send counts, send displacements, receive counts, receive displacements, side by side. The blocking
+    // form (what nn::MoE uses, per layer and step) keeps them on the stack up to 64 ranks; the non-blocking
+    // one holds them with the tensors until the operation completes.
     const auto n = static_cast<std::size_t>(size_);
-    auto layout = std::make_shared<std::vector<int>>(4 * n);
-    int* const sc = layout->data();
+    constexpr std::size_t kStackRanks = 64;
+    std::array<int, 4 * kStackRanks> stack_layout;
+    std::shared_ptr<std::vector<int>> heap_layout;
+    int* sc = stack_layout.data();
+    if (!o.blocking || n > kStackRanks) {
+      heap_layout = std::make_shared<std::vector<int>>(4 * n);
+      sc = heap_layout->data();
+    }
     int* const sd = sc + n;
     int* const rc = sc + 2 * n;
     int* const rd = sc + 3 * n;
@@ -314,14 +323,14 @@ class MpiCommunicator final : public Communicator {
     }
     traffic_.all_to_all_bytes += all_to_all_sent_bytes(input, send_counts);
     ++traffic_.calls;
-    Tensor in = input, out = output;
-    const MPI_Datatype type = mpi_type(in.dtype());
+    const MPI_Datatype type = mpi_type(input.dtype());
     if (o.blocking) {
-      return run_blocking(
-          "all_to_all", in.nbytes(), o,
-          [&] { return MPI_Alltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_); }, {});
+      return run_blocking("all_to_all", input.nbytes(), o, [&] {
+        return MPI_Alltoallv(input.raw_data(), sc, sd, type, output.raw_data(), rc, rd, type, comm_);
+      });
     }
-    auto work = make_work("all_to_all", in.nbytes(), o, [in, out, layout] {});
+    Tensor in = input, out = output;
+    auto work = make_work("all_to_all", in.nbytes(), o, [in, out, heap_layout] {});
     MPI_CHECK(MPI_Ialltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_, work->request()));
     return work;
   }
@@ -356,20 +365,26 @@ class MpiCommunicator final : public Communicator {
                   t.describe());
   }
   // Runs a blocking MPI call under the watchdog, then the completion step.
+  // `call` returns the MPI status; `done` runs after it succeeds. Templates rather than std::function: the
+  // call captures its arguments by reference, more than std::function holds without a heap allocation, and
+  // this path is what a 64 KiB MoE all-to-all pays on every layer (bench/RESULTS.md, "Uneven all-to-all").
+  // The clock is read twice per call: the start serves the flight recorder, the watchdog and the blocked time.
+  template <typename Call, typename Done = std::nullptr_t>
   std::unique_ptr<Work> run_blocking(std::string_view op, std::int64_t bytes, const CollectiveOptions& o,
-                                     const std::function<int()>& call, const std::function<void()>& done) {
+                                     const Call& call, Done&& done = nullptr) {
     // A call that outlives its deadline prints the line a timed-out Work would throw and ends the process,
     // which brings the job down (mpirun and srun end every rank when one exits).
     Watchdog& w = Watchdog::instance();
-    const flight::Ticket ticket = flight::record(next_call(op, o, bytes));
-    w.arm_call(ticket, o.timeout_s > 0 ? o.timeout_s : timeout_s_);
     const auto entered = std::chrono::steady_clock::now();
+    const flight::Ticket ticket = flight::record(next_call(op, o, bytes), entered);
+    w.arm_call(ticket, o.timeout_s > 0 ? o.timeout_s : timeout_s_, entered);
     const int rc = call();
-    add_blocked_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count());
+    const auto left = std::chrono::steady_clock::now();
+    add_blocked_seconds(std::chrono::duration<double>(left - entered).count());
     w.disarm();
-    flight::finished(ticket);
+    flight::finished(ticket, left);
     MPI_CHECK(rc);
-    if (done) done();
+    if constexpr (!std::is_same_v<std::decay_t<Done>, std::nullptr_t>) done();
     return std::make_unique<DoneWork>();
   }
 

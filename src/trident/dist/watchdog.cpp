@@ -93,9 +93,8 @@ void Watchdog::arm(std::string what, double timeout_s, WatchdogFailure on_failur
   if (s.idle || s.armed_deadline < s.wake) s.cv.notify_one();
 }
 
-void Watchdog::arm_call(std::uint64_t ticket, double timeout_s) {
+void Watchdog::arm_call(std::uint64_t ticket, double timeout_s, Clock::time_point now) {
   State& s = *state_;
-  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.armed = true;
   s.armed_what.clear();

@@ -78,7 +78,8 @@ class Watchdog {
   void arm(std::string what, double timeout_s, WatchdogFailure on_failure = {});
   // The same for a collective in the flight recorder (`ticket`): named from its entry only if it times out,
   // noted half way to the deadline, and checked against its peers' notes at the deadline.
-  void arm_call(std::uint64_t ticket, double timeout_s);
+  void arm_call(std::uint64_t ticket, double timeout_s,
+                std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   void disarm();
 
   // Watches `op` until its poll() reports it done.
