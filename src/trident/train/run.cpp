@@ -323,6 +323,17 @@ void log_description(const Run& run) {
       par.dp_size, par.zero_stage, run.device, run.peak_gflops));
 }
 
+// The matmul peak the MFU column divides by, per rank. Every rank measures at once, after a barrier, so each
+// sees the contention it will train under (ranks that share a host's cores split them); the average then
+// makes peak × world the job's peak. Measured one rank at a time while others were still starting up, four
+// ranks on two cores had reported MFU above 100%.
+double measured_peak_gflops(const Run& run) {
+  const std::shared_ptr<dist::Communicator>& world = run.par.world;
+  if (world->size() > 1) world->barrier();
+  const double mine = matmul_peak_gflops(run.device, run.compute_dtype);
+  return world->size() > 1 ? world->all_reduce_scalar(mine, dist::ReduceOp::avg) : mine;
+}
+
 // The training stream from the run's position; middle pipeline stages need no data (they receive hidden states).
 void open_loader(Run& run) {
   const Config& config = run.config;
@@ -391,8 +402,7 @@ std::unique_ptr<Run> build_run(const TrainOptions& options) {
   build_model(*run);
   resume_and_make_optimizer(*run, agree_resume_directory(*run, options));
 
-  run->peak_gflops =
-      config.train.peak_gflops > 0 ? config.train.peak_gflops : matmul_peak_gflops(run->device, run->compute_dtype);
+  run->peak_gflops = config.train.peak_gflops > 0 ? config.train.peak_gflops : measured_peak_gflops(*run);
   log_description(*run);
   run->schedule = schedule_options(config);
   open_loader(*run);
