@@ -14,6 +14,10 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# TensorBoard event files (train/tensorboard.h): protobuf messages compiled by protoc at build time, and
+# Boost.CRC (header-only) for TFRecord's CRC32C.
+find_package(Protobuf REQUIRED)
+find_package(Boost REQUIRED)
 if(TRIDENT_TESTS)
   find_package(GTest REQUIRED)
 endif()

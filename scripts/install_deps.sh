@@ -16,6 +16,9 @@ packages=(
   libpcre2-dev libxxhash-dev libzstd-dev
   # libicu-dev: Unicode normalization (the NFC normalizer of Qwen2's tokenizer.json).
   libicu-dev
+  # TensorBoard event files (log.tensorboard): protobuf for the Event messages, compiled at build
+  # time by protoc; Boost.CRC (header-only) for TFRecord's CRC32C.
+  libprotobuf-dev protobuf-compiler libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3 python3-venv
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).
