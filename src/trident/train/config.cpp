@@ -175,6 +175,26 @@ Field field(const char* section, const char* name, S Config::*sec, T S::*member,
   return f;
 }
 
+// log.tensorboard: a boolean (true = the run directory's "tensorboard") or a directory path.
+Field tensorboard_field() {
+  Field f;
+  f.section = "log";
+  f.name = "tensorboard";
+  f.type = "boolean or string";
+  f.set = [key = f.key()](Config& c, const toml::node& node, const std::string& origin) {
+    if (const auto on = node.value_exact<bool>()) {
+      c.log.tensorboard = *on ? "tensorboard" : "";
+      return;
+    }
+    const auto dir = node.value_exact<std::string>();
+    TRIDENT_CHECK(dir && !dir->empty(), "{}: key '{}' must be true, false or a directory path (a non-empty string), got {}",
+                  origin, key, describe_node(node));
+    c.log.tensorboard = *dir;
+  };
+  f.get = [](const Config& c) { return c.log.tensorboard.empty() ? std::string("false") : format_value(c.log.tensorboard); };
+  return f;
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> all = [] {
     std::vector<Field> f;
@@ -236,6 +256,7 @@ const std::vector<Field>& fields() {
 #undef CKPT
 #define LOG(n, ...) f.push_back(field("log", #n, &C::log, &LogConfig::n __VA_OPT__(,) __VA_ARGS__))
     LOG(progress); LOG(metrics_file); LOG(straggler_threshold, kAtLeastOne);
+    f.push_back(tensorboard_field());
 #undef LOG
     return f;
   }();

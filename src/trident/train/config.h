@@ -135,6 +135,9 @@ struct LogConfig {
   // The progress line names the slowest rank when its own work in a logged step (the step less its time
   // blocked on communication) exceeds the ranks' median by this factor; metrics.jsonl has it always.
   double straggler_threshold = 1.5;
+  // TensorBoard event files of the metrics.jsonl scalars: "" off; else their directory, relative to the run
+  // directory unless absolute. The key takes true (= "tensorboard"), false (= off) or a path.
+  std::string tensorboard;
 };
 
 struct Config {

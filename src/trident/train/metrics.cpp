@@ -11,6 +11,7 @@
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 #include "trident/dist/mpi_communicator.h"
+#include "trident/train/tensorboard.h"
 
 namespace trident::train {
 
@@ -22,9 +23,26 @@ std::string format_eta(double s) {
   if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
   return fmt::format("{}s", t);
 }
+
+// The numbers of a metrics.jsonl line as TensorBoard scalars, under the JSON keys; a list's items are
+// KEY/0, KEY/1, ... (one per MoE layer). The step is the event's; strings and flags are not scalars.
+std::vector<std::pair<std::string, double>> scalars_of(const nlohmann::json& j) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "step") continue;
+    if (value.is_number()) out.emplace_back(key, value.get<double>());
+    if (value.is_array())
+      for (std::size_t i = 0; i < value.size(); ++i)
+        if (value[i].is_number()) out.emplace_back(fmt::format("{}/{}", key, i), value[i].get<double>());
+  }
+  return out;
+}
 }  // namespace
 
-MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled)
+MetricsLogger::~MetricsLogger() = default;
+
+MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled,
+                             const std::string& tensorboard_dir)
     : enabled_(enabled) {
   TRIDENT_CHECK(progress == "auto" || progress == "on" || progress == "off",
                 "log.progress must be auto, on or off, got '{}'", progress);
@@ -41,9 +59,23 @@ MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string&
     jsonl_.open(metrics_path, std::ios::app);
     TRIDENT_CHECK(jsonl_.good(), "cannot open metrics file '{}'", metrics_path);
   }
+  if (enabled_ && !tensorboard_dir.empty()) {
+    try {
+      tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
+    } catch (const Error& e) {
+      TRIDENT_FAIL("log.tensorboard: {}", e.message());
+    }
+  }
 }
 
 void MetricsLogger::write_json(const nlohmann::json& j) {
+  if (tensorboard_) {
+    // A fresh run starts at step 0: TensorBoard then shows none of an earlier run's steps from older files
+    // in the directory (which stay on disk).
+    if (!tensorboard_started_) tensorboard_->start_at(0);
+    tensorboard_started_ = true;
+    tensorboard_->scalars(j.at("step").get<std::int64_t>(), scalars_of(j));
+  }
   if (!jsonl_.is_open()) return;
   jsonl_ << j.dump() << '\n';
   jsonl_.flush();
@@ -112,6 +144,10 @@ void MetricsLogger::message(const std::string& text) {
 }
 
 void MetricsLogger::truncate_after(std::int64_t step) {
+  if (tensorboard_) {
+    tensorboard_->resume_at(step + 1);
+    tensorboard_started_ = true;
+  }
   if (!jsonl_.is_open()) return;
   jsonl_.close();
   std::ifstream in(path_);

@@ -3,11 +3,13 @@
 // On a terminal the progress is one live line (step, loss, tokens/s, ETA)
 // rewritten in place, with a permanent line per logged step; elsewhere (CI,
 // files) only the permanent lines are printed. Every logged step is also one
-// JSON object in RUN_DIR/metrics.jsonl.
+// JSON object in RUN_DIR/metrics.jsonl, and, with log.tensorboard, its numbers are one TensorBoard event
+// (tensorboard.h), written at the same moment so that the two always agree.
 #pragma once
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 namespace trident::train {
+
+class TensorBoardWriter;
 
 struct StepMetrics {
   std::int64_t step = 0;
@@ -56,14 +60,18 @@ class MetricsLogger {
  public:
   // progress: "auto" (live line when stdout is a terminal — under MPI, when
   // `trident launch`'s is: TRIDENT_STDOUT_IS_TTY=1), "on", "off".
-  MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled);
+  // tensorboard_dir: where the TensorBoard event files go ("" = none).
+  MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled,
+                const std::string& tensorboard_dir = "");
+  ~MetricsLogger();
 
   void log_step(const StepMetrics& m, bool permanent);
   void log_eval(std::int64_t step, double val_loss);
   void message(const std::string& text);  // a permanent line (clears the live line first)
   void finish();
   // Drops the JSONL lines of steps after `step` (a resume redoes them), crash-safely: the kept lines go to
-  // a new file that replaces the old one. A line that does not parse is kept.
+  // a new file that replaces the old one. A line that does not parse is kept. The TensorBoard files drop
+  // those steps too (TensorBoardWriter::resume_at).
   void truncate_after(std::int64_t step);
   bool live() const noexcept { return live_; }  // the live progress line is shown
 
@@ -74,6 +82,8 @@ class MetricsLogger {
   bool live_shown_ = false;
   std::string path_;
   std::ofstream jsonl_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  bool tensorboard_started_ = false;  // the START event is written
 };
 
 }  // namespace trident::train

@@ -150,13 +150,19 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
 }
 
 // One training per run directory: rank 0, which writes it, holds the lock until the end. A refusal is
-// passed to every rank, so all fail alike with the same line (printed once) and nobody waits.
+// passed to every rank, so all fail alike with the same line (printed once) and nobody waits; so is a
+// metrics or TensorBoard file rank 0 cannot open.
 void open_run_dir(Run& run, const TrainOptions& options) {
   const ParallelState& par = run.par;
+  const LogConfig& log = run.config.log;
+  const std::string metrics_path = (fs::path(run.run_dir) / log.metrics_file).string();
+  // Relative to the run directory; an absolute path stays as it is.
+  const std::string tensorboard_dir = log.tensorboard.empty() ? "" : (fs::path(run.run_dir) / log.tensorboard).string();
   std::string refused;
   if (par.is_root()) {
     try {
       run.lock = RunDirLock(run.run_dir);
+      run.log = std::make_unique<MetricsLogger>(metrics_path, log.progress, !options.quiet, tensorboard_dir);
     } catch (const Error& e) {
       refused = e.message();
     }
@@ -165,8 +171,7 @@ void open_run_dir(Run& run, const TrainOptions& options) {
   TRIDENT_CHECK(refused.empty(), "{}", refused);
   if (par.is_root()) std::ofstream(fs::path(run.run_dir) / "config.toml") << to_toml(run.config);
   par.world->barrier();
-  run.log = std::make_unique<MetricsLogger>((fs::path(run.run_dir) / run.config.log.metrics_file).string(),
-                                            run.config.log.progress, !options.quiet && par.is_root());
+  if (!par.is_root()) run.log = std::make_unique<MetricsLogger>(metrics_path, log.progress, false);
   for (const std::string& line : run.config_notes) run.log->message(line);
   run.log->message("# resolved configuration (also in " + (fs::path(run.run_dir) / "config.toml").string() + ")\n" +
                    to_toml(run.config));
