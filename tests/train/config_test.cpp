@@ -205,5 +205,23 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_GT(config_keys().size(), 40u);
 }
 
+TEST(Config, TensorBoardTakesABooleanOrADirectory) {
+  EXPECT_EQ(load_config("", {}).log.tensorboard, "");  // off by default
+  EXPECT_EQ(load_config("", {"log.tensorboard=true"}).log.tensorboard, "tensorboard");
+  EXPECT_EQ(load_config("", {"log.tensorboard=true", "log.tensorboard=false"}).log.tensorboard, "");
+  EXPECT_EQ(load_config("", {"log.tensorboard=/tmp/tb"}).log.tensorboard, "/tmp/tb");  // a bare word
+  EXPECT_EQ(load_config("", {"log.tensorboard=\"tb dir\""}).log.tensorboard, "tb dir");
+  for (const char* value : {"false", "true", "\"/abs/tb\""}) {
+    Config c = load_config("", {fmt::format("log.tensorboard={}", value)});
+    Config back;
+    apply_toml(back, to_toml(c), "resolved");
+    EXPECT_EQ(back.log.tensorboard, c.log.tensorboard) << value;
+  }
+  EXPECT_NE(to_toml(Config{}).find("\ntensorboard = false\n"), std::string::npos);
+  for (const char* bad : {"log.tensorboard=1", "log.tensorboard=\"\"", "log.tensorboard=[\"a\"]"}) {
+    EXPECT_THROW(load_config("", {bad}), Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace trident::train
