@@ -1,5 +1,5 @@
 // TensorBoard event files (log.tensorboard): the scalars of metrics.jsonl, written by MetricsLogger where it
-// writes each JSON line, so the two always agree (docs/architecture.md, "Watching a run").
+// writes each JSON line, so the two always agree (docs/architecture.md §5).
 //
 // Each event is a protobuf `Event` (proto/tensorboard_event.proto, wire-compatible with TensorBoard's)
 // framed as a TFRecord (tfrecord.h). One file per process start, named as TensorBoard names them; its
