@@ -1,6 +1,8 @@
 // TensorBoard event files (log.tensorboard): the TFRecord framing and its CRC32C against published test
 // vectors, a round trip of written records, and the event writer's file naming, START events and the
 // rewrite of older files on resume. tests/interop/tensorboard_interop.py reads them with TensorBoard.
+#include "trident/train/tensorboard.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,7 +11,6 @@
 #include <regex>
 
 #include "trident/core/error.h"
-#include "trident/train/tensorboard.h"
 #include "trident/train/tfrecord.h"
 
 namespace trident::train {
@@ -24,7 +25,9 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
 
 std::vector<fs::path> event_files(const fs::path& dir) {
   std::vector<fs::path> out;
@@ -47,7 +50,8 @@ TEST(TfRecord, Crc32cKnownVectors) {
 TEST(TfRecord, MaskedCrcRotatesAndAddsTheDelta) {
   EXPECT_EQ(tfrecord::masked_crc32c(""), 0xa282ead8u);  // crc 0
   const std::uint32_t crc = 0xE3069283u;
-  EXPECT_EQ(tfrecord::masked_crc32c("123456789"), static_cast<std::uint32_t>(((crc >> 15) | (crc << 17)) + 0xa282ead8u));
+  EXPECT_EQ(tfrecord::masked_crc32c("123456789"),
+            static_cast<std::uint32_t>(((crc >> 15) | (crc << 17)) + 0xa282ead8u));
 }
 
 TEST(TfRecord, FrameLayout) {
@@ -169,8 +173,9 @@ TEST(TensorBoardWriter, UnwritableDirectoryIsAClearError) {
     TensorBoardWriter w((dir / "file" / "tb").string());
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot create the TensorBoard directory '" + (dir / "file" / "tb").string() + "'"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("cannot create the TensorBoard directory '" + (dir / "file" / "tb").string() + "'"),
+        std::string::npos)
         << e.what();
   }
   fs::remove_all(dir);

@@ -187,11 +187,14 @@ Field tensorboard_field() {
       return;
     }
     const auto dir = node.value_exact<std::string>();
-    TRIDENT_CHECK(dir && !dir->empty(), "{}: key '{}' must be true, false or a directory path (a non-empty string), got {}",
-                  origin, key, describe_node(node));
+    TRIDENT_CHECK(dir && !dir->empty(),
+                  "{}: key '{}' must be true, false or a directory path (a non-empty string), got {}", origin, key,
+                  describe_node(node));
     c.log.tensorboard = *dir;
   };
-  f.get = [](const Config& c) { return c.log.tensorboard.empty() ? std::string("false") : format_value(c.log.tensorboard); };
+  f.get = [](const Config& c) {
+    return c.log.tensorboard.empty() ? std::string("false") : format_value(c.log.tensorboard);
+  };
   return f;
 }
 

@@ -1,7 +1,6 @@
 #include "trident/train/tfrecord.h"
 
 #include <boost/crc.hpp>
-
 #include <cstring>
 #include <fstream>
 #include <iterator>
