@@ -1,4 +1,5 @@
 # Every dependency comes from the system's packages (scripts/install_deps.sh).
+include(GNUInstallDirs)
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(fmt REQUIRED)
@@ -65,11 +66,17 @@ endif()
 # module's public headers; PRIVATE_DEPS are implementation details (oneDNN,
 # OpenBLAS, PCRE2...) that never leak to consumers. A module can only use what
 # it names here, which keeps the dependency graph one-way.
+#
+# Each module is also installed and exported as trident::NAME (cmake/TridentPackage.cmake): its headers are
+# found under src/ in the build tree and under include/ once installed. The warning flags (trident_options)
+# are for trident's own sources only and are not exported.
 function(trident_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(trident_${name} STATIC ${ARG_SOURCES})
   add_library(trident::${name} ALIAS trident_${name})
-  target_include_directories(trident_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(trident_${name} PUBLIC ${ARG_DEPS} PRIVATE trident_options ${ARG_PRIVATE_DEPS})
-  set_target_properties(trident_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(trident_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
+                                                    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(trident_${name} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:trident_options> ${ARG_PRIVATE_DEPS})
+  set_target_properties(trident_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY TRIDENT_MODULES ${name})
 endfunction()

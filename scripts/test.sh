@@ -28,6 +28,9 @@ quiet "$log_dir/build.log" ninja -C build -j "$jobs"
 echo "==> tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 
+echo "==> trident as a library: install, examples against the package, add_subdirectory"
+./scripts/package_check.sh build
+
 if [[ -z "${TRIDENT_SKIP_SANITIZE:-}" ]]; then
   echo "==> unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   mkdir -p build-asan/logs

@@ -1,0 +1,44 @@
+// trident's public API in one include: what a program needs to build, parallelise, train and save a model
+// with the library rather than the `trident` command (which is built on the same headers).
+//
+// Installed as include/trident/trident.h; link trident::trident (CMake: find_package(trident CONFIG)) or
+// `pkg-config --static --cflags --libs trident`. The pieces, module by module (docs/architecture.md):
+//   core        Tensor (shape, dtype, device; shared storage, views), CounterRng, trident::Error
+//   autograd    Variable and the differentiable functions (autograd::matmul, gelu, cross_entropy, ...)
+//   nn          Module, Parameter; Linear and its column/row-parallel forms, Embedding, norms, MoE,
+//               transformer blocks
+//   optim       AdamW, SGD, the learning-rate schedules, the fp16 loss scaler
+//   dist        Communicator (MPI on CPUs, NCCL on GPUs), the rank layout (Mesh)
+//   parallel    data parallelism (GradSync), ZeRO 1-3 (ZeroOptimizer), tensor-parallel mappings,
+//               pipeline schedules
+//   models      the family registry and CausalLM; Hugging Face configs and weights
+//   checkpoint  safetensors files and sharded checkpoints that load under any layout
+//   data        tokenizers, preprocessing into Megatron's indexed format, GPT samples, blending, loaders
+//   train       configuration and the trainer the command runs
+// Which ranks must call what: every function that takes a Communicator (or a group of one) is
+// collective over that group: each of its ranks calls it, in the same order.
+#pragma once
+
+#include "trident/autograd/autograd.h"
+#include "trident/checkpoint/safetensors.h"
+#include "trident/checkpoint/sharded.h"
+#include "trident/core/core.h"
+#include "trident/data/data.h"
+#include "trident/dist/communicator.h"
+#include "trident/dist/mesh.h"
+#include "trident/dist/mpi_communicator.h"
+#include "trident/dist/self_communicator.h"
+#include "trident/models/causal_lm.h"
+#include "trident/models/family.h"
+#include "trident/models/hf.h"
+#include "trident/nn/nn.h"
+#include "trident/optim/loss_scaler.h"
+#include "trident/optim/optimizer.h"
+#include "trident/optim/schedule.h"
+#include "trident/parallel/data/grad_sync.h"
+#include "trident/parallel/pipeline/executor.h"
+#include "trident/parallel/pipeline/schedule.h"
+#include "trident/parallel/tensor/mappings.h"
+#include "trident/parallel/zero/zero_optimizer.h"
+#include "trident/train/config.h"
+#include "trident/train/trainer.h"
