@@ -14,6 +14,8 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# Cairo: trident plot's figures (PNG and SVG; plot/figure.cpp).
+pkg_check_modules(CAIRO REQUIRED IMPORTED_TARGET cairo)
 if(TRIDENT_TESTS)
   find_package(GTest REQUIRED)
 endif()

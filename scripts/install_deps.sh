@@ -16,6 +16,8 @@ packages=(
   libpcre2-dev libxxhash-dev libzstd-dev
   # libicu-dev: Unicode normalization (the NFC normalizer of Qwen2's tokenizer.json).
   libicu-dev
+  # trident plot: Cairo draws the loss curves into PNG or SVG; its text needs a font (DejaVu Sans).
+  libcairo2-dev fonts-dejavu-core
   libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3 python3-venv
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).
