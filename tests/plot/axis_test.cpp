@@ -63,6 +63,14 @@ TEST(LinearAxis, SmallOrLargeValuesShareOneFactor) {
   EXPECT_EQ(linear_axis(0, 500000, 6, 0).exponent, 0);
 }
 
+TEST(LinearAxis, AtLeastThreeTicksWhenFewAreAskedFor) {
+  // A cosine learning rate in a short panel: a step of 0.002 would leave the lone tick 0.002.
+  const Axis lr = linear_axis(1e-4, 2e-3, 3);
+  EXPECT_EQ(lr.labels, (Labels{"0.5", "1.0", "1.5", "2.0"}));
+  EXPECT_EQ(lr.exponent, -3);
+  EXPECT_GE(linear_axis(0.9, 1.1, 2, 0).ticks.size(), 3u);
+}
+
 TEST(LinearAxis, ASinglePointGetsARangeAroundIt) {
   const Axis a = linear_axis(100, 100, 5, 0);
   EXPECT_DOUBLE_EQ(a.lo, 90);

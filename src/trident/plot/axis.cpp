@@ -61,8 +61,13 @@ Axis linear_axis(double lo, double hi, int target, double margin) {
   Axis axis;
   axis.lo = lo - pad;
   axis.hi = hi + pad;
-  const double step = nice_step(axis.lo, axis.hi, target);
+  // A nice step may leave fewer ticks than asked (one, even): ask for more until there are 3.
+  double step = nice_step(axis.lo, axis.hi, target);
   axis.ticks = multiples_in(axis.lo, axis.hi, step);
+  for (int more = target + 1; axis.ticks.size() < 3 && more < target + 8; ++more) {
+    step = nice_step(axis.lo, axis.hi, more);
+    axis.ticks = multiples_in(axis.lo, axis.hi, step);
+  }
   label_linear(axis, step);
   return axis;
 }
