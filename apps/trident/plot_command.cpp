@@ -122,8 +122,8 @@ void plot_runs(const PlotOptions& o) {
 
   plot::Figure figure;
   const bool with_lr = !lr.series.empty();
-  figure.title = !o.title.empty() ? o.title
-                                  : fmt::format("{}: {}", fmt::join(names, ", "), with_lr ? "loss and learning rate" : "loss");
+  const std::string runs = names.size() <= 3 ? fmt::format("{}", fmt::join(names, ", ")) : fmt::format("{} runs", names.size());
+  figure.title = !o.title.empty() ? o.title : fmt::format("{}: {}", runs, with_lr ? "loss and learning rate" : "loss");
   figure.panels.push_back(std::move(loss));
   if (with_lr) figure.panels.push_back(std::move(lr));
   plot::write_figure(figure, output);
