@@ -66,9 +66,11 @@ void keep_positive(plot::Series& s, const std::string& key, std::vector<std::str
   s = std::move(kept);
 }
 
+// "24 training losses (steps 50-1200, last 3.565)".
 std::string describe(const train::MetricsCurve& c, const char* what) {
-  if (c.empty()) return fmt::format("no {}", what);
-  return fmt::format("{} {} (steps {}-{}, last {:.4g})", c.steps.size(), what, c.steps.front(), c.steps.back(),
+  if (c.empty()) return fmt::format("no {}es", what);
+  if (c.steps.size() == 1) return fmt::format("1 {} (step {}: {:.4g})", what, c.steps[0], c.values[0]);
+  return fmt::format("{} {}es (steps {}-{}, last {:.4g})", c.steps.size(), what, c.steps.front(), c.steps.back(),
                      c.values.back());
 }
 
@@ -109,8 +111,8 @@ void plot_runs(const PlotOptions& o) {
     if (!log.lr.empty()) lr.series.push_back(series(name, log.lr, plot::palette(c), false, false));
   }
   for (const train::MetricsLog& log : logs) {
-    fmt::print("plot: {}: {}, {}\n", log.path, describe(log.loss, "training losses"),
-               describe(log.val_loss, "validation losses"));
+    fmt::print("plot: {}: {}, {}\n", log.path, describe(log.loss, "training loss"),
+               describe(log.val_loss, "validation loss"));
     if (!log.dropped.empty()) {
       fmt::print(stderr, "warning: {}: left out {} value(s) that cannot be drawn: {}\n", log.path, log.dropped.size(),
                  dropped_list(log.dropped));

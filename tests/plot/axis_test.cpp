@@ -76,6 +76,10 @@ TEST(LinearAxis, ASinglePointGetsARangeAroundIt) {
   EXPECT_DOUBLE_EQ(a.lo, 90);
   EXPECT_DOUBLE_EQ(a.hi, 110);
   EXPECT_EQ(a.labels, (Labels{"90", "95", "100", "105", "110"}));
+  // Steps: whole numbers only, at least one apart.
+  const Axis step = linear_axis(7, 7, 8, 0.02, true);
+  EXPECT_EQ(step.labels, (Labels{"6", "7", "8"}));
+  EXPECT_EQ(linear_axis(0, 3, 8, 0, true).labels, (Labels{"0", "1", "2", "3"}));
   const Axis zero = linear_axis(0, 0, 3, 0);
   EXPECT_DOUBLE_EQ(zero.lo, -1);
   EXPECT_DOUBLE_EQ(zero.hi, 1);

@@ -49,11 +49,11 @@ double nice_step(double lo, double hi, int target) {
   return 10 * magnitude;
 }
 
-Axis linear_axis(double lo, double hi, int target, double margin) {
+Axis linear_axis(double lo, double hi, int target, double margin, bool integer) {
   TRIDENT_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, "linear_axis: needs a finite range, got [{}, {}]",
                 lo, hi);
   if (lo == hi) {  // one value: a range around it
-    const double d = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+    const double d = std::max(lo == 0 || integer ? 1.0 : 0.0, std::abs(lo) * 0.1);
     lo -= d;
     hi += d;
   }
@@ -62,10 +62,11 @@ Axis linear_axis(double lo, double hi, int target, double margin) {
   axis.lo = lo - pad;
   axis.hi = hi + pad;
   // A nice step may leave fewer ticks than asked (one, even): ask for more until there are 3.
-  double step = nice_step(axis.lo, axis.hi, target);
+  const auto step_for = [&](int count) { return std::max(nice_step(axis.lo, axis.hi, count), integer ? 1.0 : 0.0); };
+  double step = step_for(target);
   axis.ticks = multiples_in(axis.lo, axis.hi, step);
   for (int more = target + 1; axis.ticks.size() < 3 && more < target + 8; ++more) {
-    step = nice_step(axis.lo, axis.hi, more);
+    step = step_for(more);
     axis.ticks = multiples_in(axis.lo, axis.hi, step);
   }
   label_linear(axis, step);

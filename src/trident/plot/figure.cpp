@@ -170,7 +170,7 @@ void draw_legend(cairo_t* cr, const Frame& f, const Panel& panel) {
     cairo_move_to(cr, sx, cy);
     cairo_line_to(cr, sx + sample, cy);
     cairo_stroke(cr);
-    if (listed[i]->markers) draw_marker(cr, listed[i]->color, sx + sample / 2, cy);
+    if (listed[i]->markers || listed[i]->x.size() == 1) draw_marker(cr, listed[i]->color, sx + sample / 2, cy);
     set_color(cr, kText);
     set_font(cr, kLegendFont);
     draw_text(cr, listed[i]->label, x0 + pad + sample + 8, cy, 0, 0.5);
@@ -243,7 +243,7 @@ void draw_figure(cairo_t* cr, const Figure& fig) {
     }
   }
   if (x_lo > x_hi) x_lo = x_hi = 0;
-  const Axis x = linear_axis(x_lo, x_hi, 8, 0.02);
+  const Axis x = linear_axis(x_lo, x_hi, 8, 0.02, fig.x_integer);
   const double top = 52, bottom = fig.height - 58.0, gap = 30;
   double weights = 0;
   for (const Panel& p : fig.panels) weights += p.height_weight;

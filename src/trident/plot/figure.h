@@ -40,6 +40,7 @@ struct Panel {
 struct Figure {
   std::string title;
   std::string x_title = "step";
+  bool x_integer = true;  // x ticks at whole numbers only
   std::vector<Panel> panels;
   int width = 1000, height = 760;  // pixels (PNG) or points (SVG)
 };
@@ -66,8 +67,9 @@ struct Axis {
 // The "nice" step between about `target` ticks over [lo, hi]: 1, 2, 2.5 or 5 × 10^k.
 double nice_step(double lo, double hi, int target);
 // A linear axis over the data range [lo, hi] (lo <= hi, finite), padded by `margin` of the range on
-// each side (a zero range is widened), with about `target` ticks.
-Axis linear_axis(double lo, double hi, int target, double margin = 0.05);
+// each side (a zero range is widened), with about `target` ticks; `integer`: ticks at whole numbers
+// only (steps).
+Axis linear_axis(double lo, double hi, int target, double margin = 0.05, bool integer = false);
 // A log axis over the positive data range [lo, hi]: ticks at the powers of ten in range, or at 1, 2, 5 ×
 // 10^k (then every integer × 10^k) when fewer than `min_ticks` powers fall in it.
 Axis log_axis(double lo, double hi, int min_ticks = 3, double margin = 0.05);
