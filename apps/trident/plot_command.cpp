@@ -97,7 +97,8 @@ void plot_runs(const PlotOptions& o) {
     const std::string name = run_name(o.runs[i]);
     names.push_back(name);
     const int c = static_cast<int>(i);
-    plot::Series train = series(several ? name + " training" : "training loss", log.loss, plot::palette(c), false, false);
+    plot::Series train =
+        series(several ? name + " training" : "training loss", log.loss, plot::palette(c), false, false);
     plot::Series val = series(several ? name + " validation" : "validation loss", log.val_loss,
                               plot::palette(several ? c : 1), several, true);
     if (o.log_y) {
@@ -124,7 +125,8 @@ void plot_runs(const PlotOptions& o) {
 
   plot::Figure figure;
   const bool with_lr = !lr.series.empty();
-  const std::string runs = names.size() <= 3 ? fmt::format("{}", fmt::join(names, ", ")) : fmt::format("{} runs", names.size());
+  const std::string runs =
+      names.size() <= 3 ? fmt::format("{}", fmt::join(names, ", ")) : fmt::format("{} runs", names.size());
   figure.title = !o.title.empty() ? o.title : fmt::format("{}: {}", runs, with_lr ? "loss and learning rate" : "loss");
   figure.panels.push_back(std::move(loss));
   if (with_lr) figure.panels.push_back(std::move(lr));

@@ -13,12 +13,12 @@ namespace {
 using Labels = std::vector<std::string>;
 
 TEST(NiceStep, IsOneTwoTwoAndAHalfOrFiveTimesAPowerOfTen) {
-  EXPECT_DOUBLE_EQ(nice_step(0, 1200, 7), 200);   // 1200/6 = 200 exactly
-  EXPECT_DOUBLE_EQ(nice_step(0, 1300, 7), 250);   // 216.7 rounds up to 250
-  EXPECT_DOUBLE_EQ(nice_step(0, 3.3, 8), 0.5);    // 0.47
+  EXPECT_DOUBLE_EQ(nice_step(0, 1200, 7), 200);  // 1200/6 = 200 exactly
+  EXPECT_DOUBLE_EQ(nice_step(0, 1300, 7), 250);  // 216.7 rounds up to 250
+  EXPECT_DOUBLE_EQ(nice_step(0, 3.3, 8), 0.5);   // 0.47
   EXPECT_DOUBLE_EQ(nice_step(0, 0.002, 5), 5e-4);
   EXPECT_DOUBLE_EQ(nice_step(5, 6, 11), 0.1);
-  EXPECT_DOUBLE_EQ(nice_step(0, 9, 2), 10);       // 9 rounds up to the next decade
+  EXPECT_DOUBLE_EQ(nice_step(0, 9, 2), 10);  // 9 rounds up to the next decade
   EXPECT_DOUBLE_EQ(nice_step(-1, 1, 5), 0.5);
   EXPECT_NE(test::error_message([] { nice_step(1, 1, 5); }), "");
   EXPECT_NE(test::error_message([] { nice_step(0, NAN, 5); }), "");

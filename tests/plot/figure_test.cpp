@@ -1,5 +1,7 @@
 // Writing a Figure (plot/figure.h): the format follows the extension, and the files are whole PNG and SVG
 // (tests/cli/plot_test.sh checks the command's pictures in more detail).
+#include "trident/plot/figure.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 
 #include "testing/helpers.h"
 #include "trident/core/error.h"
-#include "trident/plot/figure.h"
 
 namespace trident::plot {
 namespace {
@@ -35,9 +36,12 @@ class FigureTest : public ::testing::Test {
     f.title = "run: loss and learning rate";
     f.width = 640;
     f.height = 480;
-    f.panels.push_back(Panel{"loss", false, {Series{"training loss", {10, 20, 30}, {5, 4, 3.5}, palette(0)},
-                                             Series{"validation loss", {0, 30}, {6, 3.7}, palette(1), false, true}}});
-    f.panels.push_back(Panel{"learning rate", false, {Series{"", {10, 20, 30}, {1e-3, 2e-3, 1.5e-3}, palette(0)}}, false});
+    f.panels.push_back(Panel{"loss",
+                             false,
+                             {Series{"training loss", {10, 20, 30}, {5, 4, 3.5}, palette(0)},
+                              Series{"validation loss", {0, 30}, {6, 3.7}, palette(1), false, true}}});
+    f.panels.push_back(
+        Panel{"learning rate", false, {Series{"", {10, 20, 30}, {1e-3, 2e-3, 1.5e-3}, palette(0)}}, false});
     return f;
   }
   fs::path dir_;

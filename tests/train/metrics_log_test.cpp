@@ -94,8 +94,10 @@ TEST_F(MetricsLogTest, ValuesThatAreNotFiniteAreLeftOutAndNamed) {
     }
     logger.finish();
   }
-  std::ofstream(path_, std::ios::app) << R"({"step":50,"loss":NaN,"lr":Infinity,"note":"NaN stays a string"})" << "\n"
-                                      << R"({"step":60,"val_loss":-Infinity})" << "\n";  // ... and bare (Python's json)
+  std::ofstream(path_, std::ios::app) << R"({"step":50,"loss":NaN,"lr":Infinity,"note":"NaN stays a string"})"
+                                      << "\n"
+                                      << R"({"step":60,"val_loss":-Infinity})"
+                                      << "\n";  // ... and bare (Python's json)
   const MetricsLog log = read_metrics_log(path_);
   EXPECT_EQ(log.loss.steps, (Steps{10, 40}));
   EXPECT_EQ(log.loss.values, (Values{3, 2}));
@@ -127,8 +129,9 @@ TEST_F(MetricsLogTest, AnUnfinishedLastLineIsSkipped) {
 }
 
 TEST_F(MetricsLogTest, BadFilesAreErrorsNamingTheFileAndLine) {
-  EXPECT_EQ(test::error_message([&] { read_metrics_log((dir_ / "none.jsonl").string()); }),
-            fmt::format("'{}/none.jsonl': no such file (trident train writes it into the run directory)", dir_.string()));
+  EXPECT_EQ(
+      test::error_message([&] { read_metrics_log((dir_ / "none.jsonl").string()); }),
+      fmt::format("'{}/none.jsonl': no such file (trident train writes it into the run directory)", dir_.string()));
   EXPECT_EQ(test::error_message([&] { read_metrics_log(dir_.string()); }),
             fmt::format("'{}': is a directory, not a metrics file", dir_.string()));
   write("");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <numbers>
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
@@ -20,12 +21,15 @@ namespace trident::plot {
 namespace {
 
 constexpr const char* kFont = "DejaVu Sans";
+constexpr double kPi = std::numbers::pi;
 constexpr Color kText = {0.15, 0.15, 0.15};
 constexpr Color kSpine = {0.25, 0.25, 0.25};
 constexpr Color kGrid = {0.88, 0.88, 0.88};
 constexpr double kTick = 4, kTickFont = 11.5, kAxisFont = 13, kTitleFont = 16, kLegendFont = 11.5;
 
-void set_color(cairo_t* cr, const Color& c, double alpha = 1) { cairo_set_source_rgba(cr, c[0], c[1], c[2], alpha); }
+void set_color(cairo_t* cr, const Color& c, double alpha = 1) {
+  cairo_set_source_rgba(cr, c[0], c[1], c[2], alpha);
+}
 
 void set_font(cairo_t* cr, double size, bool bold = false) {
   cairo_select_font_face(cr, kFont, CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
@@ -64,8 +68,8 @@ struct Frame {
   Axis x, y;
   double px(double v) const { return left + (v - x.lo) / (x.hi - x.lo) * (right - left); }
   double py(double v) const {
-    const double f = y.log ? (std::log10(v) - std::log10(y.lo)) / (std::log10(y.hi) - std::log10(y.lo))
-                           : (v - y.lo) / (y.hi - y.lo);
+    const double f =
+        y.log ? (std::log10(v) - std::log10(y.lo)) / (std::log10(y.hi) - std::log10(y.lo)) : (v - y.lo) / (y.hi - y.lo);
     return bottom - f * (bottom - top);
   }
 };
@@ -97,7 +101,7 @@ void set_line_style(cairo_t* cr, const Series& s) {
 void draw_marker(cairo_t* cr, const Color& color, double x, double y) {
   cairo_set_dash(cr, nullptr, 0, 0);
   cairo_new_sub_path(cr);
-  cairo_arc(cr, x, y, 3.5, 0, 2 * M_PI);
+  cairo_arc(cr, x, y, 3.5, 0, 2 * kPi);
   set_color(cr, color);
   cairo_fill_preserve(cr);
   set_color(cr, {1, 1, 1});
@@ -153,10 +157,10 @@ void draw_legend(cairo_t* cr, const Frame& f, const Panel& panel) {
   }
   const double x0 = xs[best], y0 = ys[best], r = 4;
   cairo_new_sub_path(cr);
-  cairo_arc(cr, x0 + w - r, y0 + r, r, -M_PI / 2, 0);
-  cairo_arc(cr, x0 + w - r, y0 + h - r, r, 0, M_PI / 2);
-  cairo_arc(cr, x0 + r, y0 + h - r, r, M_PI / 2, M_PI);
-  cairo_arc(cr, x0 + r, y0 + r, r, M_PI, 3 * M_PI / 2);
+  cairo_arc(cr, x0 + w - r, y0 + r, r, -kPi / 2, 0);
+  cairo_arc(cr, x0 + w - r, y0 + h - r, r, 0, kPi / 2);
+  cairo_arc(cr, x0 + r, y0 + h - r, r, kPi / 2, kPi);
+  cairo_arc(cr, x0 + r, y0 + r, r, kPi, 3 * kPi / 2);
   cairo_close_path(cr);
   set_color(cr, {1, 1, 1}, 0.88);
   cairo_fill_preserve(cr);
@@ -177,7 +181,9 @@ void draw_legend(cairo_t* cr, const Frame& f, const Panel& panel) {
   }
 }
 
-double snap(double v) { return std::floor(v) + 0.5; }  // crisp 1-pixel lines
+double snap(double v) {
+  return std::floor(v) + 0.5;
+}  // crisp 1-pixel lines
 
 void draw_panel(cairo_t* cr, const Frame& f, const Panel& panel, bool x_labels, const std::string& x_title) {
   // Grid, then the clipped series, then the frame and ticks over them.
@@ -213,10 +219,12 @@ void draw_panel(cairo_t* cr, const Frame& f, const Panel& panel, bool x_labels, 
 
   set_color(cr, kText);
   set_font(cr, kTickFont);
-  for (std::size_t i = 0; i < f.y.ticks.size(); ++i) draw_text(cr, f.y.labels[i], f.left - kTick - 4, f.py(f.y.ticks[i]), 1, 0.5);
+  for (std::size_t i = 0; i < f.y.ticks.size(); ++i)
+    draw_text(cr, f.y.labels[i], f.left - kTick - 4, f.py(f.y.ticks[i]), 1, 0.5);
   if (f.y.exponent != 0) draw_text(cr, factor_text(f.y.exponent), f.left, f.top - 6, 0, 1);
   if (x_labels) {
-    for (std::size_t i = 0; i < f.x.ticks.size(); ++i) draw_text(cr, f.x.labels[i], f.px(f.x.ticks[i]), f.bottom + kTick + 5, 0.5, 0);
+    for (std::size_t i = 0; i < f.x.ticks.size(); ++i)
+      draw_text(cr, f.x.labels[i], f.px(f.x.ticks[i]), f.bottom + kTick + 5, 0.5, 0);
     if (f.x.exponent != 0) draw_text(cr, factor_text(f.x.exponent), f.right, f.bottom + kTick + 22, 1, 0);
     set_font(cr, kAxisFont);
     draw_text(cr, x_title, (f.left + f.right) / 2, f.bottom + kTick + 28, 0.5, 0);
@@ -224,7 +232,7 @@ void draw_panel(cairo_t* cr, const Frame& f, const Panel& panel, bool x_labels, 
   set_font(cr, kAxisFont);
   cairo_save(cr);
   cairo_translate(cr, 20, (f.top + f.bottom) / 2);
-  cairo_rotate(cr, -M_PI / 2);
+  cairo_rotate(cr, -kPi / 2);
   draw_text(cr, panel.y_title, 0, 0, 0.5, 0.5);
   cairo_restore(cr);
   draw_legend(cr, f, panel);
@@ -290,7 +298,9 @@ void check(cairo_status_t status, const std::string& path, const char* what) {
 #if defined(__SANITIZE_ADDRESS__)
 // LeakSanitizer's built-in suppressions for every binary that draws: the font patterns fontconfig
 // allocates for Cairo's toy font faces are never freed by those libraries (lost at exit, once).
-extern "C" const char* __lsan_default_suppressions() { return "leak:libfontconfig.so\n"; }
+extern "C" const char* __lsan_default_suppressions() {
+  return "leak:libfontconfig.so\n";
+}
 #endif
 
 Color palette(int i) {

@@ -33,7 +33,7 @@ struct Panel {
   std::string y_title;
   bool log_y = false;
   std::vector<Series> series;
-  bool legend = true;  // draw the legend of the labelled series
+  bool legend = true;        // draw the legend of the labelled series
   double height_weight = 1;  // the panels share the height in these proportions
 };
 

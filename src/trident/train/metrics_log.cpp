@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
 #include "trident/core/error.h"
 
@@ -24,8 +26,10 @@ std::optional<std::string> nonfinite_literals_as_null(const std::string& line) {
     const char c = line[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < line.size()) out += line[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     in_string = c == '"';
@@ -99,7 +103,8 @@ MetricsLog read_metrics_log(const std::string& path) {
       log.unfinished_last_line = true;
       break;
     }
-    TRIDENT_CHECK(!j.is_discarded(), "{}: not valid JSON: {}", where, line.size() > 60 ? line.substr(0, 60) + "..." : line);
+    TRIDENT_CHECK(!j.is_discarded(), "{}: not valid JSON: {}", where,
+                  line.size() > 60 ? line.substr(0, 60) + "..." : line);
     TRIDENT_CHECK(j.is_object(), "{}: expected a JSON object, got {}", where, j.dump());
     const auto step = j.find("step");
     TRIDENT_CHECK(step != j.end(), "{}: no \"step\" key", where);
