@@ -19,6 +19,8 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 # Boost.CRC (header-only) for TFRecord's CRC32C.
 find_package(Protobuf REQUIRED)
 find_package(Boost REQUIRED)
+# Cairo: trident plot's figures (PNG and SVG; plot/figure.cpp).
+pkg_check_modules(CAIRO REQUIRED IMPORTED_TARGET cairo)
 if(TRIDENT_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -68,7 +68,7 @@ install(FILES ${PROJECT_BINARY_DIR}/package/trident-config.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trident)
 
 # pkg-config: the static libraries in link order (a module before the modules it uses), then what they need.
-set(trident_link_order train parallel_zero parallel_pipeline parallel_data optim models checkpoint nn parallel_tensor
+set(trident_link_order plot train parallel_zero parallel_pipeline parallel_data optim models checkpoint nn parallel_tensor
     dist autograd ops kernels_cuda kernels_cpu data core)
 set(TRIDENT_PC_LIBS "")
 foreach(m IN LISTS trident_link_order)
@@ -76,7 +76,7 @@ foreach(m IN LISTS trident_link_order)
     string(APPEND TRIDENT_PC_LIBS " -ltrident_${m}")
   endif()
 endforeach()
-set(TRIDENT_PC_REQUIRES "fmt tomlplusplus openblas libpcre2-8 icu-uc libxxhash libzstd ompi-c")
+set(TRIDENT_PC_REQUIRES "fmt tomlplusplus openblas libpcre2-8 icu-uc libxxhash libzstd cairo ompi-c")
 # The prefix relative to the .pc file, so the installed tree can move (and `cmake --install --prefix` works).
 file(RELATIVE_PATH TRIDENT_PC_UP "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 set(TRIDENT_PC_LIBS_PRIVATE "-ldnnl -fopenmp")

@@ -19,6 +19,8 @@ packages=(
   # TensorBoard event files (log.tensorboard): protobuf for the Event messages, compiled at build
   # time by protoc; Boost.CRC (header-only) for TFRecord's CRC32C.
   libprotobuf-dev protobuf-compiler libboost-dev
+  # trident plot: Cairo draws the loss curves into PNG or SVG; its text needs a font (DejaVu Sans).
+  libcairo2-dev fonts-dejavu-core
   libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3 python3-venv
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).

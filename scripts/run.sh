@@ -2,7 +2,7 @@
 # The main job: installs dependencies, builds trident, prepares the built-in
 # corpus (the King James Bible), trains a small GPT on it on 4 ranks (tensor ×
 # pipeline parallel) with a live progress display and falling validation loss,
-# saves a checkpoint, and samples text.
+# saves a checkpoint, samples text, and draws the loss curves (RUN_DIR/loss.png).
 #
 #   ./scripts/run.sh                       everything, on a fresh Debian 12 machine
 #   RUN_DIR=runs/other ./scripts/run.sh    put the run elsewhere
@@ -31,8 +31,9 @@ echo "==> [4/5] training on 4 ranks, tp=2 × pp=2 (configs/kjv_gpt_small.toml; C
 rm -rf "$run_dir"
 ./build/bin/trident launch -n 4 -- ./build/bin/trident train configs/kjv_gpt_small.toml --run-dir "$run_dir" "$@"
 
-echo "==> [5/5] sampling from the checkpoint, and its perplexity on the held-out test split"
+echo "==> [5/5] sampling from the checkpoint, its perplexity on the held-out test split, and the loss curves"
 ./build/bin/trident generate --checkpoint "$run_dir" --prompt "And God said unto Moses," \
   --max-new-tokens 80 --temperature 0.8 --top-k 40 --no-repeat-ngram 3 --seed 7
 ./build/bin/trident eval --checkpoint "$run_dir" --data data/kjv/kjv_test --seq-len 128
-echo "run.sh: done. Metrics: $run_dir/metrics.jsonl; checkpoint: $(cat "$run_dir/checkpoints/latest" 2>/dev/null)"
+./build/bin/trident plot "$run_dir"
+echo "run.sh: done. Metrics: $run_dir/metrics.jsonl (plot: $run_dir/loss.png); checkpoint: $(cat "$run_dir/checkpoints/latest" 2>/dev/null)"
