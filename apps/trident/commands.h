@@ -35,6 +35,9 @@ void add_export_command(CLI::App& app);
 // trident launch (launch_command.cpp)
 void add_launch_command(CLI::App& app);
 
+// trident plan (plan_command.cpp)
+void add_plan_command(CLI::App& app);
+
 // The contents of the file that option `flag` names (e.g. "--text"); errors name the flag and say
 // what is wrong (missing, a directory, unreadable) instead of a stream's error. (main.cpp)
 std::string read_file_option(std::string_view flag, const std::string& path);

@@ -61,6 +61,9 @@ struct TrainSummary {
 // Checks the cross-field rules of a config for a job of `world_size` ranks;
 // errors name the keys and values involved.
 void validate_config(const Config& config, int world_size);
+// The part of validate_config that concerns the rank layout (dist.*, batch sizes against it, the
+// pipeline schedule, expert parallelism), which `trident plan` applies to each layout it proposes.
+void validate_layout(const Config& config, int world_size);
 // The device train.device names for this rank: cpu, cuda:N, or for plain "cuda"
 // the GPU of this rank's index on its node. A CUDA device without the CUDA
 // backend or without a visible GPU is a clear error.
