@@ -98,6 +98,7 @@ namespace {
 // `experts` over the expert-data-parallel group; `largest` is its largest tensor (the reduce's buffers).
 struct RankParameters {
   LD dense = 0, experts = 0, largest = 0;
+  LD block = 0;  // of one of its blocks (a unit ZeRO-3 gathers)
 };
 
 // The stages' layer ranges, per pipeline rank (its model chunks merged).
@@ -155,6 +156,7 @@ RankParameters rank_parameters(const models::TransformerSpec& s, const MemoryLay
   // An MoE block's router and shared expert run whole on every tensor-parallel rank, like its experts.
   const LD moe_whole = f.moe ? D * ld(s.n_experts) + (s.moe_shared_d_ff > 0 ? 3 * D * ld(s.moe_shared_d_ff) + D : 0) : 0;
   const LD layers = ld(st.layers);
+  p.block = (block - experts - moe_whole) / tp + moe_whole + experts / ld(l.ep);
   p.dense += layers * ((block - experts - moe_whole) / tp + moe_whole);
   p.experts = layers * experts / ld(l.ep);
   p.largest = std::max(p.largest, f.moe ? D * Fe : D * ld(s.d_ff) / tp);
@@ -186,8 +188,14 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   const LD moments = c.optim.name == "sgd" ? 4 : 8;
   const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len);
   const models::Family::SavedValues saved = f.block_activations(s);
-  const LD per_layer = saved.replicated / (l.sequence_parallel ? tp : 1) + saved.split / tp;
+  // Dropless routing does not bound the rows an expert-parallel rank receives: the busiest is taken
+  // as 1.3× the mean (the measured spread of the test's routers); a capacity factor bounds it.
+  const LD imbalance = l.ep > 1 ? (s.moe_capacity_factor > 0 ? std::min<LD>(s.moe_capacity_factor, ld(l.ep)) : 1.3L) : 1;
+  const LD per_layer = saved.replicated / (l.sequence_parallel ? tp : 1) + saved.split / tp + saved.experts * imbalance;
+  const LD backward = saved.backward / tp;
   const LD layer_input = ld(s.d_model) / (l.sequence_parallel ? tp : 1);
+  // ZeRO-3 recomputes each unit in the backward (its weights are gathered again there), as checkpointing does.
+  const bool recompute = l.checkpointing || l.zero_stage >= 3;
   const LD vocab = ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp))) / tp;
   const std::vector<RankStage> stages = rank_stages(s, c, l);
   for (std::size_t r = 0; r < stages.size(); ++r) {
@@ -208,10 +216,14 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
     m.activations_per_micro_batch = tokens * value * ld(m.layers) * per_layer;
     m.activations_per_micro_batch_checkpointed = tokens * value * ld(m.layers) * layer_input;
     m.in_flight = in_flight(l, static_cast<std::int64_t>(r));
-    m.activations = m.in_flight * (l.checkpointing ? m.activations_per_micro_batch_checkpointed
-                                                   : m.activations_per_micro_batch);
-    m.working = stages[r].head ? 2 * vocab * value * tokens : 0;
-    if (l.checkpointing && m.layers > 0) m.working = std::max(m.working, tokens * value * per_layer);
+    m.activations = m.in_flight * (recompute ? m.activations_per_micro_batch_checkpointed
+                                              : m.activations_per_micro_batch);
+    // Beside them: the logits and their gradient (last stage), or one block's backward, recomputed first
+    // under checkpointing. Under ZeRO-3 the first block's backward also holds its gathered weights and
+    // the other blocks' whole gradients, which build up during the backward before the reduce-scatter.
+    m.working = std::max(stages[r].head ? 2 * vocab * value * tokens : 0,
+                         m.layers > 0 ? tokens * value * (backward + (recompute ? per_layer : 0)) : 0);
+    if (l.zero_stage >= 3) m.working += 4 * m.parameter_count + (value < 4 ? value * p.block : 0);
     // After the backward: ZeRO reduce-scatters each gradient through a padded copy and a shard of it
     // (and ZeRO-2/3 build the whole gradient first); ZeRO-1/2 all-gather the updated weights likewise.
     const LD buffers = l.zero_stage >= 1 && l.dp > 1 ? 4 * p.largest * (1 + 1 / dp) : 0;

@@ -56,6 +56,9 @@ struct TrainSummary {
   bool interrupted = false;             // stopped by SIGINT/SIGTERM or train.exit_duration_minutes (after saving)
   StopCause stopped = StopCause::completed;
   MemoryStats memory_after_first_step;  // this rank's memory by category after its first step
+  // After its last step, before that step's evaluation and checkpoint: its peak covers the steps (and the
+  // evaluations and checkpoints of earlier steps). tests/train/plan_memory_test.cpp holds it to the plan.
+  MemoryStats memory_after_last_step;
 };
 
 // Checks the cross-field rules of a config for a job of `world_size` ranks;
