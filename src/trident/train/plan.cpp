@@ -153,7 +153,7 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
       if (ranks % (tp * pp) != 0) continue;
       const std::int64_t dp = ranks / (tp * pp);
       for (std::int64_t ep = 1; ep <= (moe ? dp : 1); ep *= 2) {
-        for (int zero = 0; zero <= 3; ++zero) {
+        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {  // ZeRO partitions over data-parallel ranks
           for (int ckpt = 0; ckpt <= 1; ++ckpt) {
             for (int sp = 0; sp <= (tp > 1 && !moe ? 1 : 0); ++sp) {
               MemoryLayout l;
