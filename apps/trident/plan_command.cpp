@@ -17,7 +17,7 @@ namespace {
 struct PlanOptions {
   std::string config;
   std::vector<std::string> overrides;
-  int ranks = 0;
+  int ranks = 0;  // 0: -n not given
   double memory_gb = 0, flops_tflops = 0, link_gbps = 200, intra_gbps = 2400;
   int node_size = 8, top = 10;
 };
@@ -34,8 +34,8 @@ bool names_layout(const train::Config& c) {
          c.dist.expert_parallel_size > 1;
 }
 
-void run_plan(const PlanOptions& o) {
-  TRIDENT_CHECK(o.ranks >= 0, "-n {}: expected a positive number of ranks", o.ranks);
+void run_plan(const PlanOptions& o, bool ranks_given) {
+  TRIDENT_CHECK(!ranks_given || o.ranks > 0, "-n {}: expected a positive number of ranks", o.ranks);
   check_positive("--memory-gb", o.memory_gb, true);
   check_positive("--flops-tflops", o.flops_tflops, true);
   check_positive("--link-gbps", o.link_gbps);
@@ -90,7 +90,8 @@ void add_plan_command(CLI::App& app) {
                                          "the layouts that fit, fastest first");
   cmd->add_option("config", o->config, "TOML config file (see configs/)");
   cmd->add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
-  cmd->add_option("-n,--ranks", o->ranks, "Ranks of the job; without dist.* sizes in the config, search the layouts");
+  CLI::Option* ranks =
+      cmd->add_option("-n,--ranks", o->ranks, "Ranks of the job; without dist.* sizes in the config, search the layouts");
   cmd->add_option("--memory-gb", o->memory_gb, "Memory per rank in GB (10^9 bytes); default: this host's");
   cmd->add_option("--flops-tflops", o->flops_tflops,
                   "FLOP rate per rank in TFLOP/s; default: train.peak_gflops, else measured on this machine");
@@ -98,7 +99,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--intra-node-gbps", o->intra_gbps, "Bandwidth within a node per rank, Gb/s")->capture_default_str();
   cmd->add_option("--node-size", o->node_size, "Ranks per node")->capture_default_str();
   cmd->add_option("--top", o->top, "Layouts listed by the search")->capture_default_str();
-  cmd->callback([o] { run_plan(*o); });
+  cmd->callback([o, ranks] { run_plan(*o, ranks->count() > 0); });
 }
 
 }  // namespace trident::cli
