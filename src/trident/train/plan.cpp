@@ -32,9 +32,8 @@ models::TransformerSpec planned_spec(const Config& c) {
   std::int64_t vocab = 0;
   if (c.model.vocab_size == 0 && c.model.from_pretrained.empty() && !c.data.tokenizer.empty())
     vocab = data::Tokenizer::load(c.data.tokenizer).vocab_size();
+  // (model_spec refuses a vocabulary of 0: neither model.vocab_size nor data.tokenizer.)
   models::TransformerSpec s = detail::model_spec(c.model, vocab, c.train.seq_len);
-  TRIDENT_CHECK(s.vocab_size > 0, "model.vocab_size=0 takes the tokenizer's vocabulary, but data.tokenizer is empty: "
-                                  "set one of them");
   TRIDENT_CHECK(c.train.seq_len <= s.max_seq_len, "train.seq_len={} exceeds the model's max_seq_len={}",
                 c.train.seq_len, s.max_seq_len);
   return s;
@@ -67,7 +66,7 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
   const models::Family& f = models::family(s.family);
   const LD value = parse_precision(c.train.precision, "train.precision") == DType::f32 ? 4 : 2;
   const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len), m = ld(l.accumulation);
-  const LD D = ld(s.d_model), tp = ld(l.tp), dp = ld(l.dp), pp = ld(l.pp), ep = ld(l.ep);
+  const LD D = ld(s.d_model), tp = ld(l.tp), dp = ld(l.dp), ep = ld(l.ep);
   const MemoryEstimate e = estimate_memory(c, s, l);
   // The largest stage's parameters: the dense part is reduced over dp, the experts over dp / ep.
   const StageMemory& big = *std::max_element(e.stages.begin(), e.stages.end(), [](const StageMemory& a, const StageMemory& b) {
@@ -116,7 +115,6 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
     out.push_back({"ep", static_cast<int>(l.ep), m * ld(big.layers) * 4 * gather(rows, ep),
                    "all-to-all of routed tokens, 4 per layer"});
   }
-  (void)pp;
   return out;
 }
 
