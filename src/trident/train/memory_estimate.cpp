@@ -191,7 +191,8 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   // Dropless routing does not bound the rows an expert-parallel rank receives: the busiest is taken
   // as 1.3× the mean (the measured spread of the test's routers); a capacity factor bounds it.
   const LD imbalance = l.ep > 1 ? (s.moe_capacity_factor > 0 ? std::min<LD>(s.moe_capacity_factor, ld(l.ep)) : 1.3L) : 1;
-  const LD per_layer = saved.replicated / (l.sequence_parallel ? tp : 1) + saved.split / tp + saved.experts * imbalance;
+  const LD per_layer_sp = saved.replicated / tp + saved.split / tp + saved.experts * imbalance;
+  const LD per_layer = l.sequence_parallel ? per_layer_sp : per_layer_sp + saved.replicated * (1 - 1 / tp);
   const LD backward = saved.backward / tp;
   const LD layer_input = ld(s.d_model) / (l.sequence_parallel ? tp : 1);
   // ZeRO-3 recomputes each unit in the backward (its weights are gathered again there), as checkpointing does.
@@ -215,6 +216,7 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
     m.optimizer = sharded(moments, 1);
     m.activations_per_micro_batch = tokens * value * ld(m.layers) * per_layer;
     m.activations_per_micro_batch_checkpointed = tokens * value * ld(m.layers) * layer_input;
+    m.activations_per_micro_batch_sequence_parallel = tokens * value * ld(m.layers) * per_layer_sp;
     m.in_flight = in_flight(l, static_cast<std::int64_t>(r));
     m.activations = m.in_flight * (recompute ? m.activations_per_micro_batch_checkpointed
                                               : m.activations_per_micro_batch);

@@ -57,6 +57,7 @@ struct StageMemory {
   long double optimizer = 0;
   long double activations_per_micro_batch = 0;            // saved for backward, one micro-batch
   long double activations_per_micro_batch_checkpointed = 0;  // the same with activation checkpointing
+  long double activations_per_micro_batch_sequence_parallel = 0;  // without checkpointing, with sequence parallelism
   long double in_flight = 1;        // micro-batches whose activations are held at once
   long double activations = 0;      // saved activations of the micro-batches in flight
   // Short-lived: beside the activations, the logits and their gradient (last stage) or a recomputed

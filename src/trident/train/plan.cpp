@@ -95,11 +95,13 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
   }
   if (l.tp > 1) {
     // Two all-reduces in each block's forward and two in its backward (the same volume as sequence
-    // parallelism's all-gathers and reduce-scatters), and the embedding's forward all-reduce.
+    // parallelism's all-gathers and reduce-scatters), two more when the forward is recomputed, and the
+    // embedding's forward all-reduce.
     const LD per = all_reduce(tokens * D * value, tp);
-    out.push_back({"tp", static_cast<int>(l.tp), m * per * (4 * ld(big.layers) + 1),
-                   l.sequence_parallel ? "all-gather / reduce-scatter of the sequence, 4 per layer"
-                                       : "all-reduce of the activations, 4 per layer"});
+    const int per_layer = l.checkpointing || l.zero_stage >= 3 ? 6 : 4;
+    out.push_back({"tp", static_cast<int>(l.tp), m * per * (per_layer * ld(big.layers) + 1),
+                   fmt::format("{} of the activations, {} per layer",
+                               l.sequence_parallel ? "all-gathers / reduce-scatters" : "all-reduces", per_layer)});
   }
   if (l.pp > 1) {
     const LD v = l.schedule == "interleaved" ? ld(l.virtual_stages) : 1;
@@ -191,17 +193,21 @@ std::string format_plan(const Config& c, const models::TransformerSpec& s, const
       "{} ({:.3g} parameters), {} ranks: {}, micro-batch {} × {} tokens, {} micro-batches per step, {}\n",
       models::family(s.family).display_name, static_cast<double>(cost.memory.parameter_count), l.ranks(),
       l.describe(), c.train.micro_batch_size, c.train.seq_len, l.accumulation, c.train.precision);
-  out += "\nmemory per rank      weights   master  grads     optim     act/mb    act/mb ckpt  in flight  activations  "
-         "total\n";
+  // Sequence parallelism's activations are shown beside the layout's when there is tensor parallelism.
+  const bool sp = l.tp > 1;
+  out += fmt::format("\nmemory per rank      weights   master  grads     optim     act/mb    act/mb ckpt{}  in flight  "
+                     "activations  total\n",
+                     sp ? "  act/mb sp" : "");
   for (const StageMemory& m : cost.memory.stages) {
     // In mixed precision the f32 weights are the master copy and the compute copies the weights used.
     const bool mixed = m.compute_copies > 0;
-    out += fmt::format("  stage {:<3} {:>3} layers {:>9} {:>8} {:>9} {:>9} {:>9} {:>12} {:>9.2f}  {:>11}  {:>9}\n", m.stage,
+    out += fmt::format("  stage {:<3} {:>3} layers {:>9} {:>8} {:>9} {:>9} {:>9} {:>12}{} {:>9.2f}  {:>11}  {:>9}\n", m.stage,
                        m.layers, format_bytes(mixed ? m.compute_copies : m.weights),
                        mixed ? format_bytes(m.weights) : std::string("-"), format_bytes(m.gradients),
                        format_bytes(m.optimizer), format_bytes(m.activations_per_micro_batch),
-                       format_bytes(m.activations_per_micro_batch_checkpointed), static_cast<double>(m.in_flight),
-                       format_bytes(m.transient()), format_bytes(m.total()));
+                       format_bytes(m.activations_per_micro_batch_checkpointed),
+                       sp ? fmt::format(" {:>10}", format_bytes(m.activations_per_micro_batch_sequence_parallel)) : "",
+                       static_cast<double>(m.in_flight), format_bytes(m.transient()), format_bytes(m.total()));
   }
   out += "\ncommunication per step (bytes each rank sends)\n";
   if (cost.traffic.empty()) out += "  none (one rank)\n";
