@@ -12,12 +12,14 @@
 //   weights     P_r · 4 bytes of f32 weights (the master copy under bf16/fp16), / dp under ZeRO-3,
 //               plus P_r · 2 bytes of bf16/fp16 compute copies (one cached copy per weight)
 //   gradients   P_r · 4 bytes, / dp under ZeRO-2/3 (which still build each micro-batch's whole gradient
-//               before reduce-scattering it: a transient of P_r · 4 and the largest tensor's buffers)
+//               before reduce-scattering it: a transient of P_r · 4 and the largest tensor's buffers;
+//               under ZeRO-3 it coexists with the recomputation of the first block)
 //   optimizer   P_r · 8 bytes for AdamW's two moments (4 for SGD's momentum), / dp under ZeRO-1/2/3
 //   activations per micro-batch, micro_batch · seq_len tokens × the stage's layers × the values a
 //               block saves (models::Family::block_activations: the replicated part / tp only under
 //               sequence parallelism, the rest / tp), in the compute dtype; with activation
-//               checkpointing only each layer's input (d_model values) plus one layer recomputed; times
+//               checkpointing (and under ZeRO-3, which recomputes its units) only each layer's input
+//               (d_model values) plus one layer recomputed and its backward's working values; times
 //               the micro-batches in flight (GPipe: all m; 1F1B: min(pp − r, m); interleaved: the
 //               warm-up forwards plus one, in chunks); plus, on the last stage, the logits and their
 //               gradient (2 · vocab / tp values per token).
