@@ -147,7 +147,10 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
                                        long double memory_bytes, const Hardware& h) {
   std::vector<LayoutCost> fits;
   const bool moe = models::family(s.family).moe;
-  const std::int64_t global = c.train.global_batch_size > 0 ? c.train.global_batch_size : 0;
+  // One global batch for every layout, so that their step times compare: the configuration's, else one
+  // micro-batch per rank (what pure data parallelism would take).
+  const std::int64_t global =
+      c.train.global_batch_size > 0 ? c.train.global_batch_size : c.train.micro_batch_size * static_cast<std::int64_t>(ranks);
   for (std::int64_t tp = 1; tp <= ranks; tp *= 2) {
     for (std::int64_t pp = 1; tp * pp <= ranks; ++pp) {
       if (ranks % (tp * pp) != 0) continue;
@@ -163,7 +166,6 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
               l.schedule = "1f1b";
               Config candidate = with_layout(c, l);
               candidate.dist.pipeline_num_layers.clear();
-              // The configuration's global batch when set (else one micro-batch per data-parallel rank).
               candidate.train.global_batch_size = global;
               try {
                 validate_layout(candidate, ranks);

@@ -52,8 +52,9 @@ LayoutCost layout_cost(const Config& config, const models::TransformerSpec& spec
 
 // Every layout of `ranks` ranks (dp × tp × pp × ep, ZeRO stage, activation checkpointing, sequence
 // parallelism) that validate_layout and the model's tensor-parallel rules accept, whose largest rank
-// fits `memory_bytes`, fastest first. The configuration's global batch is kept (its micro-batch size
-// too); a layout it does not divide is left out.
+// fits `memory_bytes`, fastest first. The configuration's global batch is kept (micro-batch size ×
+// `ranks` when unset, so that every layout's step trains the same samples), and its micro-batch size; a
+// layout it does not divide is left out.
 std::vector<LayoutCost> search_layouts(const Config& config, const models::TransformerSpec& spec, int ranks,
                                        long double memory_bytes, const Hardware& hardware);
 
