@@ -37,6 +37,8 @@ void add_launch_command(CLI::App& app);
 
 // trident plot (plot_command.cpp)
 void add_plot_command(CLI::App& app);
+// trident plan (plan_command.cpp)
+void add_plan_command(CLI::App& app);
 
 // The contents of the file that option `flag` names (e.g. "--text"); errors name the flag and say
 // what is wrong (missing, a directory, unreadable) instead of a stream's error. (main.cpp)

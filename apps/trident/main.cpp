@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
   trident::cli::add_export_command(app);
   trident::cli::add_launch_command(app);
   trident::cli::add_plot_command(app);
+  trident::cli::add_plan_command(app);
 
   // An unknown command would otherwise read "A subcommand is required": name it and the known ones.
   for (int i = 1; i < argc; ++i) {

@@ -10,8 +10,6 @@
 #include <memory>
 
 #include "layout_runs.h"
-#include "trident/data/preprocess.h"
-#include "trident/data/wordpiece_trainer.h"
 #include "trident/dist/self_communicator.h"
 
 namespace trident::train {
@@ -29,28 +27,11 @@ struct Layout {
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
 
 // A WordPiece tokenizer and masked-LM data ([CLS] document [SEP]) of the grammar corpus, in DIR.
-void make_bert_corpus(const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
-  const std::string text = testing::grammar_corpus(1500);
-  std::ofstream(dir / "corpus.txt") << text;
-  data::WordPieceTrainerOptions wo;
-  wo.vocab_size = 200;
-  data::WordPieceTrainer trainer(wo);
-  trainer.feed(text);
-  data::write_wordpiece_tokenizer_json(trainer.train(), dir / "tokenizer.json");
-  data::PreprocessOptions po;
-  po.inputs = {dir / "corpus.txt"};
-  po.output_prefix = (dir / "corpus").string();
-  po.encoder = true;
-  po.workers = 1;
-  data::preprocess(data::Tokenizer::from_file(dir / "tokenizer.json"), po);
-}
-
 class BertLayouts : public ::testing::TestWithParam<Layout> {
  protected:
   static void SetUpTestSuite() {
     runs_.set_up("bert");
-    if (runs_.world->rank() == 0) make_bert_corpus(runs_.shared / "bert");
+    if (runs_.world->rank() == 0) testing::make_bert_corpus(runs_.shared / "bert");
     runs_.world->barrier();
   }
   static void TearDownTestSuite() { runs_.tear_down(); }

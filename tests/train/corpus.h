@@ -12,6 +12,7 @@
 #include "trident/data/bpe_trainer.h"
 #include "trident/data/preprocess.h"
 #include "trident/data/tokenizer.h"
+#include "trident/data/wordpiece_trainer.h"
 
 namespace trident::testing {
 
@@ -56,6 +57,25 @@ inline std::vector<std::string> tiny_run(const std::filesystem::path& dir, const
           "data.paths=[\"" + (dir / "corpus").string() + "\"]", "data.split=\"90,10,0\"",
           "data.cache_dir=" + (dir / cache).string(), "train.seq_len=32", "train.log_interval=1000",
           "train.eval_interval=0", "optim.lr=3e-3", "schedule.warmup_steps=2", "train.threads=1"};
+}
+
+// A WordPiece tokenizer (200 tokens) and encoder samples of the grammar for BERT: DIR/tokenizer.json,
+// DIR/corpus.{bin,idx}.
+inline void make_bert_corpus(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string text = grammar_corpus(1500);
+  std::ofstream(dir / "corpus.txt") << text;
+  data::WordPieceTrainerOptions wo;
+  wo.vocab_size = 200;
+  data::WordPieceTrainer trainer(wo);
+  trainer.feed(text);
+  data::write_wordpiece_tokenizer_json(trainer.train(), dir / "tokenizer.json");
+  data::PreprocessOptions po;
+  po.inputs = {dir / "corpus.txt"};
+  po.output_prefix = (dir / "corpus").string();
+  po.encoder = true;
+  po.workers = 1;
+  data::preprocess(data::Tokenizer::from_file(dir / "tokenizer.json"), po);
 }
 
 }  // namespace trident::testing

@@ -106,6 +106,21 @@ struct Family {
   // an int64). A test holds them to the built layout.
   std::function<long double(const TransformerSpec&)> block_parameters;
   std::function<long double(const TransformerSpec&)> other_parameters;
+  // Activation memory: the values one block keeps per token for its backward (flash attention keeps no
+  // scores), before tensor parallelism. `replicated` ones (the norms' inputs and outputs, a router) are
+  // split only by sequence parallelism; `split` ones (attention's q/k/v and output, the MLP's hidden
+  // units) by the tensor-parallel size; `experts` (the rows a mixture of experts dispatches) run whole on
+  // every tensor-parallel rank and move between expert-parallel ranks with the routing. `backward`: what
+  // the block's backward holds at once beyond them (the gradients of its widest values), split like
+  // `split`. The planner's memory model (train/memory_estimate.h) sums them;
+  // tests/train/plan_memory_test.cpp holds the sum to measured peaks. Default: GPT-2's block.
+  struct SavedValues {
+    long double replicated = 0, split = 0, experts = 0, backward = 0;
+  };
+  std::function<SavedValues(const TransformerSpec&)> block_activations = [](const TransformerSpec& s) {
+    const long double D = static_cast<long double>(s.d_model), F = static_cast<long double>(s.d_ff);
+    return SavedValues{4 * D, 4 * D + 2 * F, 0, 2 * F};  // GELU's input and output
+  };
 
   // Hugging Face names: the names under which a transformers file may hold the canonical
   // parameter `name`, the one read first when several are present. Default: the canonical name itself.

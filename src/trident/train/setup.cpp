@@ -374,13 +374,11 @@ void validate_monitoring(const Config& c) {
 
 }  // namespace
 
-void validate_config(const Config& c, int world_size) {
+void validate_layout(const Config& c, int world_size) {
   (void)detail::compute_dtype(c.train.precision);
   TRIDENT_CHECK(c.train.seq_len > 0, "train.seq_len must be positive, got {}", c.train.seq_len);
   TRIDENT_CHECK(c.train.micro_batch_size > 0, "train.micro_batch_size must be positive, got {}",
                 c.train.micro_batch_size);
-  TRIDENT_CHECK(c.train.steps > 0, "train.steps must be positive, got {}", c.train.steps);
-  TRIDENT_CHECK(c.train.log_interval > 0, "train.log_interval must be positive, got {}", c.train.log_interval);
   const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
   TRIDENT_CHECK(tp >= 1 && pp >= 1,
                 "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
@@ -422,6 +420,16 @@ void validate_config(const Config& c, int world_size) {
   }
   validate_pipeline(c, static_cast<int>(dp));
   validate_experts(c, dp, tp);
+}
+
+void validate_config(const Config& c, int world_size) {
+  (void)detail::compute_dtype(c.train.precision);
+  TRIDENT_CHECK(c.train.seq_len > 0, "train.seq_len must be positive, got {}", c.train.seq_len);
+  TRIDENT_CHECK(c.train.micro_batch_size > 0, "train.micro_batch_size must be positive, got {}",
+                c.train.micro_batch_size);
+  TRIDENT_CHECK(c.train.steps > 0, "train.steps must be positive, got {}", c.train.steps);
+  TRIDENT_CHECK(c.train.log_interval > 0, "train.log_interval must be positive, got {}", c.train.log_interval);
+  validate_layout(c, world_size);
   TRIDENT_CHECK(c.optim.name == "adamw" || c.optim.name == "sgd", "optim.name must be adamw or sgd, got '{}'",
                 c.optim.name);
   TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());

@@ -92,6 +92,7 @@ TrainSummary train(const TrainOptions& options) {
     const std::int64_t step = run.state.step;
     summary.losses.push_back(result->loss);
     if (step == first_step + 1) summary.memory_after_first_step = memory_stats(run.device);
+    summary.memory_after_last_step = memory_stats(run.device);  // before this step's evaluation and checkpoint
 
     synchronize(run.device);  // a GPU step has finished only when its queued kernels have
     const auto now = std::chrono::steady_clock::now();

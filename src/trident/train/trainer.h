@@ -56,11 +56,17 @@ struct TrainSummary {
   bool interrupted = false;             // stopped by SIGINT/SIGTERM or train.exit_duration_minutes (after saving)
   StopCause stopped = StopCause::completed;
   MemoryStats memory_after_first_step;  // this rank's memory by category after its first step
+  // After its last step, before that step's evaluation and checkpoint: its peak covers the steps (and the
+  // evaluations and checkpoints of earlier steps). tests/train/plan_memory_test.cpp holds it to the plan.
+  MemoryStats memory_after_last_step;
 };
 
 // Checks the cross-field rules of a config for a job of `world_size` ranks;
 // errors name the keys and values involved.
 void validate_config(const Config& config, int world_size);
+// The part of validate_config that concerns the rank layout (dist.*, batch sizes against it, the
+// pipeline schedule, expert parallelism), which `trident plan` applies to each layout it proposes.
+void validate_layout(const Config& config, int world_size);
 // The device train.device names for this rank: cpu, cuda:N, or for plain "cuda"
 // the GPU of this rank's index on its node. A CUDA device without the CUDA
 // backend or without a visible GPU is a clear error.

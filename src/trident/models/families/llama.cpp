@@ -168,6 +168,26 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
   f.names.layers = "model.layers";
   f.names.final_norm = "model.norm";
   f.defaults = [name] { return llama_like_spec(name, 0, 0, 0, 0, 0); };
+  // Saved per token: the two RMSNorms' inputs and outputs; q and k after RoPE, v, and attention's output;
+  // SwiGLU's gate and up and their product (one fused op). A mixture of experts instead keeps its
+  // router's logits and, for each of the top-k experts a token reaches, the dispatched input and output
+  // and the expert's values with the regrouping's copies (and the shared expert's, with its gate).
+  f.block_activations = [](const TransformerSpec& s) {
+    const long double D = static_cast<long double>(s.d_model);
+    const long double kv = s.n_head > 0 ? static_cast<long double>(s.n_kv_head * (s.d_model / s.n_head)) : 0;
+    Family::SavedValues v{4 * D, 2 * D + 2 * kv, 0, 0};
+    if (s.n_experts == 0) {
+      v.split += 3 * static_cast<long double>(s.d_ff);
+      v.backward = 2 * static_cast<long double>(s.d_ff);
+      return v;
+    }
+    const long double k = static_cast<long double>(s.experts_per_token), Fe = static_cast<long double>(s.expert_d_ff());
+    v.replicated += static_cast<long double>(s.n_experts);
+    v.experts = k * (2 * D + 4 * Fe);
+    v.backward = 2 * k * Fe;
+    if (s.moe_shared_d_ff > 0) v.replicated += 3 * static_cast<long double>(s.moe_shared_d_ff) + 1;
+    return v;
+  };
   // 2/3 · 4d rounded up to a multiple of 256.
   f.default_d_ff = [](std::int64_t d) { return ((8 * d + 2) / 3 + 255) / 256 * 256; };
   f.validate = [display_name](const TransformerSpec& s) {
