@@ -43,11 +43,10 @@ fs::path target_of(const std::string& dir) {
 // (with the files' checksums) and renames the whole into place.
 void save_sharded(const std::vector<const CausalLM*>& chunks, const fs::path& dir, dist::Communicator& world,
                   Replica replica, const std::vector<std::string>& extra_files, std::vector<std::string>& files) {
-  TRIDENT_CHECK(!chunks.empty(), "save_pretrained: rank {} holds no model chunk", world.rank());
-  const TransformerSpec& spec = chunks.front()->spec();
   const std::string final_dir = dir.string();
   const std::string tmp = final_dir + ".tmp";  // what begin_checkpoint prepares
   on_every_rank(world, [&] {
+    TRIDENT_CHECK(!chunks.empty(), "save_pretrained: rank {} holds no model chunk", world.rank());
     if (world.rank() != 0) return;
     if (dir.has_parent_path()) fs::create_directories(dir.parent_path());
     checkpoint::begin_checkpoint(final_dir);
@@ -65,7 +64,7 @@ void save_sharded(const std::vector<const CausalLM*>& chunks, const fs::path& di
     }
     checkpoint::write_shard((fs::path(tmp) / shard_file(world.rank())).string(), pieces);
     if (world.rank() == 0) {
-      write_file_atomically(fs::path(tmp) / "config.json", hf_config_json(spec));
+      write_file_atomically(fs::path(tmp) / "config.json", hf_config_json(chunks.front()->spec()));
       for (const std::string& extra : extra_files) {
         const std::string name = fs::path(extra).filename().string();
         TRIDENT_CHECK(name != "config.json" && name != "meta.json" && !name.starts_with("shard-"),

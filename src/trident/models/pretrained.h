@@ -48,7 +48,7 @@ struct SaveOptions {
   bool merged = true;
   DType dtype = DType::f32;  // merged: the weights' dtype (fp32, bf16 or fp16); sharded saves keep fp32
   std::uint64_t max_shard_bytes = kDefaultMaxShardBytes;  // merged: transformers' file size limit
-  std::vector<std::string> extra_files;                  // copied into DIR (a tokenizer.json, say)
+  std::vector<std::string> extra_files = {};             // copied into DIR (a tokenizer.json, say)
 };
 
 // This rank's copy of the parameters, among the ranks holding the same ones: 0 writes them.

@@ -96,7 +96,7 @@ struct ParallelModelOptions {
   std::uint64_t seed = 0;             // initial values and dropout masks
   int virtual_stages = 1;             // model chunks per rank (the interleaved schedule)
   parallel::pipeline::Schedule schedule = parallel::pipeline::Schedule::one_f_one_b;
-  std::vector<std::int64_t> stage_layers;  // layers per pipeline stage (empty: even split)
+  std::vector<std::int64_t> stage_layers = {};  // layers per pipeline stage (empty: even split)
   bool activation_checkpointing = false;
   bool sequence_parallel = false;     // Megatron's sequence parallelism (tp > 1; seq_len divisible by tp)
 };
