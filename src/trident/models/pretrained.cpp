@@ -1,7 +1,6 @@
 #include "trident/models/pretrained.h"
 
 #include <filesystem>
-#include <functional>
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/memory.h"
@@ -13,23 +12,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string shard_file(int rank) { return fmt::format("shard-{:05d}.safetensors", rank); }
-
-// Runs `fn` on every rank of `world`; when it throws on any, every rank throws the lowest failing rank's
-// message, so no rank is left waiting in a later collective.
-void on_every_rank(dist::Communicator& world, const std::function<void()>& fn) {
-  std::string error;
-  try {
-    fn();
-  } catch (const Error& e) {
-    error = e.message();
-  } catch (const std::exception& e) {  // std::filesystem's errors
-    error = e.what();
-  }
-  const double first = world.all_reduce_scalar(error.empty() ? world.size() : world.rank(), dist::ReduceOp::min);
-  if (first >= world.size()) return;
-  const std::string message = world.broadcast_text(error, static_cast<int>(first));
-  TRIDENT_FAIL("{}", message);
-}
 
 // The target directory as a path without a trailing separator ("out/" names "out").
 fs::path target_of(const std::string& dir) {
@@ -45,13 +27,13 @@ void save_sharded(const std::vector<const CausalLM*>& chunks, const fs::path& di
                   Replica replica, const std::vector<std::string>& extra_files, std::vector<std::string>& files) {
   const std::string final_dir = dir.string();
   const std::string tmp = final_dir + ".tmp";  // what begin_checkpoint prepares
-  on_every_rank(world, [&] {
+  dist::on_every_rank(world, [&] {
     TRIDENT_CHECK(!chunks.empty(), "save_pretrained: rank {} holds no model chunk", world.rank());
     if (world.rank() != 0) return;
     if (dir.has_parent_path()) fs::create_directories(dir.parent_path());
     checkpoint::begin_checkpoint(final_dir);
   });
-  on_every_rank(world, [&] {
+  dist::on_every_rank(world, [&] {
     std::vector<checkpoint::TensorPiece> pieces;
     for (const CausalLM* chunk : chunks) {
       const int tp_rank = chunk->tensor_parallel().rank();
@@ -76,7 +58,7 @@ void save_sharded(const std::vector<const CausalLM*>& chunks, const fs::path& di
   files = {"config.json"};
   for (const std::string& extra : extra_files) files.push_back(fs::path(extra).filename().string());
   for (int r = 0; r < world.size(); ++r) files.push_back(shard_file(r));
-  on_every_rank(world, [&] {
+  dist::on_every_rank(world, [&] {
     if (world.rank() != 0) return;
     const nlohmann::json meta = {{"kind", "pretrained"}, {"world_size", world.size()}};
     checkpoint::commit_checkpoint(tmp, final_dir, meta, files, "");
@@ -132,7 +114,7 @@ std::vector<std::string> save_pretrained(const std::vector<const CausalLM*>& chu
   std::vector<std::string> ignored;
   save_sharded(chunks, pieces, world, replica, {}, ignored);
   std::string written;
-  on_every_rank(world, [&] {
+  dist::on_every_rank(world, [&] {
     if (world.rank() != 0) return;
     try {
       const checkpoint::CheckpointReader reader(pieces.string());

@@ -103,15 +103,9 @@ std::unique_ptr<ParallelModel> ParallelModel::from_pretrained(const std::string&
                                                               const ParallelModelOptions& options) {
   auto model = std::make_unique<ParallelModel>(models::pretrained_spec(dir), std::move(world), layout, options);
   // Every rank reads its boxes; a failure on one (a missing tensor) reaches all of them.
-  std::string error;
-  try {
+  dist::on_every_rank(*model->impl_->par.world, [&] {
     for (const auto& chunk : model->impl_->runner->chunks()) models::load_pretrained(*chunk, dir);
-  } catch (const Error& e) {
-    error = e.message();
-  }
-  dist::Communicator& w = *model->impl_->par.world;
-  const double first = w.all_reduce_scalar(error.empty() ? w.size() : w.rank(), dist::ReduceOp::min);
-  if (first < w.size()) TRIDENT_FAIL("{}", w.broadcast_text(error, static_cast<int>(first)));
+  });
   return model;
 }
 
