@@ -79,6 +79,7 @@ function(trident_module name)
   target_include_directories(trident_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
                                                     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(trident_${name} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:trident_options> ${ARG_PRIVATE_DEPS})
+  target_compile_features(trident_${name} PUBLIC cxx_std_20)  # the headers are C++20: so are their users
   set_target_properties(trident_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${name})
   set_property(GLOBAL APPEND PROPERTY TRIDENT_MODULES ${name})
 endfunction()

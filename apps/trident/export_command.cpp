@@ -17,7 +17,7 @@
 #include "trident/checkpoint/sharded.h"
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
-#include "trident/models/hf.h"
+#include "trident/models/pretrained.h"
 
 namespace trident::cli {
 
@@ -64,15 +64,7 @@ void export_checkpoint(const ExportOptions& o) {
   const fs::path tokenizer = fs::path(dir) / "tokenizer.json";
   std::vector<std::string> extra;
   if (fs::exists(tokenizer)) extra.push_back(tokenizer.string());
-  const auto files = models::write_hf(
-      spec, o.output, dtype,
-      [&](const std::string& name, DType dt) {
-        const std::string key = "model/" + name;
-        TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no tensor '{}' (expected shape {})", dir, key,
-                      models::CausalLM(spec).find_parameter(name)->global_shape);
-        return reader.read(key, dt);
-      },
-      limit, extra);
+  const auto files = models::merge_pretrained(reader, o.output, dtype, limit, extra);
   fmt::print("exported {} (step {}, {:.2f}M parameters, {}) to {}: {}\n", dir, reader.meta().value("step", 0),
              static_cast<double>(spec.num_parameters()) / 1e6, o.dtype, o.output, fmt::join(files, ", "));
 }

@@ -11,10 +11,12 @@
 //   dist        Communicator (MPI on CPUs, NCCL on GPUs), the rank layout (Mesh)
 //   parallel    data parallelism (GradSync), ZeRO 1-3 (ZeroOptimizer), tensor-parallel mappings,
 //               pipeline schedules
-//   models      the family registry and CausalLM; Hugging Face configs and weights
+//   models      the family registry and CausalLM; Hugging Face configs and weights; from_pretrained and
+//               save_pretrained under any layout, merged or sharded (models/pretrained.h)
 //   checkpoint  safetensors files and sharded checkpoints that load under any layout
 //   data        tokenizers, preprocessing into Megatron's indexed format, GPT samples, blending, loaders
-//   train       configuration and the trainer the command runs
+//   train       ParallelModel (a model over a layout, stepped by the program's own loop), the groups of
+//               a layout (make_groups), the configuration and the trainer the command runs
 // Which ranks must call what: every function that takes a Communicator (or a group of one) is
 // collective over that group: each of its ranks calls it, in the same order.
 #pragma once
@@ -31,6 +33,7 @@
 #include "trident/models/causal_lm.h"
 #include "trident/models/family.h"
 #include "trident/models/hf.h"
+#include "trident/models/pretrained.h"
 #include "trident/nn/nn.h"
 #include "trident/optim/loss_scaler.h"
 #include "trident/optim/optimizer.h"
@@ -41,4 +44,5 @@
 #include "trident/parallel/tensor/mappings.h"
 #include "trident/parallel/zero/zero_optimizer.h"
 #include "trident/train/config.h"
+#include "trident/train/parallel_model.h"
 #include "trident/train/trainer.h"

@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -84,6 +85,21 @@ TEST(Collectives, BroadcastTextGivesTheRootsText) {
   EXPECT_EQ(w->broadcast_text(mine, n - 1),
             std::string(static_cast<std::size_t>(3 * (n - 1) + 1), static_cast<char>('a' + n - 1)) + tail);
   EXPECT_EQ(w->broadcast_text(r == 0 ? "" : "ignored"), "");
+}
+
+TEST(Collectives, OnEveryRankThrowsTheLowestFailingRanksMessageEverywhere) {
+  auto w = world();
+  EXPECT_NO_THROW(on_every_rank(*w, [] {}));
+  const int n = w->size();
+  try {
+    on_every_rank(*w, [&] {
+      if (w->rank() >= n - 2) TRIDENT_FAIL("rank {} cannot write", w->rank());
+    });
+    FAIL() << "no error on rank " << w->rank();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), fmt::format("rank {} cannot write", std::max(n - 2, 0)));
+  }
+  w->barrier();  // nobody was left behind in a collective
 }
 
 TEST(Collectives, Bf16ReducesWithF32Accumulation) {

@@ -91,4 +91,19 @@ std::vector<std::int64_t> Communicator::all_to_all_counts(const std::vector<std:
   return output.to_vector<std::int64_t>();
 }
 
+void on_every_rank(Communicator& comm, const std::function<void()>& fn) {
+  std::string error;
+  try {
+    fn();
+  } catch (const Error& e) {
+    error = e.message();
+  } catch (const std::exception& e) {  // std::filesystem's errors, say
+    error = e.what();
+  }
+  const double first = comm.all_reduce_scalar(error.empty() ? comm.size() : comm.rank(), ReduceOp::min);
+  if (first >= comm.size()) return;
+  const std::string message = comm.broadcast_text(error, static_cast<int>(first));
+  TRIDENT_FAIL("{}", message);
+}
+
 }  // namespace trident::dist

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -152,5 +153,10 @@ class Communicator {
   std::int64_t sequence_ = 0;  // collectives started on this communicator
   mutable std::shared_ptr<const flight::Group> group_;
 };
+
+// Runs `fn` on this rank; every rank of `comm` calls it. When `fn` throws (a trident::Error or another
+// std::exception) on any rank, every rank throws trident::Error with the lowest failing rank's message,
+// so one line is reported and no rank is left waiting in a later collective.
+void on_every_rank(Communicator& comm, const std::function<void()>& fn);
 
 }  // namespace trident::dist

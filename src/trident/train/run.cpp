@@ -12,7 +12,7 @@
 #include "trident/dist/mpi_communicator.h"
 #include "trident/dist/self_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
-#include "trident/models/hf.h"
+#include "trident/models/pretrained.h"
 #include "trident/train/memory_estimate.h"
 
 namespace trident::train::detail {
@@ -34,43 +34,18 @@ void check_same_config(dist::Communicator& world, const Config& config) {
 }
 
 void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dist::Communicator> world, Device device) {
-  if (world) {
-    par.world = std::move(world);
-  } else {
-    par.world = dist::launched_by_mpi() ? dist::mpi_world(config.dist.timeout_s) : dist::self_communicator();
-  }
-  par.rank = par.world->rank();
-  validate_config(config, par.world->size());
-  check_same_config(*par.world, config);
-  par.mesh = std::make_unique<dist::Mesh>(par.world->size(), static_cast<int>(config.dist.tensor_parallel_size),
-                                          static_cast<int>(config.dist.pipeline_parallel_size),
-                                          static_cast<int>(config.dist.data_parallel_size),
-                                          static_cast<int>(config.dist.expert_parallel_size));
+  if (!world) world = dist::launched_by_mpi() ? dist::mpi_world(config.dist.timeout_s) : dist::self_communicator();
+  validate_config(config, world->size());
+  check_same_config(*world, config);
+  const Layout layout{static_cast<int>(config.dist.tensor_parallel_size),
+                      static_cast<int>(config.dist.pipeline_parallel_size),
+                      static_cast<int>(config.dist.data_parallel_size),
+                      static_cast<int>(config.dist.expert_parallel_size)};
   // GPU tensors travel over NCCL (host values over its MPI twin); the world
   // communicator stays MPI for the trainer's host-side agreement checks.
-  const std::shared_ptr<dist::Communicator> groups_of = group_parent(par.world, device, config);
-  par.dp = groups_of->split(par.mesh->groups(dist::GroupKind::dp), "dp");
-  par.dp_rank = par.dp->rank();
-  par.dp_size = par.dp->size();
-  par.tp = groups_of->split(par.mesh->groups(dist::GroupKind::tp), "tp");
-  par.tp_rank = par.tp->rank();
-  par.tp_size = par.tp->size();
-  par.pp = groups_of->split(par.mesh->groups(dist::GroupKind::pp), "pp");
-  par.pp_rank = par.pp->rank();
-  par.pp_size = par.pp->size();
+  const std::shared_ptr<dist::Communicator> groups_of = group_parent(world, device, config);
+  static_cast<ParallelGroups&>(par) = make_groups(world, layout, groups_of);
   par.chunks = static_cast<int>(config.dist.virtual_pipeline_size);
-  // Megatron's embedding groups (first and last stage of each pipeline); a middle stage is a group of its own.
-  std::vector<std::vector<int>> embedding = par.mesh->groups(dist::GroupKind::embedding);
-  for (int r = 0; r < par.world->size(); ++r) {
-    const auto covered = [r](const std::vector<int>& g) { return std::find(g.begin(), g.end(), r) != g.end(); };
-    if (std::none_of(embedding.begin(), embedding.end(), covered)) embedding.push_back({r});
-  }
-  par.embedding = groups_of->split(embedding, "embedding");
-  par.ep = groups_of->split(par.mesh->groups(dist::GroupKind::ep), "ep");
-  par.ep_rank = par.ep->rank();
-  par.ep_size = par.ep->size();
-  par.expert_dp = par.ep_size > 1 ? groups_of->split(par.mesh->groups(dist::GroupKind::expert_dp), "expert-dp") : par.dp;
-  par.expert_dp_rank = par.expert_dp->rank();
   par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
 }
@@ -250,7 +225,7 @@ void build_model(Run& run) {
                            run.seq_len, run.compute_dtype, run.device});
   for (const auto& chunk : run.runner->chunks()) {
     chunk->initialize(static_cast<std::uint64_t>(config.train.seed));
-    if (!config.model.from_pretrained.empty()) models::load_hf_weights(*chunk, config.model.from_pretrained);
+    if (!config.model.from_pretrained.empty()) models::load_pretrained(*chunk, config.model.from_pretrained);
     chunk->to(run.device);
     chunk->set_activation_checkpointing(config.train.activation_checkpointing);
   }

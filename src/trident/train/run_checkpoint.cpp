@@ -5,6 +5,7 @@
 
 #include "trident/core/atomic_file.h"
 #include "trident/models/hf.h"
+#include "trident/models/pretrained.h"
 #include "trident/train/setup.h"
 
 namespace trident::train::detail {
@@ -37,37 +38,6 @@ const nn::Parameter& parameter_named(const std::vector<nn::Parameter*>& params, 
   TRIDENT_FAIL("checkpoint: state for '{}' belongs to no parameter of the model", name);
 }
 
-// Rows [0, rows) of `data` hold local rows [row_begin, row_begin + rows) of
-// parameter `p`: append them as pieces in global coordinates.
-void add_pieces(std::vector<checkpoint::TensorPiece>& out, const std::string& key, const nn::Parameter& p,
-                const Tensor& device_data, std::int64_t row_begin = 0) {
-  const Tensor data = device_data.to(Device::cpu());  // the writer reads host memory
-  const std::int64_t rows = data.rank() ? data.shape()[0] : 1;
-  for (const nn::ShardPiece& piece : p.shard.pieces_in_rows(row_begin, row_begin + rows)) {
-    Tensor box = p.shard.is_whole() && data.shape() == piece.extent
-                     ? data
-                     : nn::copy_box_out(data, piece.local_offsets, piece.extent);
-    out.push_back({key, p.global_shape, piece.global_offsets, box});
-  }
-}
-
-// Local rows [row_begin, row_begin + rows) of parameter `p`'s tensor `key`
-// (padding rows zero), assembled from the checkpoint's pieces.
-Tensor read_local(const checkpoint::CheckpointReader& reader, const std::string& key, const nn::Parameter& p,
-                  std::int64_t row_begin, std::int64_t rows, DType dtype) {
-  TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no tensor '{}'", reader.dir(), key);
-  TRIDENT_CHECK(reader.global_shape(key) == p.global_shape,
-                "checkpoint '{}': tensor '{}' has shape {} but the model expects {}", reader.dir(), key,
-                reader.global_shape(key), p.global_shape);
-  Shape shape = p.local_shape();
-  if (shape.rank()) shape[0] = rows;
-  Tensor out = Tensor::zeros(shape, dtype);
-  for (const nn::ShardPiece& piece : p.shard.pieces_in_rows(row_begin, row_begin + rows)) {
-    nn::copy_box_into(out, reader.read(key, piece.global_offsets, piece.extent, dtype), piece.local_offsets);
-  }
-  return out;
-}
-
 std::int64_t local_rows(const nn::Parameter& p) { return p.local_shape().rank() ? p.local_shape()[0] : 1; }
 
 }  // namespace
@@ -87,13 +57,13 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
   // expert-data-parallel rank 0: each expert-parallel rank holds its own experts).
   if (par.zero_stage < 3) {
     for (const nn::Parameter* p : params)
-      if (writes(*p) && par.replica_rank(*p) == 0) add_pieces(pieces, "model/" + p->name, *p, p->var.data());
+      if (writes(*p) && par.replica_rank(*p) == 0) models::append_pieces(pieces, "model/" + p->name, *p, p->var.data());
   }
   // Partitioned state (ZeRO): every rank its rows; replicated state: the first replica.
   for (const auto& [key, shard] : par.optimizer->owned_state()) {
     const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
     if (writes(p) && (par.optimizer->partitioned() || par.replica_rank(p) == 0))
-      add_pieces(pieces, key, p, shard.data, shard.row_offset);
+      models::append_pieces(pieces, key, p, shard.data, shard.row_offset);
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
   if (par.is_root()) {
@@ -217,7 +187,7 @@ void check_no_other_model(const std::string& root, const models::TransformerSpec
 
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params) {
   for (nn::Parameter* p : params) {
-    p->var.data().copy_from(read_local(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
+    p->var.data().copy_from(models::read_local_rows(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
     p->var.mark_data_changed();
   }
 }
@@ -229,7 +199,7 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
     return parameter_named(params, key.substr(key.find('/') + 1));
   };
   par.optimizer->load_owned_state([&](const std::string& key, std::int64_t row_begin, std::int64_t rows, DType dtype) {
-    return read_local(reader, key, param_of(key), row_begin, rows, dtype);
+    return models::read_local_rows(reader, key, param_of(key), row_begin, rows, dtype);
   });
   par.optimizer->set_step(meta.value("optimizer_step", std::int64_t{0}));
   TRIDENT_CHECK(meta.contains("step") && meta.contains("consumed_samples"),

@@ -10,14 +10,8 @@
 namespace trident::train::detail {
 
 nn::ForwardContext training_context(const Run& run, std::int64_t step, std::int64_t m) {
-  nn::ForwardContext ctx;
-  ctx.training = true;
-  ctx.seed = static_cast<std::uint64_t>(run.config.train.seed);
-  ctx.step = step;
-  ctx.global_batch = run.global_batch;
-  ctx.batch_offset = m * run.micro_batch * run.par.dp_size + run.par.dp_rank * run.micro_batch;
-  ctx.compute_dtype = run.compute_dtype;
-  return ctx;
+  return step_context(static_cast<std::uint64_t>(run.config.train.seed), step, m, run.accum, run.micro_batch,
+                      run.par.dp_rank, run.par.dp_size, run.compute_dtype);
 }
 
 namespace {
