@@ -5,16 +5,17 @@
 //   mpirun -n 2 ./data_pipeline WORK_DIR [STEPS]       (also runs as one process)
 //
 // It checks the three promises a training loop relies on: the blend follows its weights, the ranks'
-// slices of a global batch are disjoint and together are exactly the batch one process would read, and
-// the stream goes on past the end of the blend (a new epoch in a fresh order).
-#include <trident/trident.h>
-
+// slices of a global batch are disjoint (no sample reaches two ranks, nor comes twice in a pass) and
+// together are exactly the batch one process would read, and the stream goes on past the end of the
+// blend (a new epoch in a fresh order).
 #include <fmt/format.h>
+#include <trident/trident.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,10 @@ void prepare(const fs::path& work) {
   data::write_tokenizer_json(trainer.train(), work / "tokenizer.json");
   const data::Tokenizer tokenizer = data::Tokenizer::from_file(work / "tokenizer.json");
   for (const char* name : {"a", "b"}) {
-    const data::PreprocessSummary s = data::preprocess(
-        tokenizer, {.inputs = {work / fmt::format("{}.txt", name)}, .output_prefix = (work / name).string(),
-                    .format = data::InputFormat::text, .append_eod = true});
+    const data::PreprocessSummary s = data::preprocess(tokenizer, {.inputs = {work / fmt::format("{}.txt", name)},
+                                                                   .output_prefix = (work / name).string(),
+                                                                   .format = data::InputFormat::text,
+                                                                   .append_eod = true});
     fmt::print("preprocessed {}: {} documents, {} tokens\n", name, s.documents, s.tokens);
   }
 }
@@ -80,17 +82,28 @@ int run(const fs::path& work, std::int64_t steps) {
   data::DataLoader loader(source, {.micro_batch_size = kMicroBatch, .dp_rank = rank, .dp_size = ranks});
   data::DataLoader whole(source, {.micro_batch_size = kMicroBatch * ranks, .prefetch = 0});
 
-  std::int64_t from_a = 0, samples = 0, mismatches = 0;
+  const std::int64_t global_batch = kMicroBatch * ranks;
+  std::int64_t from_a = 0, samples = 0, mismatches = 0, overlaps = 0;
+  std::set<std::vector<std::int64_t>> first_pass;      // rank 0: every sample read before the blend wraps
   for (std::int64_t step = 0; step < steps; ++step) {  // forever, but for the test's step count
     const data::Batch mine = loader.next();
-    Tensor gathered = Tensor::zeros({ranks * kMicroBatch, kSeqLen}, DType::i64);
+    Tensor gathered = Tensor::zeros({global_batch, kSeqLen}, DType::i64);
     world->all_gather(mine.tokens, gathered)->wait();
+    // Disjoint slices: the ranks' stream positions, gathered, are this global batch's, each exactly once.
+    Tensor positions = Tensor::zeros({global_batch}, DType::i64);
+    world->all_gather(Tensor::from_vector(mine.sample_ids, {kMicroBatch}), positions)->wait();
+    const auto seen = positions.to_vector<std::int64_t>();
+    for (std::int64_t i = 0; i < global_batch; ++i)
+      overlaps += seen[static_cast<std::size_t>(i)] != step * global_batch + i;
     const data::Batch expected = whole.next();
     const auto got = gathered.to_vector<std::int64_t>(), want = expected.tokens.to_vector<std::int64_t>();
     if (got != want) ++mismatches;
     if (rank == 0) {
-      for (std::int64_t s = 0; s < ranks * kMicroBatch; ++s) {
-        std::vector<std::int32_t> ids(want.begin() + s * kSeqLen, want.begin() + (s + 1) * kSeqLen);
+      for (std::int64_t s = 0; s < global_batch; ++s) {
+        const std::vector<std::int64_t> row(want.begin() + s * kSeqLen, want.begin() + (s + 1) * kSeqLen);
+        // Within one pass no two ranks (nor two steps) are handed the same sample.
+        if ((step * global_batch + s) < source->size() && !first_pass.insert(row).second) ++overlaps;
+        std::vector<std::int32_t> ids(row.begin(), row.end());
         const std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/true);
         from_a += text.find_first_of("nopqrstuvwxyz") == std::string::npos ? 1 : 0;
         ++samples;
@@ -98,14 +111,18 @@ int run(const fs::path& work, std::int64_t steps) {
     }
   }
   mismatches = static_cast<std::int64_t>(world->all_reduce_scalar(static_cast<double>(mismatches)));
+  overlaps = static_cast<std::int64_t>(world->all_reduce_scalar(static_cast<double>(overlaps)));
   const double share = samples > 0 ? static_cast<double>(from_a) / static_cast<double>(samples) : 0;
-  const std::int64_t read = steps * kMicroBatch * ranks;
-  bool ok = mismatches == 0 && read > source->size();
+  const std::int64_t read = steps * global_batch;
+  bool ok = mismatches == 0 && overlaps == 0 &&
+            static_cast<std::int64_t>(first_pass.size()) == (rank == 0 ? source->size() : 0) && read > source->size();
   if (rank == 0) {
     ok = ok && std::fabs(share - 0.7) < 0.02;
     fmt::print("{} ranks read {} samples ({:.2f} passes over the blend of {}): {:.3f} from corpus a (weight 0.7)\n",
                ranks, read, static_cast<double>(read) / static_cast<double>(source->size()), source->size(), share);
     fmt::print("global batches that differ from one process's: {}\n", mismatches);
+    fmt::print("samples two ranks shared or one pass repeated: {} ({} distinct in the first pass)\n", overlaps,
+               first_pass.size());
     fmt::print("{}\n", ok ? "OK" : "FAIL");
   }
   return static_cast<int>(world->all_reduce_scalar(ok ? 0.0 : 1.0, dist::ReduceOp::max));
