@@ -87,7 +87,11 @@ if(TRIDENT_CUDA)
   string(APPEND TRIDENT_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcudart")
 endif()
 if(TRIDENT_PARQUET)
-  string(APPEND TRIDENT_PC_LIBS_PRIVATE " ${TRIDENT_PACKAGE_PYARROW_PARQUET} ${TRIDENT_PACKAGE_PYARROW_ARROW}")
+  # pyarrow's libraries are outside the loader's search path: the program keeps their directory as its
+  # run-time path, as CMake gives the package's users (and the command) on its own.
+  get_filename_component(trident_pyarrow_dir "${TRIDENT_PACKAGE_PYARROW_ARROW}" DIRECTORY)
+  string(APPEND TRIDENT_PC_LIBS_PRIVATE
+         " ${TRIDENT_PACKAGE_PYARROW_PARQUET} ${TRIDENT_PACKAGE_PYARROW_ARROW} -Wl,-rpath,${trident_pyarrow_dir}")
 endif()
 get_property(trident_pc_extra GLOBAL PROPERTY TRIDENT_PC_LIBS)
 foreach(extra IN LISTS trident_pc_extra)

@@ -3,7 +3,7 @@
 #   1. `cmake --install` of an existing build into a temporary prefix;
 #   2. examples/ configured as a separate CMake project against that prefix alone (find_package(trident
 #      CONFIG)), built, and every example run through its check.sh (under mpirun where it needs ranks);
-#   3. examples/simple built again from trident.pc alone (pkg-config --static), and run;
+#   3. examples/simple and data_pipeline built again from trident.pc alone (pkg-config --static), and run;
 #   4. a component the build lacks is refused by name (find_package(trident COMPONENTS cuda) on a CPU build);
 #   5. a project that adds trident with add_subdirectory gets no test and no benchmark targets.
 #   scripts/package_check.sh [BUILD_DIR]        default build/ (already built: scripts/test.sh builds it)
@@ -40,10 +40,14 @@ for check in examples/*/check.sh; do
   [[ $status -eq 0 ]] || fail "example $name failed (exit $status)"
 done
 
-echo "==> examples/simple from pkg-config"
-PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" quiet "$work/pkgconfig.log" bash -c \
-  "c++ -O1 examples/simple/simple.cpp -o '$work/simple-pc' \$(pkg-config --static --cflags --libs trident)"
+echo "==> examples/simple and examples/data_pipeline (one rank) from pkg-config"
+for name in simple data_pipeline; do
+  PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" quiet "$work/pkgconfig-$name.log" bash -c \
+    "c++ -O1 examples/$name/$name.cpp -o '$work/$name-pc' \$(pkg-config --static --cflags --libs trident)"
+done
 quiet "$work/simple-pc.log" "$work/simple-pc" "$work/run-simple-pc"
+# data_pipeline reaches the data module's Parquet reader: the run-time path to pyarrow's libraries must hold.
+quiet "$work/data_pipeline-pc.log" "$work/data_pipeline-pc" "$work/run-data_pipeline-pc" 300
 
 echo "==> components: an optional part this build lacks is refused by name"
 built=$(sed -n 's/^set(trident_COMPONENTS_BUILT "\(.*\)")$/\1/p' "$work/prefix/lib/cmake/trident/trident-config.cmake")
