@@ -36,8 +36,11 @@ for check in examples/*/check.sh; do
   echo "--> $name"
   status=0
   bash "$check" "$work/examples/$name" "$work/run-$name" "$work/prefix" || status=$?
-  [[ $status -eq 77 ]] && { echo "skipped: $name"; continue; }  # its check.sh said why
-  [[ $status -eq 0 ]] || fail "example $name failed (exit $status)"
+  case $status in
+    0) ;;
+    77) echo "skipped: $name (its check.sh found something it needs missing, e.g. the Python venv)" ;;
+    *) fail "example $name failed (exit $status)" ;;
+  esac
 done
 
 echo "==> examples/simple and examples/data_pipeline (one rank) from pkg-config"
