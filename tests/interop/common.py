@@ -25,6 +25,23 @@ def run(cmd, stdin=None):
     return p.stdout
 
 
+def tiny_corpus(trident, directory):
+    """Makes `directory` hold a small training corpus as the training scripts use it: c.txt (400 short
+    lines), tok.json (a byte-level BPE of 300 tokens with <|endoftext|>) and the indexed dataset c.bin/c.idx
+    (documents end with EOD). Returns the directory."""
+    os.makedirs(directory, exist_ok=True)
+    text = os.path.join(directory, "c.txt")
+    with open(text, "w") as f:
+        for i in range(1, 401):
+            f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
+    tok_json = os.path.join(directory, "tok.json")
+    run([trident, "tokenizer", "train", "--input", text, "--vocab-size", "300", "--special-token", "<|endoftext|>",
+         "--output", tok_json])
+    run([trident, "preprocess", "--input", text, "--tokenizer", tok_json, "--output-prefix",
+         os.path.join(directory, "c"), "--append-eod", "--quiet"])
+    return directory
+
+
 def logits_checks(np, torch, ids, failures, bound=1e-4):
     """The logits comparisons of the model interop scripts, for the token ids `ids`:
     read_logits(path, vocab) reads trident's [len(ids), vocab] little-endian f32 file,

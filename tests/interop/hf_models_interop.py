@@ -20,7 +20,7 @@ tied and untied embeddings).
 import os
 import sys
 
-from common import logits_checks, require, run, skip
+from common import logits_checks, require, run, skip, tiny_corpus
 
 hf_logits = sys.argv[1]
 trident = sys.argv[2]
@@ -96,15 +96,7 @@ for arch, config in configs.items():
           read_logits(out, config.vocab_size), hf_logits_of(model))
 
 # 3. trident trained under tp=2 × pp=2 -> trident export -> transformers
-corpus = os.path.join(tmp, "corpus")
-os.makedirs(corpus, exist_ok=True)
-with open(os.path.join(corpus, "c.txt"), "w") as f:
-    for i in range(1, 401):
-        f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
-run([trident, "tokenizer", "train", "--input", os.path.join(corpus, "c.txt"), "--vocab-size", "300",
-     "--special-token", "<|endoftext|>", "--output", os.path.join(corpus, "tok.json")])
-run([trident, "preprocess", "--input", os.path.join(corpus, "c.txt"), "--tokenizer", os.path.join(corpus, "tok.json"),
-     "--output-prefix", os.path.join(corpus, "c"), "--append-eod", "--quiet"])
+corpus = tiny_corpus(trident, os.path.join(tmp, "corpus"))
 for arch in ("gpt2", "llama", "mistral", "qwen2"):
     run_dir = os.path.join(tmp, f"trained-{arch}")
     sets = {"model.arch": f'"{arch}"', "model.n_layer": 4, "model.n_head": 4, "model.d_model": 32,

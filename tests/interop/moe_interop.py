@@ -16,7 +16,7 @@
 import os
 import sys
 
-from common import logits_checks, require, run
+from common import logits_checks, require, run, tiny_corpus
 
 hf_logits = sys.argv[1]
 trident = sys.argv[2]
@@ -70,16 +70,8 @@ for name, config in configs.items():
           hf_logits_of(model))
 
 # 3. trained by trident (2 data-parallel ranks, aux loss on) -> trident export -> transformers
-corpus = os.path.join(tmp, "corpus")
-os.makedirs(corpus, exist_ok=True)
-with open(os.path.join(corpus, "c.txt"), "w") as f:
-    for i in range(1, 401):
-        f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
+corpus = tiny_corpus(trident, os.path.join(tmp, "corpus"))
 tok_json = os.path.join(corpus, "tok.json")
-run([trident, "tokenizer", "train", "--input", os.path.join(corpus, "c.txt"), "--vocab-size", "300",
-     "--special-token", "<|endoftext|>", "--output", tok_json])
-run([trident, "preprocess", "--input", os.path.join(corpus, "c.txt"), "--tokenizer", tok_json,
-     "--output-prefix", os.path.join(corpus, "c"), "--append-eod", "--quiet"])
 extra = {"mixtral": {"model.d_ff": 48},
          "qwen2_moe": {"model.d_ff": 64, "model.moe_d_ff": 24, "model.moe_shared_d_ff": 40}}
 for arch, cls in (("mixtral", "MixtralForCausalLM"), ("qwen2_moe", "Qwen2MoeForCausalLM")):

@@ -15,7 +15,7 @@ import shutil
 import struct
 import sys
 
-from common import require, run
+from common import require, run, tiny_corpus
 
 trident = sys.argv[1]
 require("tensorboard")
@@ -76,16 +76,8 @@ def compare(name, logdir, metrics_path, must_have):
 
 
 # A corpus and a tokenizer.
-corpus = os.path.join(tmp, "corpus")
-os.makedirs(corpus)
-with open(os.path.join(corpus, "c.txt"), "w") as f:
-    for i in range(1, 401):
-        f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
+corpus = tiny_corpus(trident, os.path.join(tmp, "corpus"))
 tok_json = os.path.join(corpus, "tok.json")
-run([trident, "tokenizer", "train", "--input", os.path.join(corpus, "c.txt"), "--vocab-size", "300",
-     "--special-token", "<|endoftext|>", "--output", tok_json])
-run([trident, "preprocess", "--input", os.path.join(corpus, "c.txt"), "--tokenizer", tok_json,
-     "--output-prefix", os.path.join(corpus, "c"), "--append-eod", "--quiet"])
 common = {"model.n_layer": 2, "model.n_head": 4, "model.d_model": 32, "model.max_seq_len": 32, "train.seq_len": 32,
           "data.tokenizer": tok_json, "data.paths": f'["{os.path.join(corpus, "c")}"]', "data.split": '"90,10,0"',
           "log.progress": "off", "train.micro_batch_size": 2, "train.log_interval": 1, "train.peak_gflops": 1,
