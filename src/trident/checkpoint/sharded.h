@@ -41,13 +41,15 @@ struct TensorPiece {
 };
 
 // Writes one rank's pieces as a safetensors file (streamed, atomic). Returns the file's xxh64 checksum.
+// Local: each rank writes its own file, no communication.
 std::uint64_t write_shard(const std::string& path, const std::vector<TensorPiece>& pieces);
 // xxh64 of a file's bytes (hex in meta.json).
 std::uint64_t file_checksum(const std::string& path);
 
 class CheckpointReader {
  public:
-  // Opens DIR: reads meta.json, verifies each listed file's checksum, indexes every piece.
+  // Opens DIR: reads meta.json, verifies each listed file's checksum, indexes every piece. Local: any rank
+  // (or a program of one process) opens a checkpoint written under any layout and reads what it needs.
   explicit CheckpointReader(const std::string& dir);
 
   const std::string& dir() const noexcept { return dir_; }
@@ -59,8 +61,7 @@ class CheckpointReader {
   // Assembles the box at `offsets` of extent `shape` of tensor `key`, converted
   // to `dtype`. Errors name the tensor when it is missing, when the shapes
   // disagree, or when the pieces do not cover the box.
-  Tensor read(const std::string& key, const std::vector<std::int64_t>& offsets, const Shape& shape,
-              DType dtype) const;
+  Tensor read(const std::string& key, const std::vector<std::int64_t>& offsets, const Shape& shape, DType dtype) const;
   // The whole tensor.
   Tensor read(const std::string& key, DType dtype) const;
 

@@ -1,4 +1,6 @@
-// Device: where a tensor's storage lives.
+// Device: where a tensor's storage lives: the host (cpu) or one GPU (cuda:INDEX, the CUDA device ordinal as
+// this process sees it). A value type, compared by kind and index; Tensor::to(Device) moves data between
+// them. Tensors can live on cuda only in a build with the CUDA backend (`trident info` says so).
 #pragma once
 
 #include <fmt/format.h>
@@ -21,7 +23,7 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-// Parses "cpu", "cuda", "cuda:1".
+// Parses "cpu", "cuda" (= cuda:0), "cuda:1"; anything else throws trident::Error naming the text.
 Device parse_device(std::string_view text);
 
 }  // namespace trident

@@ -1,4 +1,6 @@
-// Shape: the extents of a contiguous row-major tensor.
+// Shape: the extents of a contiguous row-major tensor, outermost first: Shape{batch, seq, hidden} has
+// rank 3 and numel batch·seq·hidden; Shape{} is a scalar (rank 0, one element). A value type; extents are
+// never negative once a tensor holds them (Tensor::view alone accepts one -1, meaning "the rest").
 #pragma once
 
 #include <fmt/format.h>

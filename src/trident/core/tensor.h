@@ -5,6 +5,13 @@
 // contiguous; the only views are reshapes and ranges along dim 0 (slice0,
 // select0), which keeps every kernel simple and every buffer addressable as
 // one span. An undefined Tensor (default-constructed) has no storage.
+//
+// Ownership: the storage lives as long as any handle or view onto it (a
+// shared_ptr). Writes through one handle are seen by every other; nothing is
+// synchronised, so two threads must not write the same tensor at once.
+// Errors (a shape, dtype or device that does not fit) throw trident::Error
+// with a one-line message naming the operation and the shapes. Tensors are
+// local to a rank: nothing here communicates (dist/communicator.h does).
 #pragma once
 
 #include <cstdint>
@@ -25,10 +32,13 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Uninitialised memory.
+  // --- new tensors, each with storage of its own ---
+  // Uninitialised memory of `shape` (e.g. {batch, seq}); Shape{} is a scalar of one element.
   static Tensor empty(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // Every element 0 (or `value`, rounded to `dtype`).
   static Tensor zeros(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(Shape shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
+  // A CPU tensor of shape [] holding `value`.
   static Tensor scalar(double value, DType dtype = DType::f32);
   // Copies `values` into a new CPU tensor of shape `shape` (numel must match).
   template <typename T>
@@ -47,15 +57,18 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
   std::size_t byte_offset() const noexcept { return offset_; }
 
+  // The first element's address (device memory for a GPU tensor); the tensor must be defined. The pointer
+  // is valid while any handle to the storage lives.
   void* raw_data() const noexcept { return static_cast<char*>(storage_->data()) + offset_; }
-  // Typed pointer; throws when T does not match the dtype.
+  // Typed pointer; throws when T does not match the dtype (e.g. data<float>() needs f32).
   template <typename T>
   T* data() const {
     TRIDENT_CHECK(defined(), "data<{}>() on an undefined tensor", dtype_name(dtype_of_v<T>));
-    TRIDENT_CHECK(dtype_of_v<T> == dtype_, "data<{}>() on a tensor of dtype {} and shape {}",
-                  dtype_name(dtype_of_v<T>), dtype_, shape_);
+    TRIDENT_CHECK(dtype_of_v<T> == dtype_, "data<{}>() on a tensor of dtype {} and shape {}", dtype_name(dtype_of_v<T>),
+                  dtype_, shape_);
     return static_cast<T*>(raw_data());
   }
+  // The numel() elements as one span, with the checks of data<T>() (device memory for a GPU tensor).
   template <typename T>
   std::span<T> span() const {
     return {data<T>(), static_cast<std::size_t>(numel())};
@@ -70,19 +83,22 @@ class Tensor {
   // Row i along dim 0, with that dimension removed.
   Tensor select0(std::int64_t i) const;
 
-  // --- copies ---
-  Tensor clone() const;
+  // --- copies (new storage, unless noted) ---
+  Tensor clone() const;            // same shape, dtype and device
   Tensor to(Device device) const;  // returns *this when already there
   Tensor to(DType dtype) const;    // returns *this when already that dtype (on a GPU: floating dtypes)
   // Data writes through a const handle: a Tensor is a handle, like a shared_ptr.
   void copy_from(const Tensor& src) const;  // same shape/dtype, any devices
   void fill_zero() const;
 
+  // The elements in row-major order, copied to the host and converted to T (e.g. to_vector<float>() of a
+  // bf16 GPU tensor).
   template <typename T>
   std::vector<T> to_vector() const;
-  // The single element as double (numel must be 1).
+  // The single element as double (numel must be 1; any device and dtype), e.g. a loss value.
   double item() const;
 
+  // The same storage, offset, shape and dtype: one tensor seen through two handles.
   bool is_same(const Tensor& other) const noexcept {
     return storage_ == other.storage_ && offset_ == other.offset_ && shape_ == other.shape_ && dtype_ == other.dtype_;
   }

@@ -5,6 +5,8 @@
 
 namespace trident::autograd {
 
+// x [..., N] (floating) -> probabilities [..., N] summing to 1 along the last dimension; a row that is
+// entirely -inf gives zeros. Backward uses the saved output, not x.
 Variable softmax(const Variable& x);
 
 }  // namespace trident::autograd

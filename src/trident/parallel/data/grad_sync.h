@@ -30,9 +30,9 @@ struct GradSyncOptions {
 
 struct GradSyncStats {
   std::int64_t buckets = 0;
-  double backward_seconds = 0;     // first bucket launch → end of backward
-  double exposed_seconds = 0;      // time finish() spent waiting (communication not hidden)
-  std::int64_t bytes = 0;          // gradient bytes all-reduced per step
+  double backward_seconds = 0;  // first bucket launch → end of backward
+  double exposed_seconds = 0;   // time finish() spent waiting (communication not hidden)
+  std::int64_t bytes = 0;       // gradient bytes all-reduced per step
 };
 
 // Parameters replicated over one group of ranks (the data-parallel group; under expert parallelism the
@@ -42,6 +42,10 @@ struct GradGroup {
   std::shared_ptr<dist::Communicator> group;
 };
 
+// Which ranks: every rank of each group constructs it over the same parameters (same order, same
+// shapes) and calls begin_micro_batch and finish at the same micro-batches; the all-reduces they launch are
+// collective over the group. Ownership: it borrows the parameters (they must outlive it) and shares the
+// communicators.
 class GradSync {
  public:
   GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp, GradSyncOptions options);

@@ -37,6 +37,10 @@ namespace trident::parallel {
 // reduce_gradients after each micro-batch, grad_sum_of_squares, step, and
 // owned_state/load_owned_state for checkpoints), and under stage 3 also hands
 // it to the model as its nn::ParameterGatherer.
+//
+// Which ranks: every rank of the data-parallel group `dp` constructs it with the same stage and the
+// same parameters in the same order, and calls reduce_gradients, grad_sum_of_squares, step and gather
+// together (each is collective over `dp`; release is local). It borrows the parameters; they must outlive it.
 class ZeroOptimizer final : public optim::Optimizer, public nn::ParameterGatherer {
  public:
   ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp,
@@ -79,11 +83,11 @@ class ZeroOptimizer final : public optim::Optimizer, public nn::ParameterGathere
     nn::Parameter* param;
     std::int64_t rows = 0, row_size = 0, chunk_rows = 0;  // c = chunk_rows
     std::int64_t begin = 0, end = 0;                      // owned rows
-    Tensor grad_shard;   // stages 2, 3: [chunk_rows · row_size] padded, accumulated reduced gradient
+    Tensor grad_shard;           // stages 2, 3: [chunk_rows · row_size] padded, accumulated reduced gradient
     Tensor exp_avg, exp_avg_sq;  // [owned rows, ...]
-    Tensor param_shard;  // stage 3: [owned rows, ...]
+    Tensor param_shard;          // stage 3: [owned rows, ...]
     Shape full_shape;
-    int gathered = 0;    // stage 3: nesting count of gather()
+    int gathered = 0;  // stage 3: nesting count of gather()
   };
   // The reduced gradient of the owned rows (flat), or undefined.
   Tensor owned_grad(const Entry& e) const;
