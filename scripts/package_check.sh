@@ -21,8 +21,11 @@ quiet "$work/install.log" cmake --install "$build" --prefix "$work/prefix"
 echo "==> examples against the installed package"
 launcher=()
 [[ -n "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]] || { command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); }
+# With trident's own warnings as errors: a program that uses the public API as the examples do (designated
+# initialisers of the options structs, say) must compile cleanly under a user's strict flags too.
+strict="-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unused-parameter -Wconversion -Wno-sign-conversion -Werror"
 quiet "$work/examples-configure.log" cmake -S examples -B "$work/examples" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "${launcher[@]}"
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_CXX_FLAGS="$strict" "${launcher[@]}"
 quiet "$work/examples-build.log" ninja -C "$work/examples"
 # Built from the package, not the source tree: no include path or library may point into this checkout.
 if grep -q -- "$PWD/src" "$work/examples/compile_commands.json"; then

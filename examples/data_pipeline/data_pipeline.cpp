@@ -34,7 +34,8 @@ void write_corpus(const fs::path& path, const std::string& letters, int docs, st
   for (int d = 0; d < docs; ++d) {
     for (int w = 0; w < 12; ++w) {
       const int length = 2 + static_cast<int>(rng.uniform(draw++) * 5);
-      for (int c = 0; c < length; ++c) out << letters[static_cast<std::size_t>(rng.uniform(draw++) * letters.size())];
+      for (int c = 0; c < length; ++c)
+        out << letters[static_cast<std::size_t>(rng.uniform(draw++) * static_cast<double>(letters.size()))];
       out << (w + 1 < 12 ? ' ' : '\n');
     }
   }

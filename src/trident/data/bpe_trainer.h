@@ -26,10 +26,10 @@ namespace trident::data {
 
 struct BpeTrainerOptions {
   std::int32_t vocab_size = 4096;  // special tokens + 256 bytes + merges
-  std::vector<std::string> special_tokens;
+  std::vector<std::string> special_tokens = {};
   std::int64_t min_frequency = 2;
   int threads = 0;  // word counting; 0: trident::num_threads()
-  std::function<void(std::string_view)> log;  // progress lines, if set
+  std::function<void(std::string_view)> log = {};  // progress lines, if set
 };
 
 struct TrainedBpe {

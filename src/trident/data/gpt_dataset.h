@@ -69,7 +69,7 @@ struct GptDatasetConfig {
   std::int64_t num_samples = 0;  // 0: one epoch
   std::uint64_t seed = 1234;
   DocumentRange documents{0, -1};  // end -1: all documents
-  std::filesystem::path cache_dir;  // empty: build in memory, no cache
+  std::filesystem::path cache_dir = {};  // empty: build in memory, no cache
   // true: samples of seq_len + 1 tokens sharing one token (causal LM); false: non-overlapping samples of
   // exactly seq_len tokens (masked LM; Megatron-core's add_extra_token_to_sequence).
   bool add_extra_token = true;

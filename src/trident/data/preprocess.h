@@ -27,7 +27,7 @@ struct PreprocessOptions {
   std::optional<InputFormat> format;  // nullopt: by file extension
   std::string json_key = "text";           // JSONL key, and Parquet column, of the text
   bool append_eod = false;
-  std::optional<std::string> eod_token;  // default: Tokenizer::eod_id()
+  std::optional<std::string> eod_token = {};  // default: Tokenizer::eod_id()
   bool add_special_tokens = true;        // the tokenizer's post-processor template (e.g. BOS)
   // Masked LM (BERT): every document framed by the tokenizer's single-sequence template ([CLS] doc [SEP]),
   // as Hugging Face run_mlm tokenizes; a document with no tokens of its own is skipped (not written as

@@ -76,8 +76,9 @@ struct ForwardContext {
   // Encoder inputs beside the token ids (BERT), both [B, T] over the whole sequence, undefined = absent:
   // the token types (segment ids; absent = all 0) and Hugging Face's attention_mask (nonzero = a real
   // token, 0 = padding that no query sees; absent = every key is real).
-  Tensor token_types;
-  Tensor key_mask;
+  // (`= {}` keeps a user's designated initialiser that omits them free of -Wmissing-field-initializers.)
+  Tensor token_types = {};
+  Tensor key_mask = {};
 
   // The RNG of one dropout site ("transformer.h.3.attn.resid") at this step.
   CounterRng dropout_rng(const std::string& site) const {
