@@ -1,9 +1,12 @@
 // trident plan: memory per rank, communication, bubble and step time of a configuration's layout, or
 // with -n and no layout in the configuration, the layouts of -n ranks that fit --memory-gb, fastest
-// first (train/plan.h, docs/parallelism.md#memory-and-planning). Nothing is allocated or trained.
+// first (train/plan.h, docs/parallelism.md#memory-and-planning). Nothing is allocated or trained. It exits
+// with kDoesNotFit when the layout does not fit the memory limit, or no layout does, so that a script can
+// stop before it submits the job.
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "commands.h"
 #include "trident/core/error.h"
@@ -13,6 +16,10 @@
 namespace trident::cli {
 
 namespace {
+
+// The exit status of a plan whose layout, or every layout searched, is over the memory limit (an error
+// exits 1).
+constexpr int kDoesNotFit = 2;
 
 struct PlanOptions {
   std::string config;
@@ -59,6 +66,8 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
   h.intra_bytes_per_s = o.intra_gbps * 1e9 / 8;
   h.node_size = o.node_size;
   const long double memory = o.memory_gb > 0 ? o.memory_gb * 1e9L : train::host_memory_bytes();
+  const std::string limit =
+      o.memory_gb > 0 ? fmt::format("--memory-gb={}", o.memory_gb) : std::string("this host's memory");
   fmt::print("{:.1f} TFLOP/s per rank ({}), links {} Gb/s between nodes of {} ranks, {} Gb/s within\n",
              static_cast<double>(h.flops) / 1e12, flops_source, o.link_gbps, o.node_size, o.intra_gbps);
   if (o.ranks > 0 && !names_layout(config)) {
@@ -67,6 +76,11 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
     if (!fits.empty()) {
       fmt::print("\nthe fastest, in detail:\n{}", train::format_plan(train::with_layout(config, fits.front().layout), spec,
                                                                     fits.front()));
+    } else {
+      std::fflush(stdout);
+      fmt::print(stderr, "trident: plan: no layout of {} ranks fits {} ({} per rank)\n", o.ranks, limit,
+                 train::format_bytes(memory));
+      cli::exit_status() = kDoesNotFit;
     }
     return;
   }
@@ -77,9 +91,12 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
   spec.validate_tensor_parallel(static_cast<int>(config.dist.tensor_parallel_size));
   const train::LayoutCost cost = train::layout_cost(config, spec, train::memory_layout(config, ranks), h);
   fmt::print("{}", train::format_plan(config, spec, cost));
-  if (o.memory_gb > 0 && cost.memory.total() > memory)
-    fmt::print("does not fit: {} per rank is more than --memory-gb={}\n", train::format_bytes(cost.memory.total()),
-               o.memory_gb);
+  if (cost.memory.total() > memory) {
+    std::fflush(stdout);
+    fmt::print(stderr, "trident: plan: does not fit: {} per rank is more than {} ({})\n",
+               train::format_bytes(cost.memory.total()), limit, train::format_bytes(memory));
+    cli::exit_status() = kDoesNotFit;
+  }
 }
 
 }  // namespace
@@ -99,6 +116,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--intra-node-gbps", o->intra_gbps, "Bandwidth within a node per rank, Gb/s")->capture_default_str();
   cmd->add_option("--node-size", o->node_size, "Ranks per node")->capture_default_str();
   cmd->add_option("--top", o->top, "Layouts listed by the search")->capture_default_str();
+  cmd->footer("Exit status: 0 when the layout fits (with -n, when one does), 2 when it does not, 1 on an error.");
   cmd->callback([o, ranks] { run_plan(*o, ranks->count() > 0); });
 }
 
