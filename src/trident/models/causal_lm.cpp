@@ -20,10 +20,12 @@ CausalLM::CausalLM(const TransformerSpec& spec, const ModelParallel& parallel, S
                 "CausalLM: stage layers [{}, {}) outside the model's {} layers", stage_.first_layer, stage_.last_layer,
                 spec.n_layer);
   const DecoderNames& names = family_->names;
+  padded_vocab_ = nn::padded_vocab_size(spec.vocab_size, tp.size(), spec.vocab_divisible_by);
+  vocab_split_ = tp.active() || padded_vocab_ != spec.vocab_size;
   // The last stage of a tied model holds a copy of the token embedding as its LM head.
   if (stage_.embed || (stage_.head && spec.tie_embeddings)) {
     wte_ = &add_module(std::make_unique<nn::Embedding>(names.token_embedding, spec.vocab_size, spec.d_model,
-                                                       spec.init_std, tp, true));
+                                                       spec.init_std, tp, true, spec.vocab_divisible_by));
     if (!stage_.embed) wte_->weight().tied_copy = true;
   }
   if (!names.position_embedding.empty() && stage_.embed) {
@@ -44,14 +46,12 @@ CausalLM::CausalLM(const TransformerSpec& spec, const ModelParallel& parallel, S
   if (!names.head_transform.empty()) {
     head_transform_ = &add_module(family_->make_head_transform(names.head_transform, spec_, tp));
   }
-  // Vocabulary-sized head parameters are column-parallel over the padded vocabulary under TP.
+  // Vocabulary-sized head parameters are column-parallel over the padded vocabulary.
   auto vocab_parameter = [&](const std::string& name, const Shape& shape, const nn::Init& init, bool decay) {
-    return tp.active() ? &add_parameter(name, shape,
-                                        nn::ShardSpec::padded_rows(shape, nn::padded_vocab_size(spec.vocab_size,
-                                                                                                tp.size()),
-                                                                   tp.rank(), tp.size()),
-                                        init, decay)
-                       : &add_parameter(name, shape, init, decay);
+    return vocab_split_ ? &add_parameter(name, shape,
+                                         nn::ShardSpec::padded_rows(shape, padded_vocab_, tp.rank(), tp.size()), init,
+                                         decay)
+                        : &add_parameter(name, shape, init, decay);
   };
   if (!spec.tie_embeddings) {
     lm_head_ = vocab_parameter(names.lm_head + ".weight", Shape{spec.vocab_size, spec.d_model},
@@ -63,7 +63,7 @@ CausalLM::CausalLM(const TransformerSpec& spec, const ModelParallel& parallel, S
 }
 
 std::int64_t CausalLM::vocab_begin() const noexcept {
-  return nn::padded_vocab_size(spec_.vocab_size, tp_.size()) / tp_.size() * tp_.rank();
+  return padded_vocab_ / tp_.size() * tp_.rank();
 }
 
 Variable CausalLM::run_unit(std::vector<nn::Parameter*> params, const std::vector<Variable>& inputs, bool recompute,
@@ -211,8 +211,8 @@ Variable CausalLM::pooled(const Variable& h, const ForwardContext& ctx) const {
 
 Variable CausalLM::head(const Variable& h, const ForwardContext& ctx) const {
   Variable logits = head_local(h, ctx);
-  if (!tp_.active()) return logits;
-  return ag::slice(parallel::gather_from_tp(logits, tp_.group), -1, 0, spec_.vocab_size);
+  if (tp_.active()) logits = parallel::gather_from_tp(logits, tp_.group);
+  return vocab_split_ ? ag::slice(logits, -1, 0, spec_.vocab_size) : logits;
 }
 
 Variable CausalLM::head_impl(const Variable& h, const ForwardContext& ctx) const {
@@ -244,7 +244,7 @@ Variable CausalLM::logits_loss(const Variable& local_logits, const Tensor& label
   const std::int64_t rows = labels.numel();
   const std::int64_t width = local_logits.shape().last();
   Variable flat = ag::reshape(local_logits, {rows, width});
-  if (tp_.active()) {
+  if (vocab_split_) {
     return parallel::vocab_parallel_cross_entropy(flat, labels.view({rows}), vocab_begin(), spec_.vocab_size, tp_.group,
                                                   -100, normalizer);
   }

@@ -61,8 +61,12 @@ class CausalLM : public nn::Module {
   // (padding columns included), which starts at global id vocab_begin().
   Variable head_local(const Variable& h, const ForwardContext& ctx) const;
   std::int64_t vocab_begin() const noexcept;
+  // V' = padded_vocab_size(V, t, spec.vocab_divisible_by): the rows of the
+  // vocabulary tables over all ranks, padding included.
+  std::int64_t padded_vocab_size() const noexcept { return padded_vocab_; }
   // Cross-entropy of head_local's logits against labels [B, T] (sum divided by
-  // normalizer, or the mean when normalizer is 0); vocabulary-parallel under TP.
+  // normalizer, or the mean when normalizer is 0); vocabulary-parallel under TP,
+  // and over the real columns alone when the vocabulary is padded.
   Variable logits_loss(const Variable& local_logits, const Tensor& labels, double normalizer = 0) const;
   Variable forward(const Tensor& ids, const ForwardContext& ctx) const;
   // The pooled output [B, D] of the last hidden state h [B, T, D] (BertModel's pooler_output), on the
@@ -113,6 +117,9 @@ class CausalLM : public nn::Module {
   TransformerSpec spec_;
   const Family* family_;
   nn::TensorParallel tp_;
+  std::int64_t padded_vocab_ = 0;
+  // The vocabulary tables are sharded or padded (padded_vocab_ != V): head and loss skip the padding.
+  bool vocab_split_ = false;
   nn::Embedding* wte_ = nullptr;
   nn::Embedding* wpe_ = nullptr;
   nn::Embedding* wtte_ = nullptr;      // token types (encoders)

@@ -175,16 +175,11 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
 }
 
 void save_hf(const CausalLM& model, const std::string& dir, DType dtype, std::uint64_t max_shard_bytes) {
-  std::map<std::string, const nn::Parameter*> by_name;
-  for (const nn::Parameter* p : model.parameters()) {
-    TRIDENT_CHECK(p->shard.is_whole(), "save_hf: parameter '{}' is sharded; export through a checkpoint instead",
-                  p->name);
-    TRIDENT_CHECK(p->var.defined(), "save_hf: parameter '{}' is not initialised", p->name);
-    by_name[p->name] = p;
-  }
+  std::map<std::string, Tensor> by_name;
+  for (const nn::Parameter* p : model.parameters()) by_name[p->name] = p->whole_value();
   TRIDENT_CHECK(model.is_whole(), "save_hf: the model is one pipeline stage; export through a checkpoint instead");
   write_hf(
-      model.spec(), dir, dtype, [&](const std::string& name, DType dt) { return by_name.at(name)->var.data().to(dt); },
+      model.spec(), dir, dtype, [&](const std::string& name, DType dt) { return by_name.at(name).to(dt); },
       max_shard_bytes);
 }
 

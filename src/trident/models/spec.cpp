@@ -35,6 +35,8 @@ void TransformerSpec::validate() const {
                 n_kv_head);
   TRIDENT_CHECK(d_ff > 0, "model: d_ff must be positive, got {}", d_ff);
   TRIDENT_CHECK(dropout >= 0.0 && dropout < 1.0, "model: dropout must be in [0, 1), got {}", dropout);
+  TRIDENT_CHECK(vocab_divisible_by >= 1, "model.make_vocab_size_divisible_by must be at least 1, got {}",
+                vocab_divisible_by);
   TRIDENT_CHECK(type_vocab_size >= 0, "model.type_vocab_size must be 0 (none) or positive, got {}", type_vocab_size);
   TRIDENT_CHECK(type_vocab_size == 0 || !f.names.token_type_embedding.empty(),
                 "model.type_vocab_size={}: {} has no token-type embeddings (it must be 0)", type_vocab_size,

@@ -24,6 +24,11 @@ struct TransformerSpec {
   std::int64_t d_model = 0;
   std::int64_t d_ff = 0;
   std::int64_t vocab_size = 0;
+  // The vocabulary-sized tables (embeddings, LM head) hold vocab_size rounded up to a multiple of this
+  // times the tensor-parallel size (Megatron's make-vocab-size-divisible-by): aligned GEMM shapes, and
+  // equal shards. The padding rows are never looked up, their logits never count, and checkpoints and
+  // exports leave them out, so the model computes the same function for any value; 1: no padding at tp=1.
+  std::int64_t vocab_divisible_by = 128;
   std::int64_t max_seq_len = 0;
   double dropout = 0.0;
   double norm_eps = 1e-5;

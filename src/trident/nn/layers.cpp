@@ -16,9 +16,10 @@ Variable compute_view(const Parameter& p, const ForwardContext& ctx) {
   return ag::cast_cached(p.var, ctx.compute_dtype);
 }
 
-std::int64_t padded_vocab_size(std::int64_t vocab, int tp_size) {
-  if (tp_size <= 1) return vocab;
-  const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp_size);
+std::int64_t padded_vocab_size(std::int64_t vocab, int tp_size, std::int64_t divisible_by) {
+  TRIDENT_CHECK(divisible_by >= 1 && tp_size >= 1, "padded_vocab_size: divisible_by={} and tp_size={} must be >= 1",
+                divisible_by, tp_size);
+  const std::int64_t multiple = divisible_by * static_cast<std::int64_t>(tp_size);
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
@@ -164,16 +165,16 @@ Variable shard_lookup(const std::string& name, const Variable& weight, const Ten
 }  // namespace
 
 Embedding::Embedding(std::string prefix, std::int64_t num_embeddings, std::int64_t dim, double init_std,
-                     const TensorParallel& tp, bool vocab_parallel)
-    : Module(std::move(prefix)), tp_(tp), vocab_parallel_(vocab_parallel && tp.active()),
-      num_embeddings_(num_embeddings) {
+                     const TensorParallel& tp, bool vocab_parallel, std::int64_t vocab_divisible_by)
+    : Module(std::move(prefix)), tp_(tp), num_embeddings_(num_embeddings) {
   const Shape w{num_embeddings, dim};
   const Init init{InitKind::normal, init_std};
+  const std::int64_t padded = vocab_parallel ? padded_vocab_size(num_embeddings, tp.size(), vocab_divisible_by) : 0;
+  vocab_parallel_ = vocab_parallel && (tp.active() || padded != num_embeddings);
   if (!vocab_parallel_) {
     weight_ = &add_parameter("weight", w, init, true);
     return;
   }
-  const std::int64_t padded = padded_vocab_size(num_embeddings, tp.size());
   row_begin_ = padded / tp.size() * tp.rank();
   weight_ = &add_parameter("weight", w, ShardSpec::padded_rows(w, padded, tp.rank(), tp.size()), init, true);
 }
@@ -183,6 +184,8 @@ Variable Embedding::forward(const Tensor& ids, const ForwardContext& ctx) const 
     if (tp_.sequence_split()) return ag::embedding(replicated_view(*weight_, tp_, ctx), ids);
     return ag::embedding(compute_view(*weight_, ctx), ids);
   }
+  // One rank holds every row: the padded table is looked up directly (the ids index real rows only).
+  if (!tp_.active()) return ag::embedding(compute_view(*weight_, ctx), ids, num_embeddings_);
   return exit_tp_region(shard_lookup(prefix(), compute_view(*weight_, ctx), ids, row_begin_, num_embeddings_), tp_);
 }
 

@@ -77,17 +77,17 @@ class RowParallelLinear : public Linear {
       : Linear(std::move(prefix), with_parallel(std::move(options), LinearParallel::row), tp) {}
 };
 
-// A table of vectors. With `vocab_parallel` and t > 1 ranks (Megatron's
-// VocabParallelEmbedding), the rows are padded to a multiple of 128·t (the pad
-// rows are zero, never looked up, and absent from checkpoints and exports) and
-// rank r holds padded rows [r·V'/t, (r+1)·V'/t): an id outside them reads as
-// zeros, and the lookups are summed over the group (reduce-scattered along the
-// sequence under sequence parallelism). Otherwise the table is replicated
-// (GPT-2's position embeddings).
+// A table of vectors. With `vocab_parallel` (Megatron's VocabParallelEmbedding)
+// the rows are padded to V' = padded_vocab_size(V, t, vocab_divisible_by) (the
+// pad rows are zero, never looked up, and absent from checkpoints and exports)
+// and rank r of t holds padded rows [r·V'/t, (r+1)·V'/t): an id outside them
+// reads as zeros, and the lookups are summed over the group (reduce-scattered
+// along the sequence under sequence parallelism); with t = 1 and V' = V it is a
+// plain table. Otherwise the table is replicated (GPT-2's position embeddings).
 class Embedding : public Module {
  public:
   Embedding(std::string prefix, std::int64_t num_embeddings, std::int64_t dim, double init_std = 0.02,
-            const TensorParallel& tp = {}, bool vocab_parallel = false);
+            const TensorParallel& tp = {}, bool vocab_parallel = false, std::int64_t vocab_divisible_by = 128);
   // ids [...] (i32/i64) → [..., dim] in ctx.compute_dtype.
   Variable forward(const Tensor& ids, const ForwardContext& ctx) const;
   Parameter& weight() { return *weight_; }

@@ -89,6 +89,19 @@ ShardSpec ShardSpec::split(const Shape& global, std::size_t dim, int part, int p
   return spec;
 }
 
+Tensor Parameter::whole_value() const {
+  TRIDENT_CHECK(var.defined(), "parameter '{}' is not initialised", name);
+  if (shard.is_whole()) return var.data();
+  const auto zero = [](const std::vector<std::int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](std::int64_t o) { return o == 0; });
+  };
+  const bool padded_whole = shard.pieces.size() == 1 && shard.pieces[0].extent == global_shape &&
+                            zero(shard.pieces[0].global_offsets) && zero(shard.pieces[0].local_offsets);
+  TRIDENT_CHECK(padded_whole, "parameter '{}' is a shard {} of {}: its whole value is on several ranks (export "
+                "through a checkpoint)", name, shard.local_shape, global_shape);
+  return var.data().slice0(0, global_shape[0]);
+}
+
 ShardSpec ShardSpec::padded_rows(const Shape& global, std::int64_t padded_rows, int part, int parts) {
   TRIDENT_CHECK(global.rank() >= 1 && padded_rows >= global[0] && padded_rows % parts == 0,
                 "ShardSpec::padded_rows: {} rows padded to {} over {} parts", global, padded_rows, parts);

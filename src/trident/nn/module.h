@@ -82,6 +82,10 @@ struct Parameter {
   Variable var;                 // the local tensor (master dtype), requires grad
 
   const Shape& local_shape() const { return shard.local_shape; }
+  // The whole tensor [global_shape] of a parameter this rank holds all of: var's data, or the real rows
+  // of a vocabulary table padded on one rank (model.make_vocab_size_divisible_by), a view without
+  // the padding. A shard of a larger tensor is an error naming the parameter.
+  Tensor whole_value() const;
 };
 
 // Copies `box` into `dst` at `offsets` (same rank and dtype; host tensors).

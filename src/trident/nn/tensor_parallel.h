@@ -37,9 +37,9 @@ struct TensorParallel {
   bool sequence_split() const { return sequence_parallel && active(); }
 };
 
-// The vocabulary a vocabulary-parallel layer holds: V padded to a multiple of
-// 128·t (Megatron's make-vocab-size-divisible-by), or V itself when t = 1.
-std::int64_t padded_vocab_size(std::int64_t vocab, int tp_size);
+// The vocabulary a vocabulary-parallel layer holds: V rounded up to a multiple of
+// divisible_by·t (Megatron's make-vocab-size-divisible-by; 128 by default).
+std::int64_t padded_vocab_size(std::int64_t vocab, int tp_size, std::int64_t divisible_by = 128);
 
 Variable enter_tp_region(const Variable& x, const TensorParallel& tp);
 Variable exit_tp_region(const Variable& x, const TensorParallel& tp);

@@ -30,14 +30,16 @@ void check_ids(const Tensor& ids, std::int64_t vocab, std::string_view op) {
 }
 }  // namespace
 
-Tensor embedding(const Tensor& weight, const Tensor& ids) {
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::int64_t vocab) {
   check_defined(weight, "embedding", "weight");
   check_defined(ids, "embedding", "ids");
   check_rank(weight, 2, "embedding", "weight");
   check_floating(weight, "embedding", "weight");
   check_same_device(weight, ids, "embedding");
-  const std::int64_t vocab = weight.size(0), dim = weight.size(1);
-  check_ids(ids, vocab, "embedding");
+  const std::int64_t rows = weight.size(0), dim = weight.size(1);
+  TRIDENT_CHECK(vocab >= 0 && vocab <= rows, "embedding: vocab {} must be in [0, {}] (0: the weight's rows)", vocab,
+                rows);
+  check_ids(ids, vocab > 0 ? vocab : rows, "embedding");
   std::vector<std::int64_t> out_dims = ids.shape().dims();
   out_dims.push_back(dim);
   Tensor out = Tensor::empty(Shape(std::move(out_dims)), weight.dtype(), weight.device());

@@ -11,8 +11,10 @@
 
 namespace trident::ops {
 
-// out[..., :] = weight[ids[...], :]; shape [..., D], weight's dtype.
-Tensor embedding(const Tensor& weight, const Tensor& ids);
+// out[..., :] = weight[ids[...], :]; shape [..., D], weight's dtype. `vocab` (0 < vocab <= V), when
+// given, bounds the ids instead of V: a table padded past its vocabulary (nn::Embedding) refuses ids
+// that would read a padding row.
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::int64_t vocab = 0);
 
 // dweight [vocab, D] in dout's dtype: row v is the sum of the dout rows whose id
 // is v (in token order, accumulated in f32 for bf16/f16), zero for unused rows.

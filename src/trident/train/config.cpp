@@ -207,6 +207,7 @@ const std::vector<Field>& fields() {
     MODEL(arch); MODEL(preset); MODEL(n_layer, kNonNegative, kDefault); MODEL(n_head, kNonNegative, kDefault);
     MODEL(n_kv_head, kNonNegative, " (0 = n_head)"); MODEL(d_model, kNonNegative, kDefault);
     MODEL(d_ff, kNonNegative, kDefault); MODEL(vocab_size, kNonNegative, " (0 = the tokenizer's)");
+    MODEL(make_vocab_size_divisible_by, kAtLeastOne);
     MODEL(max_seq_len, kNonNegative, kDefault); MODEL(dropout, kFraction); MODEL(norm_eps, kNonNegativeFinite);
     MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
     MODEL(sliding_window, kNonNegative, " (0 = the preset's or none)");

@@ -24,6 +24,7 @@ struct ModelConfig {
   std::int64_t d_model = 0;
   std::int64_t d_ff = 0;       // 0 = architecture default (4·d for GPT-2, LLaMA's rounded 8/3·d)
   std::int64_t vocab_size = 0; // 0 = the tokenizer's vocabulary size
+  std::int64_t make_vocab_size_divisible_by = 128;  // pad the vocabulary tables to a multiple of this × tp (Megatron's)
   std::int64_t max_seq_len = 0;
   double dropout = 0.0;
   double norm_eps = 1e-5;

@@ -139,7 +139,7 @@ std::vector<RankStage> rank_stages(const models::TransformerSpec& s, const Confi
 RankParameters rank_parameters(const models::TransformerSpec& s, const MemoryLayout& l, const RankStage& st) {
   const models::Family& f = models::family(s.family);
   const LD D = ld(s.d_model), tp = ld(l.tp);
-  const LD vocab = ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp))) * D / tp;
+  const LD vocab = ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp), s.vocab_divisible_by)) * D / tp;
   RankParameters p;
   if (st.embed) {
     p.dense += vocab;
@@ -197,7 +197,7 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   const LD layer_input = ld(s.d_model) / (l.sequence_parallel ? tp : 1);
   // ZeRO-3 recomputes each unit in the backward (its weights are gathered again there), as checkpointing does.
   const bool recompute = l.checkpointing || l.zero_stage >= 3;
-  const LD vocab = ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp))) / tp;
+  const LD vocab = ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp), s.vocab_divisible_by)) / tp;
   const std::vector<RankStage> stages = rank_stages(s, c, l);
   for (std::size_t r = 0; r < stages.size(); ++r) {
     const RankParameters p = rank_parameters(s, l, stages[r]);

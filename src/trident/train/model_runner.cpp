@@ -165,10 +165,12 @@ double ModelRunner::grad_sum_of_squares() {
     }
     return par_.optimizer ? par_.optimizer->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
   };
-  // Under ZeRO each part is a collective: run them in one order on every rank.
+  // Under ZeRO each part is a collective: run them in one order on every rank. A group of one still
+  // has its part (a vocabulary table padded on one rank is a "shard" of it).
   double s = part(Kind::replicated);
-  if (par_.tp_size > 1) s += par_.tp->all_reduce_scalar(part(Kind::tensor_parallel), dist::ReduceOp::sum);
-  if (par_.ep_size > 1) s += par_.ep->all_reduce_scalar(part(Kind::expert), dist::ReduceOp::sum);
+  const double tp_part = part(Kind::tensor_parallel), ep_part = part(Kind::expert);
+  s += par_.tp_size > 1 ? par_.tp->all_reduce_scalar(tp_part, dist::ReduceOp::sum) : tp_part;
+  s += par_.ep_size > 1 ? par_.ep->all_reduce_scalar(ep_part, dist::ReduceOp::sum) : ep_part;
   if (par_.pipelined()) s = par_.pp->all_reduce_scalar(s, dist::ReduceOp::sum);
   return s;
 }

@@ -107,9 +107,10 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
     const LD v = l.schedule == "interleaved" ? ld(l.virtual_stages) : 1;
     out.push_back({"pp", static_cast<int>(l.pp), 2 * m * v * tokens * D * value / (l.sequence_parallel ? tp : 1),
                    "activations forward and their gradients back, per micro-batch"});
-    if (s.tie_embeddings)
-      out.push_back({"embedding", 2, all_reduce(ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp))) * D / tp * 4, 2),
-                     "all-reduce of the tied embedding's gradient"});
+    if (s.tie_embeddings) {
+      const LD vocab = ld(nn::padded_vocab_size(s.vocab_size, static_cast<int>(l.tp), s.vocab_divisible_by));
+      out.push_back({"embedding", 2, all_reduce(vocab * D / tp * 4, 2), "all-reduce of the tied embedding's gradient"});
+    }
   }
   if (l.ep > 1) {
     // Dispatch and combine, forward and backward: each token's k rows of d_model values, per MoE layer.

@@ -42,6 +42,7 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
                   m.from_pretrained);
     s = models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string());
     s.dropout = m.dropout;
+    s.vocab_divisible_by = m.make_vocab_size_divisible_by;
     s.validate();
     return s;
   }
@@ -85,6 +86,7 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
     s.max_seq_len = seq_len;
   }
   s.dropout = m.dropout;
+  s.vocab_divisible_by = m.make_vocab_size_divisible_by;
   s.rope.theta = m.rope_theta;
   s.init_std = m.init_std;
   if (m.preset.empty()) s.norm_eps = m.norm_eps;

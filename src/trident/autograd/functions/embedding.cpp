@@ -5,10 +5,10 @@
 
 namespace trident::autograd {
 
-Variable embedding(const Variable& weight, const Tensor& ids) {
+Variable embedding(const Variable& weight, const Tensor& ids, std::int64_t valid) {
   const std::int64_t vocab = weight.data().rank() == 2 ? weight.shape()[0] : 0;
   const WeightGradSink sink = WeightGradSink::of(weight);
-  return make_result(ops::embedding(weight.data(), ids), {sink ? sink.edge() : weight}, "embedding",
+  return make_result(ops::embedding(weight.data(), ids, valid), {sink ? sink.edge() : weight}, "embedding",
                      [ids, vocab, sink](const GradContext& ctx) {
                        const Tensor& dout = ctx.grad();
                        if (!sink) return std::vector<Tensor>{ops::embedding_backward(dout, ids, vocab)};
