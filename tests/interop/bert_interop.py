@@ -13,6 +13,7 @@
    `trident generate` refuses the encoder with a clear message.
 """
 import os
+import shutil
 import sys
 
 from common import require, run
@@ -23,7 +24,8 @@ np = require("numpy")
 torch = require("torch")
 transformers = require("transformers")
 tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-bert-interop")
-os.makedirs(tmp, exist_ok=True)
+shutil.rmtree(tmp, ignore_errors=True)  # a fresh run each time: trident refuses to start over an earlier run
+os.makedirs(tmp)
 torch.manual_seed(0)
 ids = [2, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 3]
 types = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]

@@ -18,6 +18,7 @@ tied and untied embeddings).
    export for the same windows.
 """
 import os
+import shutil
 import sys
 
 from common import logits_checks, require, run, skip, tiny_corpus
@@ -28,7 +29,8 @@ np = require("numpy")
 torch = require("torch")
 transformers = require("transformers")
 tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-hf-interop")
-os.makedirs(tmp, exist_ok=True)
+shutil.rmtree(tmp, ignore_errors=True)  # a fresh run each time: trident refuses to start over an earlier run
+os.makedirs(tmp)
 torch.manual_seed(0)
 ids = [3, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 33]
 csv = ",".join(map(str, ids))

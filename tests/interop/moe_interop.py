@@ -14,6 +14,7 @@
    text `trident generate` gives, and `trident eval` gives transformers' loss.
 """
 import os
+import shutil
 import sys
 
 from common import logits_checks, require, run, tiny_corpus
@@ -25,7 +26,8 @@ torch = require("torch")
 transformers = require("transformers")
 tokenizers = require("tokenizers")
 tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-moe-interop")
-os.makedirs(tmp, exist_ok=True)
+shutil.rmtree(tmp, ignore_errors=True)  # a fresh run each time: trident refuses to start over an earlier run
+os.makedirs(tmp)
 torch.manual_seed(0)
 ids = [3, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 33]
 csv = ",".join(map(str, ids))

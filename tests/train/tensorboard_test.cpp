@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "trident/core/error.h"
@@ -29,12 +30,11 @@ void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
 }
 
-std::vector<fs::path> event_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
+
 
 TEST(TfRecord, Crc32cKnownVectors) {
   // The check value of CRC-32C, and the vectors of RFC 3720 (iSCSI), appendix B.4.
@@ -142,17 +142,25 @@ TEST(TensorBoardWriter, ANewFileSortsAfterOlderOnesEvenFromTheFuture) {
   fs::remove_all(dir);
 }
 
+// A resume rewrites its own run's older files (the same tag) and no one else's: another run sharing the
+// directory, an untagged file, or a stray file with the prefix keep every byte.
 TEST(TensorBoardWriter, ResumeDropsTheRedoneStepsFromOlderFiles) {
   const fs::path dir = scratch("resume");
-  {
-    TensorBoardWriter first(dir.string());
-    first.start_at(0);
-    for (int step = 0; step <= 14; ++step) first.scalars(step, {{"loss", step}});
-  }
-  const fs::path older = event_files(dir).at(0);
-  TensorBoardWriter second(dir.string());
+  auto fill = [&](const std::string& tag) {
+    TensorBoardWriter w(dir.string(), tag);
+    w.start_at(0);
+    for (int step = 0; step <= 14; ++step) w.scalars(step, {{"loss", step}});
+    return fs::path(w.path());
+  };
+  const fs::path other = fill("0badc0de"), untagged = fill(""), older = fill("12345678");
+  EXPECT_TRUE(older.filename().string().ends_with(".12345678")) << older;
+  write_bytes(dir / "events.out.tfevents.1.stray.12345678", "hello\n");
+  std::map<fs::path, std::string> before;
+  for (const fs::path& f : {other, untagged, dir / "events.out.tfevents.1.stray.12345678"}) before[f] = read_bytes(f);
+  TensorBoardWriter second(dir.string(), "12345678");
   second.resume_at(11);  // the checkpoint of step 10
   second.scalars(11, {{"loss", 100}});
+  for (const auto& [f, bytes] : before) EXPECT_EQ(read_bytes(f), bytes) << f;
 
   const auto kept = read_tensorboard_events(older.string());
   ASSERT_EQ(kept.size(), 2u + 11);  // version, START, steps 0..10

@@ -42,7 +42,7 @@ std::vector<std::pair<std::string, double>> scalars_of(const nlohmann::json& j) 
 MetricsLogger::~MetricsLogger() = default;
 
 MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled,
-                             const std::string& tensorboard_dir)
+                             const std::string& tensorboard_dir, const std::string& tensorboard_tag)
     : enabled_(enabled) {
   TRIDENT_CHECK(progress == "auto" || progress == "on" || progress == "off",
                 "log.progress must be auto, on or off, got '{}'", progress);
@@ -61,7 +61,7 @@ MetricsLogger::MetricsLogger(const std::string& metrics_path, const std::string&
   }
   if (enabled_ && !tensorboard_dir.empty()) {
     try {
-      tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
+      tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir, tensorboard_tag);
     } catch (const Error& e) {
       TRIDENT_FAIL("log.tensorboard: {}", e.message());
     }

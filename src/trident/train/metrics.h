@@ -60,9 +60,10 @@ class MetricsLogger {
  public:
   // progress: "auto" (live line when stdout is a terminal — under MPI, when
   // `trident launch`'s is: TRIDENT_STDOUT_IS_TTY=1), "on", "off".
-  // tensorboard_dir: where the TensorBoard event files go ("" = none).
+  // tensorboard_dir: where the TensorBoard event files go ("" = none); tensorboard_tag: the run's tag
+  // in their names (TensorBoardWriter).
   MetricsLogger(const std::string& metrics_path, const std::string& progress, bool enabled,
-                const std::string& tensorboard_dir = "");
+                const std::string& tensorboard_dir = "", const std::string& tensorboard_tag = "");
   ~MetricsLogger();
 
   void log_step(const StepMetrics& m, bool permanent);

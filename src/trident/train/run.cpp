@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/memory.h"
 #include "trident/core/parallel.h"
 #include "trident/dist/flight_recorder.h"
@@ -124,6 +125,18 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
   return config.checkpoint.resume;
 }
 
+// The run directory's tag in its TensorBoard files' names: 8 hex digits of its absolute path's hash, so
+// that a resume (from any working directory) knows its own run's files in a shared directory.
+std::string run_tag(const std::string& run_dir) {
+  std::error_code ec;
+  fs::path abs = fs::weakly_canonical(fs::absolute(run_dir), ec);
+  if (ec) abs = fs::absolute(run_dir);
+  abs = abs.lexically_normal();
+  if (abs.filename().empty()) abs = abs.parent_path();  // "runs/a/" names "runs/a"
+  const std::string s = abs.string();
+  return fmt::format("{:08x}", XXH32(s.data(), s.size(), 0));
+}
+
 // One training per run directory: rank 0, which writes it, holds the lock until the end. A refusal is
 // passed to every rank, so all fail alike with the same line (printed once) and nobody waits; so is a
 // metrics or TensorBoard file rank 0 cannot open.
@@ -137,14 +150,14 @@ void open_run_dir(Run& run, const TrainOptions& options) {
   if (par.is_root()) {
     try {
       run.lock = RunDirLock(run.run_dir);
-      run.log = std::make_unique<MetricsLogger>(metrics_path, log.progress, !options.quiet, tensorboard_dir);
+      run.log = std::make_unique<MetricsLogger>(metrics_path, log.progress, !options.quiet, tensorboard_dir,
+                                                run_tag(run.run_dir));
     } catch (const Error& e) {
       refused = e.message();
     }
   }
   refused = par.world->broadcast_text(refused);
   TRIDENT_CHECK(refused.empty(), "{}", refused);
-  if (par.is_root()) std::ofstream(fs::path(run.run_dir) / "config.toml") << to_toml(run.config);
   par.world->barrier();
   if (!par.is_root()) run.log = std::make_unique<MetricsLogger>(metrics_path, log.progress, false);
   for (const std::string& line : run.config_notes) run.log->message(line);
@@ -243,7 +256,7 @@ std::string agree_resume_directory(Run& run, const TrainOptions& options) {
   if (par.is_root()) {
     try {
       chosen = resume_directory(run.config, options, run.ckpt_root, *run.log);
-      if (chosen.empty()) check_no_other_model(run.ckpt_root, run.spec);
+      if (chosen.empty()) check_fresh_run(run.ckpt_root, run.spec);
     } catch (const Error& e) {
       refused = e.message();
       chosen.clear();
@@ -381,6 +394,8 @@ std::unique_ptr<Run> build_run(const TrainOptions& options) {
   run->fp16 = run->compute_dtype == DType::f16;
   build_model(*run);
   resume_and_make_optimizer(*run, agree_resume_directory(*run, options));
+  // Only now: a run refused above (another run's checkpoints, a bad resume) leaves the earlier config.toml.
+  if (run->par.is_root()) write_file_atomically(fs::path(run->run_dir) / "config.toml", to_toml(config));
 
   run->peak_gflops = config.train.peak_gflops > 0 ? config.train.peak_gflops : measured_peak_gflops(*run);
   log_description(*run);

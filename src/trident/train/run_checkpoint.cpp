@@ -165,24 +165,32 @@ void check_same_model(const checkpoint::CheckpointReader& reader, const models::
                 diff);
 }
 
-void check_no_other_model(const std::string& root, const models::TransformerSpec& spec) {
+void check_fresh_run(const std::string& root, const models::TransformerSpec& spec) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return;
+  std::string newest;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || !name.starts_with("step_") || name.find('.') != std::string::npos) continue;
+    if (!fs::exists(entry.path() / "meta.json") && !fs::exists(entry.path() / "config.json")) continue;
+    newest = std::max(newest, name);
     if (!fs::exists(entry.path() / "config.json")) continue;
     std::string diff;
     try {
       diff = model_difference(entry.path().string(), spec);
     } catch (const Error&) {
-      continue;  // unreadable: not this check's business (a resume would skip it by name)
+      continue;  // unreadable: the refusal below still names the directory
     }
     TRIDENT_CHECK(diff.empty(),
                   "{}: '{}' holds another model's checkpoints, which this new run would replace and rotate away; "
                   "give another --run-dir (or checkpoint.dir), or move them aside",
                   diff, root);
   }
+  TRIDENT_CHECK(newest.empty(),
+                "'{}' holds an earlier run's checkpoints (the newest: {}), which this new run would replace and "
+                "rotate away: continue that run with --resume (or checkpoint.resume = \"auto\"), or give another "
+                "--run-dir (or checkpoint.dir), or move them aside",
+                root, newest);
 }
 
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params) {

@@ -47,9 +47,10 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
 // vocabulary) is `spec`'s: a resume continues the same model, under any
 // layout. The error names the key and both values.
 void check_same_model(const checkpoint::CheckpointReader& reader, const models::TransformerSpec& spec);
-// A run that starts afresh would replace (and rotate away) the checkpoints under `root`: throws when one
-// of them holds another model, naming it, the key and both values.
-void check_no_other_model(const std::string& root, const models::TransformerSpec& spec);
+// A run that starts afresh would replace (and rotate away) the checkpoints under `root`, and mix its
+// curve into the earlier run's: throws when there is one, naming the key and both values when it holds
+// another model, else the newest one and how to continue it.
+void check_fresh_run(const std::string& root, const models::TransformerSpec& spec);
 
 // Model weights (before ZeRO shards them), then the optimiser state and the run state.
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params);

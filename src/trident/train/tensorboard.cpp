@@ -60,8 +60,8 @@ std::string serialized(const pb::Event& event) {
   return out;
 }
 
-// Drops the summaries of steps >= `step` from an older event file; a file that does not read (damaged, or
-// not ours) is left as it is: TensorBoard's own START purge still applies to it.
+// Drops the summaries of steps >= `step` from an older event file (and a torn last record); a file that
+// does not read, or is no event file, is left as it is: TensorBoard's own START purge still applies to it.
 void drop_steps_from(const fs::path& file, std::int64_t step) {
   std::vector<std::string> records;
   bool truncated = false;
@@ -70,6 +70,9 @@ void drop_steps_from(const fs::path& file, std::int64_t step) {
   } catch (const Error&) {
     return;
   }
+  // Not an event file (its first record is not a file-version event): not ours to rewrite.
+  pb::Event first;
+  if (records.empty() || !first.ParseFromString(records.front()) || first.file_version().empty()) return;
   std::string kept;
   bool dropped = truncated;
   for (const std::string& record : records) {
@@ -84,14 +87,17 @@ void drop_steps_from(const fs::path& file, std::int64_t step) {
 }
 }  // namespace
 
-TensorBoardWriter::TensorBoardWriter(const std::string& dir) : dir_(dir) {
+TensorBoardWriter::TensorBoardWriter(const std::string& dir, const std::string& run_tag)
+    : dir_(dir), run_tag_(run_tag) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   TRIDENT_CHECK(!ec, "cannot create the TensorBoard directory '{}': {}", dir, ec.message());
   TRIDENT_CHECK(fs::is_directory(dir, ec), "the TensorBoard directory '{}' is not a directory", dir);
   long long seconds = static_cast<long long>(now_seconds());
   for (const fs::path& f : event_files(dir)) seconds = std::max(seconds, name_seconds(f.filename().string()) + 1);
-  path_ = (fs::path(dir) / fmt::format("{}{}.{}.{}", kPrefix, seconds, hostname(), getpid())).string();
+  path_ = (fs::path(dir) / fmt::format("{}{}.{}.{}{}", kPrefix, seconds, hostname(), getpid(),
+                                       run_tag.empty() ? "" : "." + run_tag))
+              .string();
   out_.open(path_, std::ios::binary | std::ios::app);
   TRIDENT_CHECK(out_.good(), "cannot write the TensorBoard event file '{}': {}", path_, std::strerror(errno));
   pb::Event event;
@@ -101,8 +107,9 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) : dir_(dir) {
 }
 
 void TensorBoardWriter::resume_at(std::int64_t step) {
+  const std::string own = "." + run_tag_;
   for (const fs::path& f : event_files(dir_))
-    if (f != fs::path(path_)) drop_steps_from(f, step);
+    if (!run_tag_.empty() && f != fs::path(path_) && f.filename().string().ends_with(own)) drop_steps_from(f, step);
   start_at(step);
 }
 

@@ -16,17 +16,20 @@ namespace trident::train {
 
 class TensorBoardWriter {
  public:
-  // Creates `dir` if needed and a new event file in it, events.out.tfevents.<unix seconds>.<host>.<pid>.
-  // The seconds are later than those in every event file already there, so the new file sorts after
-  // them (TensorBoard reads a directory's files in name order), even on a host whose clock is behind.
-  explicit TensorBoardWriter(const std::string& dir);
+  // Creates `dir` if needed and a new event file in it,
+  // events.out.tfevents.<unix seconds>.<host>.<pid>[.<run_tag>]. The seconds are later than those in every
+  // event file already there, so the new file sorts after them (TensorBoard reads a directory's files in
+  // name order), even on a host whose clock is behind. `run_tag` names the run (the trainer: a hash of
+  // its run directory), so that a resume rewrites its own run's files and no one else's.
+  explicit TensorBoardWriter(const std::string& dir, const std::string& run_tag = "");
 
   // This process's events begin at `step`: a SessionLog START event there, which makes TensorBoard's
   // reader drop what older files in the directory hold for steps >= `step` (a fresh run: step 0).
   void start_at(std::int64_t step);
   // A resume from the checkpoint of step `step` - 1: the steps from `step` on were done again, so they must
-  // not show twice. start_at(step), and the older files are rewritten without those steps (crash-safely:
-  // a new file renamed over the old one), for readers that do not purge.
+  // not show twice. start_at(step), and the older files of the same run tag are rewritten without those
+  // steps (crash-safely: a new file renamed over the old one), for readers that do not purge. Files of
+  // other runs, or without a tag, are left as they are (TensorBoard's START purge still hides their steps).
   void resume_at(std::int64_t step);
   // One event holding these scalars (TensorBoard keeps them as 32-bit floats), flushed at once.
   void scalars(std::int64_t step, const std::vector<std::pair<std::string, double>>& values);
@@ -36,6 +39,7 @@ class TensorBoardWriter {
  private:
   void write(const std::string& event);
   std::string dir_;
+  std::string run_tag_;
   std::string path_;
   std::ofstream out_;
 };
