@@ -488,6 +488,29 @@ std::map<std::string, std::string> directory_contents(const std::filesystem::pat
   return out;
 }
 
+// A directory holding both model.safetensors and an index (transformers leaves the index behind when an
+// unsharded save follows a sharded one) is read from the single file, as transformers reads it.
+TEST(CausalLM, HuggingFaceSingleFileWinsOverAStaleIndex) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("trident-hf-stale-{}", ::getpid());
+  fs::remove_all(dir);
+  CausalLM a(tiny("llama")), b(tiny("llama"));
+  a.initialize(1);
+  b.initialize(2);
+  save_hf(a, (dir / "a").string(), DType::f32, 2000);  // shards and an index
+  save_hf(b, (dir / "b").string());
+  fs::copy_file(dir / "b" / "model.safetensors", dir / "a" / "model.safetensors");
+  ASSERT_TRUE(fs::exists(dir / "a" / "model.safetensors.index.json"));
+  CausalLM loaded(tiny("llama"));
+  loaded.initialize(3);
+  load_hf_weights(loaded, (dir / "a").string());
+  for (std::size_t i = 0; i < b.parameters().size(); ++i) {
+    EXPECT_EQ(loaded.parameters()[i]->var.data().to_vector<float>(), b.parameters()[i]->var.data().to_vector<float>())
+        << b.parameters()[i]->name;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CausalLM, HuggingFaceExportIsAllOrNothing) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("trident-hf-export-{}", ::getpid());

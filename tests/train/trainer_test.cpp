@@ -1,6 +1,7 @@
 // End-to-end training on a small synthetic corpus in the built-in corpus's
 // format (byte-level BPE tokenizer.json + Megatron .bin/.idx).
 #include "trident/train/trainer.h"
+#include "testing/helpers.h"
 
 #include <gtest/gtest.h>
 #include <pty.h>
@@ -394,21 +395,33 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
   pretrained.initialize(77);
   const std::string hf = (dir_ / "hf-start").string();
   models::save_hf(pretrained, hf);
-  auto o = options("from-hf",
-                   {"train.steps=2", "train.micro_batch_size=4", "model.from_pretrained=" + hf, "model.arch=gpt2"});
   // tiny_run() sets sizes; from_pretrained fixes them, so they must be unset.
-  o.overrides.erase(std::remove_if(o.overrides.begin(), o.overrides.end(),
-                                   [](const std::string& s) {
-                                     return s.starts_with("model.n_layer") || s.starts_with("model.n_head") ||
-                                            s.starts_with("model.d_model") || s.starts_with("model.max_seq_len");
-                                   }),
-                    o.overrides.end());
+  auto pretrained_options = [&](const std::string& run, const std::vector<std::string>& extra) {
+    auto o = options(run, extra);
+    o.overrides.erase(std::remove_if(o.overrides.begin(), o.overrides.end(),
+                                     [](const std::string& s) {
+                                       return s.starts_with("model.n_layer") || s.starts_with("model.n_head") ||
+                                              s.starts_with("model.d_model") || s.starts_with("model.max_seq_len");
+                                     }),
+                      o.overrides.end());
+    return o;
+  };
+  auto o = pretrained_options(
+      "from-hf", {"train.steps=2", "train.micro_batch_size=4", "model.from_pretrained=" + hf, "model.arch=gpt2"});
   const TrainSummary s = train(o);
   ASSERT_EQ(s.losses.size(), 2u);
   checkpoint::CheckpointReader r(s.last_checkpoint);
   EXPECT_EQ(r.global_shape("model/transformer.h.1.attn.c_attn.weight"), (Shape{32, 96}));
   auto clash = options("from-hf-clash", {"model.from_pretrained=" + hf});
   EXPECT_THROW(train(clash), Error);  // n_layer etc. set as well
+  // A key that changes the model's numerics would be ignored (config.json decides): refused by name.
+  for (const std::string key : {"model.rope_theta=123", "model.tie_embeddings=false", "model.norm_eps=0.001",
+                                "model.arch=llama"}) {
+    const std::string message =
+        test::error_message([&] { train(pretrained_options("from-hf-ignored", {"model.from_pretrained=" + hf, key})); });
+    EXPECT_NE(message.find(key.substr(0, key.find('='))), std::string::npos) << message;
+    EXPECT_NE(message.find("fixes the model"), std::string::npos) << message;
+  }
 }
 
 // A Llama 3.1-style model (RoPE scaling llama3) fine-tunes with its scaling, and its checkpoints keep it,

@@ -184,21 +184,22 @@ void save_hf(const CausalLM& model, const std::string& dir, DType dtype, std::ui
 }
 
 void load_hf_weights(CausalLM& model, const std::string& dir) {
-  // Which file holds each tensor: an index for sharded checkpoints, else the single file.
+  // Which file holds each tensor: the single file when there is one, else the index of a sharded save —
+  // transformers' order, which matters where both are there (a sharded save followed by an unsharded one
+  // into the same directory removes the shards but leaves the index).
   std::map<std::string, std::string> file_of;
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  std::vector<std::string> files;
-  if (fs::exists(index)) {
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::exists(single)) {
+    auto f = checkpoint::SafetensorsFile::open(single.string());
+    for (const auto& n : f.names()) file_of[n] = single.string();
+  } else {
+    TRIDENT_CHECK(fs::exists(index), "'{}' has neither model.safetensors nor model.safetensors.index.json", dir);
     const json j = read_json(index.string());
     TRIDENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "'{}': missing weight_map", index.string());
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       file_of[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
     }
-  } else {
-    const fs::path single = fs::path(dir) / "model.safetensors";
-    TRIDENT_CHECK(fs::exists(single), "'{}' has neither model.safetensors nor model.safetensors.index.json", dir);
-    auto f = checkpoint::SafetensorsFile::open(single.string());
-    for (const auto& n : f.names()) file_of[n] = single.string();
   }
   std::map<std::string, std::shared_ptr<checkpoint::SafetensorsFile>> open_files;
   auto file = [&](const std::string& path) -> const checkpoint::SafetensorsFile& {

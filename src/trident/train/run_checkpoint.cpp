@@ -152,6 +152,19 @@ std::string model_difference(const std::string& dir, const models::TransformerSp
   same("experts_per_token", saved.experts_per_token, spec.experts_per_token);
   same("moe_d_ff", saved.expert_d_ff(), spec.expert_d_ff());
   same("moe_shared_d_ff", saved.moe_shared_d_ff, spec.moe_shared_d_ff);
+  // The numerics too: a resume of a fine-tuning run whose source config.json changed since must not
+  // continue with another RoPE base or norm epsilon.
+  same("rope_theta", saved.rope.theta, spec.rope.theta);
+  same("norm_eps", saved.norm_eps, spec.norm_eps);
+  same("qkv_bias", saved.qkv_bias, spec.qkv_bias);
+  same("moe_norm_topk_prob", saved.moe_norm_topk_prob, spec.moe_norm_topk_prob);
+  same("rope_scaling (0 none, 1 linear, 2 llama3)", static_cast<int>(saved.rope.scaling),
+       static_cast<int>(spec.rope.scaling));
+  same("rope_scaling.factor", saved.rope.factor, spec.rope.factor);
+  same("rope_scaling.low_freq_factor", saved.rope.low_freq_factor, spec.rope.low_freq_factor);
+  same("rope_scaling.high_freq_factor", saved.rope.high_freq_factor, spec.rope.high_freq_factor);
+  same("rope_scaling.original_max_position_embeddings", saved.rope.original_max_position,
+       spec.rope.original_max_position);
   return diff;
 }
 

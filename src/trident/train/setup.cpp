@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "trident/data/blended_dataset.h"
 #include "trident/data/gpt_dataset.h"
@@ -35,14 +36,29 @@ std::int64_t accumulation_steps(const Config& c, int dp) {
 models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len) {
   models::TransformerSpec s;
   if (!m.from_pretrained.empty()) {
-    // The architecture and sizes are those of the pretrained model; only dropout may be set here.
-    TRIDENT_CHECK(m.preset.empty() && m.n_layer == 0 && m.n_head == 0 && m.d_model == 0 && m.vocab_size == 0,
-                  "model.from_pretrained='{}' fixes the model's sizes: leave model.preset, n_layer, n_head, d_model "
-                  "and vocab_size unset",
-                  m.from_pretrained);
+    // The architecture, sizes and numerics are the pretrained model's config.json's: a model.* key that would
+    // be ignored is refused by name. What training may set: dropout, the vocabulary padding, the initial
+    // std of parameters the files lack, and the mixture-of-experts loss terms and capacity.
+    static const std::set<std::string> settable = {
+        "model.from_pretrained",   "model.dropout",         "model.make_vocab_size_divisible_by",
+        "model.init_std",          "model.moe_aux_loss_coef", "model.moe_z_loss_coef",
+        "model.moe_capacity_factor"};
+    Config given, defaults;
+    given.model = m;
+    for (const ConfigKey& k : config_keys()) {
+      if (!k.key.starts_with("model.") || settable.count(k.key)) continue;
+      const std::string value = key_value(given, k.key);
+      TRIDENT_CHECK(value == key_value(defaults, k.key),
+                    "{} = {}: model.from_pretrained='{}' fixes the model (its config.json decides {}); leave it unset",
+                    k.key, value, m.from_pretrained, k.key.substr(6));
+    }
     s = models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string());
     s.dropout = m.dropout;
     s.vocab_divisible_by = m.make_vocab_size_divisible_by;
+    s.init_std = m.init_std;
+    if (m.moe_aux_loss_coef) s.moe_aux_loss_coef = *m.moe_aux_loss_coef;
+    if (m.moe_z_loss_coef) s.moe_z_loss_coef = *m.moe_z_loss_coef;
+    if (m.moe_capacity_factor) s.moe_capacity_factor = *m.moe_capacity_factor;
     s.validate();
     return s;
   }
