@@ -166,10 +166,11 @@ void PreTokenizer::add_bert() {
   // Hugging Face's BertPreTokenizer: split on White_Space (removed), then
   // each punctuation character on its own: ASCII punctuation, or category P*
   // in its tables, which are Unicode 8.0's (a later one is no punctuation;
-  // U+111C9, a mark since Unicode 11, was punctuation then).
+  // U+111C9, a mark since Unicode 11, and U+166D, a symbol since Unicode 12,
+  // were punctuation then).
   static const std::string punctuation = [] {
     UErrorCode ec = U_ZERO_ERROR;
-    icu::UnicodeSet set(icu::UnicodeString::fromUTF8("[[[:age=8.0:]&[:P:]][\\u0021-\\u002F\\u003A-\\u0040\\u005B-\\u0060\\u007B-\\u007E\\U000111C9]]"), ec);
+    icu::UnicodeSet set(icu::UnicodeString::fromUTF8("[[[:age=8.0:]&[:P:]][\\u0021-\\u002F\\u003A-\\u0040\\u005B-\\u0060\\u007B-\\u007E\\u166D\\U000111C9]]"), ec);
     TRIDENT_CHECK(U_SUCCESS(ec), "ICU: cannot build the set of BERT punctuation: {}", u_errorName(ec));
     std::string cls = "[";
     for (std::int32_t i = 0; i < set.getRangeCount(); ++i) {
