@@ -22,8 +22,11 @@ std::unique_ptr<checkpoint::CheckpointReader> open_checkpoint(const std::string&
   for (const fs::path& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
     std::vector<std::string> skipped;
     auto reader = checkpoint::open_latest_valid_checkpoint(root.string(), &skipped);
-    for (const std::string& why : skipped) fmt::print(stderr, "warning: skipping {}\n", why);
-    if (reader) return reader;
+    for (const std::string& why : skipped) fmt::print(stderr, "warning: skipping a checkpoint that does not verify: {}\n", why);
+    if (reader) {
+      if (!skipped.empty()) fmt::print(stderr, "warning: using the older checkpoint {}\n", reader->dir());
+      return reader;
+    }
     TRIDENT_CHECK(skipped.empty(), "--checkpoint '{}': no checkpoint under '{}' verifies (see the warnings above)",
                   path, root.string());
   }

@@ -9,6 +9,8 @@
 
 #include <cstdio>
 
+#include <filesystem>
+
 #include "commands.h"
 #include "trident/core/error.h"
 #include "trident/data/indexed_dataset.h"
@@ -56,6 +58,13 @@ void add_preprocess_command(CLI::App& app) {
     data::PreprocessOptions o;
     for (const auto& f : args->inputs) o.inputs.emplace_back(f);
     o.output_prefix = args->prefix;
+    // "d/" would write the hidden files d/.bin and d/.idx.
+    TRIDENT_CHECK(!args->prefix.empty() && !std::filesystem::path(args->prefix).filename().empty() &&
+                      std::filesystem::path(args->prefix).filename() != "." &&
+                      std::filesystem::path(args->prefix).filename() != "..",
+                  "--output-prefix '{}' names a directory: give a file prefix (e.g. '{}corpus' for corpus.bin and "
+                  "corpus.idx)",
+                  args->prefix, args->prefix.empty() || args->prefix.back() == '/' ? args->prefix : args->prefix + "/");
     o.json_key = args->json_key;
     if (args->format == "text") o.format = data::InputFormat::text;
     if (args->format == "jsonl") o.format = data::InputFormat::jsonl;

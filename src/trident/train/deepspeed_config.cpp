@@ -618,7 +618,7 @@ std::vector<std::string> apply_deepspeed_json(Config& config, const std::string&
   json root;
   try {
     root = json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e400)
     std::string what = e.what();
     if (const auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     TRIDENT_FAIL("{}: invalid JSON: {}", origin, what);

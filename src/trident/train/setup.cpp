@@ -452,6 +452,11 @@ void validate_config(const Config& c, int world_size) {
                 c.optim.name);
   TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());
   TRIDENT_CHECK(c.optim.lr > 0, "optim.lr must be positive, got {}", c.optim.lr);
+  // The decay goes from optim.lr down to schedule.min_lr: a floor above the peak would climb instead.
+  TRIDENT_CHECK(c.schedule.min_lr <= c.optim.lr,
+                "schedule.min_lr={} is above optim.lr={}: the learning rate decays from optim.lr down to min_lr "
+                "(DeepSpeed's cos_min_ratio must be at most 1)",
+                c.schedule.min_lr, c.optim.lr);
   const optim::ScheduleOptions schedule = detail::schedule_options(c);
   if (schedule.decay == optim::Decay::wsd) {
     TRIDENT_CHECK(schedule.decay_steps > c.schedule.warmup_steps,
