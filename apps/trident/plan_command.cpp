@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "commands.h"
 #include "trident/core/error.h"
@@ -77,6 +78,20 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
       fmt::print("\nthe fastest, in detail:\n{}", train::format_plan(train::with_layout(config, fits.front().layout), spec,
                                                                     fits.front()));
     } else {
+      // None valid at all (before memory): say why, from data parallelism alone (the batch, usually).
+      if (train::search_layouts(config, spec, o.ranks, std::numeric_limits<long double>::infinity(), h).empty()) {
+        train::MemoryLayout dp_only;
+        dp_only.dp = o.ranks;
+        std::string why = "no layout passes the checks training makes";
+        try {
+          train::validate_layout(train::with_layout(config, dp_only), o.ranks);
+        } catch (const Error& e) {
+          why = e.message();
+        }
+        TRIDENT_FAIL("no layout of {} ranks is valid for this configuration, whatever the memory (data parallelism "
+                     "alone: {})",
+                     o.ranks, why);
+      }
       std::fflush(stdout);
       fmt::print(stderr, "trident: plan: no layout of {} ranks fits {} ({} per rank)\n", o.ranks, limit,
                  train::format_bytes(memory));
@@ -89,6 +104,7 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
                                                    config.dist.tensor_parallel_size * config.dist.pipeline_parallel_size);
   train::validate_layout(config, ranks);
   spec.validate_tensor_parallel(static_cast<int>(config.dist.tensor_parallel_size));
+  spec.validate_expert_parallel(static_cast<int>(config.dist.expert_parallel_size));
   const train::LayoutCost cost = train::layout_cost(config, spec, train::memory_layout(config, ranks), h);
   fmt::print("{}", train::format_plan(config, spec, cost));
   if (cost.memory.total() > memory) {

@@ -68,4 +68,11 @@ void TransformerSpec::validate_tensor_parallel(int tp) const {
   TRIDENT_CHECK(d_ff % tp == 0, "dist.tensor_parallel_size={} must divide the MLP width d_ff={}", tp, d_ff);
 }
 
+void TransformerSpec::validate_expert_parallel(int ep) const {
+  if (ep <= 1 || n_experts == 0) return;
+  TRIDENT_CHECK(n_experts % ep == 0,
+                "dist.expert_parallel_size={} must divide the {} experts of each MoE layer (model.n_experts)", ep,
+                n_experts);
+}
+
 }  // namespace trident::models

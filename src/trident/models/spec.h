@@ -64,6 +64,8 @@ struct TransformerSpec {
   void validate() const;
   // Throws unless heads, key/value heads and d_ff divide over `tp` ranks.
   void validate_tensor_parallel(int tp) const;
+  // Throws unless `ep` expert-parallel ranks split each MoE layer's experts evenly.
+  void validate_expert_parallel(int ep) const;
 };
 
 }  // namespace trident::models

@@ -171,6 +171,7 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
               try {
                 validate_layout(candidate, ranks);
                 s.validate_tensor_parallel(static_cast<int>(tp));
+                s.validate_expert_parallel(static_cast<int>(ep));
                 if (pp > 1) (void)models::family(s.family).partition(s.n_layer, static_cast<int>(pp), {});
               } catch (const Error&) {
                 continue;

@@ -402,6 +402,7 @@ void validate_layout(const Config& c, int world_size) {
                 "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
                 "and {})",
                 tp, pp);
+  TRIDENT_CHECK((tp & (tp - 1)) == 0, "dist.tensor_parallel_size must be a power of two, got {}", tp);
   TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || c.train.seq_len % tp == 0,
                 "dist.sequence_parallel splits the sequence over the tensor-parallel ranks: train.seq_len={} must be a "
                 "multiple of dist.tensor_parallel_size={}",
