@@ -184,7 +184,9 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   const models::Family& f = models::family(s.family);
   const LD tp = ld(std::max<std::int64_t>(l.tp, 1)), dp = ld(std::max<std::int64_t>(l.dp, 1));
   const LD edp = std::max<LD>(dp / ld(std::max<std::int64_t>(l.ep, 1)), 1);
-  const LD value = parse_precision(c.train.precision, "train.precision") == DType::f32 ? 4 : 2;
+  const DType precision = parse_precision(c.train.precision, "train.precision");
+  const LD value = precision == DType::f32 ? 4 : 2;
+  const bool fp16 = precision == DType::f16;
   const LD moments = c.optim.name == "sgd" ? 4 : 8;
   const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len);
   const models::Family::SavedValues saved = f.block_activations(s);
@@ -223,8 +225,11 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
     // Beside them: the logits and their gradient (last stage), or one block's backward, recomputed first
     // under checkpointing. Under ZeRO-3 the first block's backward also holds its gathered weights and
     // the other blocks' whole gradients, which build up during the backward before the reduce-scatter.
-    m.working = std::max(stages[r].head ? 2 * vocab * value * tokens : 0,
+    // fp16 (loss scaling) holds one more logits-sized 16-bit buffer, and the token embedding's gradient in
+    // f32 beside its master gradient (measured: bf16's peaks match without them, fp16's did not).
+    m.working = std::max(stages[r].head ? (fp16 ? 3 : 2) * vocab * value * tokens : 0,
                          m.layers > 0 ? tokens * value * (backward + (recompute ? per_layer : 0)) : 0);
+    if (fp16 && stages[r].embed) m.working += 4 * vocab * ld(s.d_model);
     if (l.zero_stage >= 3) m.working += 4 * m.parameter_count + (value < 4 ? value * p.block : 0);
     // After the backward: ZeRO reduce-scatters each gradient through a padded copy and a shard of it
     // (and ZeRO-2/3 build the whole gradient first); ZeRO-1/2 all-gather the updated weights likewise.
