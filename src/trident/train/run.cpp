@@ -285,6 +285,17 @@ void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
                                         o.loss_scale_hysteresis);
   if (!reader) return;
   run.state = load_optimizer_and_state(*reader, run.params(), run.par);
+  // With train.global_batch_size unset the global batch follows the layout (micro-batch × data-parallel
+  // ranks): a resume on other ranks would silently train another batch. Every rank judges the same.
+  const std::int64_t saved_global =
+      run.state.step > 0 && run.state.consumed_samples % run.state.step == 0 ? run.state.consumed_samples / run.state.step
+                                                                             : 0;
+  TRIDENT_CHECK(run.config.train.global_batch_size > 0 || saved_global == 0 || saved_global == run.global_batch,
+                "checkpoint {} trained {} samples per step, and with train.global_batch_size unset this layout "
+                "would take {} (micro-batch {} × {} data-parallel ranks): set train.global_batch_size={} to continue "
+                "the run unchanged (or to {} to change it)",
+                resume_from, saved_global, run.global_batch, run.micro_batch, run.par.dp_size, saved_global,
+                run.global_batch);
   if (run.fp16 && run.state.loss_scale > 0) {
     run.scaler.set_scale(run.state.loss_scale);
     run.scaler.set_good_steps(run.state.loss_scale_good_steps);
