@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "trident/core/error.h"
 #include "trident/plot/figure.h"
+#include "trident/train/config.h"
 #include "trident/train/metrics_log.h"
 
 namespace trident::cli {
@@ -25,11 +26,22 @@ struct PlotOptions {
   bool log_y = false;
 };
 
-// A run directory's metrics.jsonl, or the metrics file itself when `run` names one.
+// A run directory's metrics file (log.metrics_file of the config.toml the run wrote there, else
+// metrics.jsonl), or the metrics file itself when `run` names one.
 std::string metrics_path(const std::string& run) {
   std::error_code ec;
   TRIDENT_CHECK(fs::exists(run, ec), "'{}': no such run directory or metrics file", run);
-  return fs::is_directory(run, ec) ? (fs::path(run) / "metrics.jsonl").string() : run;
+  if (!fs::is_directory(run, ec)) return run;
+  train::Config config;
+  const fs::path resolved = fs::path(run) / "config.toml";
+  if (fs::exists(resolved, ec)) {
+    try {
+      train::apply_file(config, resolved.string());
+    } catch (const Error& e) {
+      TRIDENT_FAIL("'{}': cannot tell the run's metrics file: {}", run, e.message());
+    }
+  }
+  return (fs::path(run) / config.log.metrics_file).string();  // an absolute log.metrics_file stays as it is
 }
 
 // The run's name in the legend and title: its directory as given, without a trailing '/'.

@@ -131,7 +131,7 @@ TEST_F(MetricsLogTest, AnUnfinishedLastLineIsSkipped) {
 TEST_F(MetricsLogTest, BadFilesAreErrorsNamingTheFileAndLine) {
   EXPECT_EQ(
       test::error_message([&] { read_metrics_log((dir_ / "none.jsonl").string()); }),
-      fmt::format("'{}/none.jsonl': no such file (trident train writes it into the run directory)", dir_.string()));
+      fmt::format("'{}/none.jsonl': no such file (trident train writes its log.metrics_file, metrics.jsonl by default, into the run directory)", dir_.string()));
   EXPECT_EQ(test::error_message([&] { read_metrics_log(dir_.string()); }),
             fmt::format("'{}': is a directory, not a metrics file", dir_.string()));
   write("");

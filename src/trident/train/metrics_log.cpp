@@ -77,7 +77,10 @@ MetricsCurve curve_of(const ByStep& by_step, const char* key, std::vector<std::s
 MetricsLog read_metrics_log(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  TRIDENT_CHECK(fs::exists(path, ec), "'{}': no such file (trident train writes it into the run directory)", path);
+  TRIDENT_CHECK(fs::exists(path, ec),
+                "'{}': no such file (trident train writes its log.metrics_file, metrics.jsonl by default, into the "
+                "run directory)",
+                path);
   TRIDENT_CHECK(!fs::is_directory(path, ec), "'{}': is a directory, not a metrics file", path);
   std::ifstream in(path, std::ios::binary);
   TRIDENT_CHECK(in.good(), "'{}': cannot open the file", path);
