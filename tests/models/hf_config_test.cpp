@@ -294,5 +294,20 @@ TEST(HfConfig, MixtralConfigRoundTrips) {
   std::filesystem::remove(path);
 }
 
+// Values a model cannot have are refused when config.json is read, naming the file (not at the first
+// forward pass, after the run directory exists).
+TEST(HfConfig, ImpossibleValuesNameTheFile) {
+  for (const auto& [extra, expected] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"rope_theta", 0}}, "model.rope_theta must be a positive finite number, got 0"},
+           {{{"rms_norm_eps", -1}}, "model.norm_eps must be a finite number >= 0, got -1"},
+           {{{"num_key_value_heads", 3}}, "n_head=4 is not a multiple of n_kv_head=3"}}) {
+    const std::string path = write_config("llama", extra);
+    const std::string message = test::error_message([&] { read_hf_config(path); });
+    EXPECT_NE(message.find("'" + path + "': "), std::string::npos) << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+    std::filesystem::remove(path);
+  }
+}
+
 }  // namespace
 }  // namespace trident::models

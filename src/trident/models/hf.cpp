@@ -85,7 +85,11 @@ TransformerSpec read_hf_config(const std::string& path) {
     s.eos_token_ids = eos.is_array() ? config.get<std::vector<std::int64_t>>("eos_token_id")
                                      : std::vector<std::int64_t>{config.get<std::int64_t>("eos_token_id")};
   }
-  s.validate();
+  try {
+    s.validate();
+  } catch (const Error& e) {  // trident's names for the file's values: say which file they came from
+    TRIDENT_FAIL("'{}': {} (trident's name for the value this config.json gives)", path, e.message());
+  }
   return s;
 }
 

@@ -1,5 +1,7 @@
 #include "trident/models/spec.h"
 
+#include <cmath>
+
 #include "trident/core/error.h"
 #include "trident/models/family.h"
 
@@ -35,6 +37,10 @@ void TransformerSpec::validate() const {
                 n_kv_head);
   TRIDENT_CHECK(d_ff > 0, "model: d_ff must be positive, got {}", d_ff);
   TRIDENT_CHECK(dropout >= 0.0 && dropout < 1.0, "model: dropout must be in [0, 1), got {}", dropout);
+  TRIDENT_CHECK(std::isfinite(norm_eps) && norm_eps >= 0, "model.norm_eps must be a finite number >= 0, got {}",
+                norm_eps);
+  TRIDENT_CHECK(std::isfinite(rope.theta) && rope.theta > 0, "model.rope_theta must be a positive finite number, got {}",
+                rope.theta);
   TRIDENT_CHECK(vocab_divisible_by >= 1, "model.make_vocab_size_divisible_by must be at least 1, got {}",
                 vocab_divisible_by);
   TRIDENT_CHECK(type_vocab_size >= 0, "model.type_vocab_size must be 0 (none) or positive, got {}", type_vocab_size);
