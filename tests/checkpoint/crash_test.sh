@@ -7,9 +7,9 @@
 # (checkpoint/safetensors.h). After every kill: `latest`, when present, names
 # a checkpoint whose files all verify, and `--resume` finishes the run with
 # exactly the losses of the uninterrupted run. Then the same over a finished
-# run's directory: a fresh run re-saves the very step `latest` names (the old
-# copy is moved aside while the new one is renamed in), and after every kill a
-# complete checkpoint of that step is still found.
+# run's directory: a resume from an earlier checkpoint re-saves the very step
+# `latest` names (the old copy is moved aside while the new one is renamed in),
+# and after every kill a complete checkpoint of that step is still found.
 #   crash_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
@@ -56,16 +56,22 @@ for n in $(seq 1 "$points"); do
   grep -qE "^step +6/6|resumed from .* at step 6 " "$work/resume.log" || fail "$where: the resumed run did not reach step 6"
 done
 
-# Re-committing the step latest names: only the final save (checkpoint.interval=0).
+# Re-committing the step latest names: a finished run (checkpoints of steps 3 and 6) resumed from step 3
+# redoes steps 4-6 and saves step 6 again, only there (checkpoint.interval=0).
 final=("${common[@]}" --set checkpoint.interval=0)
-"$trident" train --run-dir "$work/base" "${final[@]}" > "$work/base.log" 2>&1 || fail "base run: $(tail "$work/base.log")"
-rm -rf "$work/count"
-TRIDENT_CHECKPOINT_CRASH_AT=-1 "$trident" train --run-dir "$work/count" "${final[@]}" > "$work/count.log" 2>&1 \
-  || fail "counting run: $(tail "$work/count.log")"
+"$trident" train --run-dir "$work/base" "${common[@]}" --set checkpoint.interval=3 --set checkpoint.keep=2 \
+  > "$work/base.log" 2>&1 || fail "base run: $(tail "$work/base.log")"
+[ -f "$work/base/checkpoints/step_00000003/meta.json" ] && [ "$(cat "$work/base/checkpoints/latest")" = step_00000006 ] \
+  || fail "base run: no checkpoints of steps 3 and 6: $(ls "$work/base/checkpoints")"
+redo() { echo --set "checkpoint.resume=\"$1/checkpoints/step_00000003\""; }
+rm -rf "$work/count" && cp -a "$work/base" "$work/count"
+TRIDENT_CHECKPOINT_CRASH_AT=-1 "$trident" train --run-dir "$work/count" "${final[@]}" $(redo "$work/count") \
+  > "$work/count.log" 2>&1 || fail "counting run: $(tail "$work/count.log")"
 again=$(grep -c "crash_point" "$work/count.log")
 for n in $(seq 1 "$again"); do
   rm -rf "$work/run" && cp -a "$work/base" "$work/run"
-  { (TRIDENT_CHECKPOINT_CRASH_AT=$n exec "$trident" train --run-dir "$work/run" "${final[@]}" > "$work/crash.log" 2>&1); } 2>/dev/null
+  { (TRIDENT_CHECKPOINT_CRASH_AT=$n exec "$trident" train --run-dir "$work/run" "${final[@]}" $(redo "$work/run") \
+    > "$work/crash.log" 2>&1); } 2>/dev/null
   rc=$?
   [ "$rc" -eq 137 ] || fail "re-commit, crash point $n: expected SIGKILL (137), got exit $rc"
   where="re-commit, $(grep -o "crash_point $n (.*)" "$work/crash.log")"

@@ -311,6 +311,28 @@ TEST(DeepSpeedConfig, IgnoredRefusedAndUnknownKeys) {
             "ds.json: train_batch_size 4000000000000000000 is more than any batch trident runs (2^40 samples)");
 }
 
+// DeepSpeed's TensorBoard monitor becomes log.tensorboard in its output_path/job_name (relative to the
+// working directory, as DeepSpeed's); disabled it is a note; its keys are checked.
+TEST(DeepSpeedConfig, TensorBoardMonitor) {
+  Config c;
+  auto lines = apply(c, R"({"tensorboard": {"enabled": true, "output_path": "logs/", "job_name": "bert"}})");
+  const std::string expected = (std::filesystem::current_path() / "logs" / "bert").string();
+  EXPECT_EQ(c.log.tensorboard, expected);
+  EXPECT_TRUE(has_line(lines, "ds.json: tensorboard {\"enabled\":true,\"output_path\":\"logs/\",\"job_name\":\"bert\"} → "
+                              "log.tensorboard = '" + expected + "' (trident's scalars, DeepSpeed's directory)"))
+      << joined(lines);
+  Config d;
+  apply(d, R"({"tensorboard": {"enabled": true}})");
+  EXPECT_EQ(d.log.tensorboard, (std::filesystem::current_path() / "DeepSpeedJobName").string());
+  Config off;
+  lines = apply(off, R"({"tensorboard": {"enabled": false, "output_path": "x"}})");
+  EXPECT_TRUE(off.log.tensorboard.empty());
+  EXPECT_EQ(error_of(R"({"tensorboard": {"enabled": true, "outpt_path": "x"}})"),
+            "ds.json: unknown key tensorboard.outpt_path (did you mean tensorboard.output_path?)");
+  EXPECT_EQ(error_of(R"({"tensorboard": {"enabled": true, "job_name": 3}})"),
+            "ds.json: tensorboard.job_name must be a string, got 3");
+}
+
 // load_config: the TOML file, then the DeepSpeed config, then --set; the resolved config stands alone.
 TEST(DeepSpeedConfig, LoadOrderAndResolvedConfig) {
   const auto dir = std::filesystem::temp_directory_path() / "trident_ds_config_test";

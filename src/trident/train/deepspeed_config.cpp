@@ -533,6 +533,28 @@ class Mapper {
     }
   }
 
+  // DeepSpeed's TensorBoard monitor: enabled, it logs the loss and learning rate into output_path/job_name
+  // (output_path relative to the working directory), which is what log.tensorboard writes (and more).
+  void map_tensorboard(const json& section) {
+    object("tensorboard", section);
+    for (const auto& [k, v] : section.items()) {
+      if (k != "enabled" && k != "output_path" && k != "job_name")
+        unknown_in("tensorboard", k, {"enabled", "output_path", "job_name"});
+    }
+    if (!(section.contains("enabled") && boolean("tensorboard.enabled", section.at("enabled")))) {
+      return ignored("tensorboard", section, "not enabled");
+    }
+    auto text = [&](const char* key, const std::string& fallback) {
+      if (!section.contains(key) || section.at(key).is_null()) return fallback;
+      if (!section.at(key).is_string()) fail("tensorboard.{} must be a string, got {}", key, show(section.at(key)));
+      return section.at(key).get<std::string>();
+    };
+    const std::filesystem::path dir =
+        std::filesystem::absolute(text("output_path", ".")) / text("job_name", "DeepSpeedJobName");
+    set("tensorboard", show(section), "log.tensorboard", json(dir.lexically_normal().string()).dump(),
+        " (trident's scalars, DeepSpeed's directory)");
+  }
+
   // A section whose "enabled": true would change the run.
   void refuse_if_enabled(const std::string& k, const json& v, const std::string& what) {
     // These two have no "enabled": a section present is a request.
@@ -548,7 +570,7 @@ class Mapper {
         "wall_clock_breakdown", "memory_breakdown", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
         "dump_state", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
         "seq_parallel_communication_data_type", "sparse_gradients", "disable_allgather", "dataloader_drop_last",
-        "graph_harvesting", "use_data_before_expert_parallelism", "timers", "comms_logger", "tensorboard", "wandb",
+        "graph_harvesting", "use_data_before_expert_parallelism", "timers", "comms_logger", "wandb",
         "csv_monitor", "comet", "flops_profiler", "aio", "checkpoint", "autotuning", "nebula", "vocabulary_size",
         "pipeline", "zero_optimization_stage_3_fetch", "load_universal_checkpoint", "use_node_local_storage"};
     static const std::map<std::string, std::string> enabled_sections = {
@@ -566,6 +588,7 @@ class Mapper {
     if (k == "fp16") return map_fp16(v);
     if (k == "bf16" || k == "bfloat16") return map_bf16(k, v);
     if (k == "activation_checkpointing") return map_activation_checkpointing(v);
+    if (k == "tensorboard") return map_tensorboard(v);
     if (k == "gradient_clipping") {
       if (is_auto(v)) return keep(k, "optim.clip_grad");
       return set(k, show(v), "optim.clip_grad", toml_float(number(k, v)));
@@ -602,7 +625,7 @@ class Mapper {
                                       "gradient_accumulation_steps", "optimizer", "scheduler", "zero_optimization",
                                       "fp16", "bf16", "gradient_clipping", "steps_per_print",
                                       "activation_checkpointing", "tensor_parallel", "sequence_parallel_size",
-                                      "data_types"};
+                                      "data_types", "tensorboard"};
     known.insert(known.end(), tuning.begin(), tuning.end());
     for (const auto& [name, what] : enabled_sections) known.push_back(name);
     const std::string near = nearest(k, known);

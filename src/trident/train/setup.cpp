@@ -298,10 +298,17 @@ std::int64_t configured_layers(const ModelConfig& m) {
 }
 
 // The configured model's blocks are mixtures of experts.
+// The configured model's family: the pretrained config.json's, the preset's, or model.arch.
+std::string configured_family(const ModelConfig& m) {
+  if (!m.from_pretrained.empty())
+    return models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string()).family;
+  return m.preset.empty() ? m.arch : models::preset(m.preset).family;
+}
+
 bool configured_moe(const ModelConfig& m) {
   if (!m.from_pretrained.empty())
     return models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string()).n_experts > 0;
-  return models::family(m.preset.empty() ? m.arch : models::preset(m.preset).family).moe;
+  return models::family(configured_family(m)).moe;
 }
 
 // The pipeline keys, once the data-parallel size is known (micro-batches per step).
@@ -352,7 +359,7 @@ void validate_pipeline(const Config& c, int dp) {
 void validate_experts(const Config& c, std::int64_t dp, std::int64_t tp) {
   const std::int64_t ep = c.dist.expert_parallel_size;
   const bool moe = configured_moe(c.model);
-  const std::string arch = c.model.preset.empty() ? c.model.arch : models::preset(c.model.preset).family;
+  const std::string arch = configured_family(c.model);
   TRIDENT_CHECK(moe || ep == 1,
                 "dist.expert_parallel_size={} splits the experts of a mixture of experts, but model.arch={} has none "
                 "(use 1, or a mixture-of-experts family: mixtral, qwen2_moe)",
