@@ -37,6 +37,8 @@ rc=$?
 grep -q "run directory '$work/run' is in use by another training: pid $holder on host $(hostname) " second.err \
   || fail "the refusal does not name the holder (pid $holder on $(hostname)): $(cat second.err)"
 kill -0 $holder 2>/dev/null || fail "the first training died: $(tail -3 first.log)"
+# (The first writes config.toml once its resume decision is made, a moment after it takes the lock.)
+for _ in $(seq 1 100); do [[ -s run/config.toml ]] && break; sleep 0.1; done
 grep -q "^seed = 1$" run/config.toml || fail "run/config.toml is not the first training's: $(grep seed run/config.toml)"
 echo "ok: refused: $(cat second.err)"
 
@@ -56,7 +58,8 @@ fi
 kill -KILL $holder
 wait $holder 2>/dev/null
 holder=""
-"$trident" "${args[@]}" --set train.seed=4 --set train.steps=3 > third.log 2> third.err \
+# (Its checkpoints elsewhere: a new run over the killed one's checkpoints would be refused.)
+"$trident" "${args[@]}" --set train.seed=4 --set train.steps=3 --set "checkpoint.dir=\"$work/third\"" > third.log 2> third.err \
   || fail "a training after the holder's SIGKILL failed: $(cat third.err)"
 grep -q "^seed = 4$" run/config.toml || fail "run/config.toml is not the new training's"
 echo "ok: after SIGKILL of the holder a new training ran"
