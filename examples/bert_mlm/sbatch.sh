@@ -19,6 +19,8 @@ cd "${SLURM_SUBMIT_DIR:-.}"
 trident=${TRIDENT:-build/bin/trident}
 data=${DATA_DIR:-data}/bert_mlm
 # srun starts the ranks; trident finds its rank and the job's size from PMIx (no launcher of its own).
+# checkpoint.resume=auto: submitting the script again continues the run from its newest checkpoint (a
+# new run over it would be refused), as a Megatron job that --loads its --save directory.
 # shellcheck disable=SC2086  # TRIDENT_ARGS is a list of arguments
 srun --mpi=pmix "$trident" train examples/bert_mlm/bert_small.toml \
   --deepspeed examples/bert_mlm/ds_config.json \
@@ -28,4 +30,5 @@ srun --mpi=pmix "$trident" train examples/bert_mlm/bert_small.toml \
   --set "data.valid_paths=[\"$data/valid\"]" \
   --set "optim.lr=${LR:-1e-3}" \
   --set log.progress=off \
+  --set checkpoint.resume=auto \
   ${TRIDENT_ARGS:-}
