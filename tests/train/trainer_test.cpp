@@ -696,10 +696,9 @@ TEST(TrainerConfig, HugeSizesAreErrorsNotOverflows) {
   EXPECT_EQ(error_of(1, {"dist.tensor_parallel_size=4294967296", "dist.pipeline_parallel_size=4294967296"}),
             "dist: tensor_parallel_size × pipeline_parallel_size = 4294967296 × 4294967296 is more than the job's 1 "
             "rank(s)");
-  // 7 × 7905747460161236407 = 3 · 2^64 + 1
+  // 7 × 7905747460161236407 = 3 · 2^64 + 1, which wraps to 1: refused before the product, tp = 7 being no power of two
   EXPECT_EQ(error_of(1, {"dist.tensor_parallel_size=7", "dist.pipeline_parallel_size=7905747460161236407"}),
-            "dist: tensor_parallel_size × pipeline_parallel_size = 7 × 7905747460161236407 is more than the job's 1 "
-            "rank(s)");
+            "dist.tensor_parallel_size must be a power of two, got 7");
   // 4 × (2^62 + 1) = 2^64 + 4
   EXPECT_EQ(error_of(4, {"dist.tensor_parallel_size=4", "dist.data_parallel_size=4611686018427387905"}),
             "dist.data_parallel_size=4611686018427387905 must be between 1 and the job's 4 rank(s)");
