@@ -1,0 +1,179 @@
+// Opening the run's datasets and tokenizer (train/setup.h).
+#include "trident/train/setup.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include "trident/data/blended_dataset.h"
+#include "trident/data/gpt_dataset.h"
+#include "trident/data/indexed_dataset.h"
+#include "trident/data/split.h"
+#include "trident/core/atomic_file.h"
+#include "trident/models/hf.h"
+#include "trident/optim/schedule.h"
+#include "trident/parallel/pipeline/schedule.h"
+#include "trident/train/trainer.h"
+
+namespace trident::train {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+namespace {
+
+fs::path cache_dir_of(const Config& c, const data::IndexedDataset& ds) {
+  return c.data.cache_dir.empty() ? fs::path(ds.prefix()).parent_path() / "index-cache" : fs::path(c.data.cache_dir);
+}
+
+// Tokens in documents (sequences, as Megatron splits them) [r.begin, r.end) of `ds`.
+std::int64_t tokens_in(const data::IndexedDataset& ds, data::DocumentRange r) {
+  const auto lengths =
+      ds.sequence_lengths().subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.size()));
+  return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+}
+
+// One dataset's documents for one split, and its weight in that split's blend.
+struct Part {
+  std::shared_ptr<const data::IndexedDataset> dataset;
+  data::DocumentRange documents;
+  double weight = 0;
+  std::string origin;  // for errors: which key chose these documents
+};
+
+// The sample stream of one split: a single dataset as it is (one epoch after
+// another), or several blended by weight into `samples` samples, each built
+// with its share of them (Megatron's 0.5% margin) so the blend never runs
+// past a dataset's end.
+std::shared_ptr<const data::SampleSource> sample_stream(const Config& c, const std::vector<Part>& parts,
+                                                        std::int64_t samples, std::string_view split,
+                                                        models::Objective objective) {
+  double total = 0;
+  for (const Part& p : parts) total += p.weight;
+  std::vector<std::shared_ptr<const data::SampleSource>> sources;
+  std::vector<double> weights;
+  for (const Part& p : parts) {
+    data::GptDatasetConfig g;
+    g.seq_len = c.train.seq_len;
+    g.seed = static_cast<std::uint64_t>(c.train.seed);
+    g.cache_dir = cache_dir_of(c, *p.dataset);
+    g.documents = p.documents;
+    g.add_extra_token = objective == models::Objective::next_token;
+    if (parts.size() > 1) {
+      g.num_samples = static_cast<std::int64_t>(std::ceil(p.weight / total * static_cast<double>(samples) * 1.005)) + 1;
+    }
+    try {
+      sources.push_back(std::make_shared<data::GptDataset>(p.dataset, g));
+    } catch (const Error& e) {
+      TRIDENT_FAIL("{} data ({}): {}", split, p.origin, e.message());
+    }
+    weights.push_back(p.weight);
+  }
+  if (sources.size() == 1) return sources[0];
+  return std::make_shared<data::BlendedDataset>(std::move(sources), std::move(weights), samples);
+}
+
+// The token ids of `ds`, from the cache (keyed by the .idx hash and the .bin's size and time) or a scan.
+data::IndexedDataset::TokenRange token_range(const Config& c, const data::IndexedDataset& ds) {
+  std::error_code ec;
+  const fs::path bin = ds.prefix() + ".bin";
+  const auto mtime = fs::last_write_time(bin, ec).time_since_epoch().count();
+  const std::string key = fmt::format("{} {} {}", ds.index_hash(), ds.bin_bytes(), ec ? 0 : mtime);
+  const fs::path cache = cache_dir_of(c, ds) / fmt::format("{}-{:016x}.token_range",
+                                                          fs::path(ds.prefix()).filename().string(), ds.index_hash());
+  {
+    std::ifstream in(cache);
+    std::string k1, k2, k3;
+    data::IndexedDataset::TokenRange r;
+    if (in >> k1 >> k2 >> k3 >> r.min >> r.max && fmt::format("{} {} {}", k1, k2, k3) == key) return r;
+  }
+  const data::IndexedDataset::TokenRange r = ds.token_range();
+  try {  // a cache that cannot be written costs the next run a scan, nothing else
+    fs::create_directories(cache.parent_path());
+    write_file_atomically(cache, fmt::format("{} {} {}\n", key, r.min, r.max));
+  } catch (const std::exception&) {
+  }
+  return r;
+}
+
+void check_token_ids(const Config& c, const data::IndexedDataset& ds, const data::Tokenizer& tokenizer,
+                     std::string_view key) {
+  const data::IndexedDataset::TokenRange r = token_range(c, ds);
+  if (r.max < r.min) return;  // no tokens
+  const std::int64_t vocab = tokenizer.vocab_size();
+  TRIDENT_CHECK(r.min >= 0, "{}: dataset '{}.bin' holds token id {}, which is no token id (they are 0 or more)", key,
+                ds.prefix(), r.min);
+  TRIDENT_CHECK(r.max < vocab,
+                "{}: dataset '{}.bin' holds token id {}, but data.tokenizer '{}' has {} tokens (ids up to {}): the "
+                "dataset was made with another tokenizer; preprocess it with this one, or give the one it was made "
+                "with",
+                key, ds.prefix(), r.max, c.data.tokenizer, vocab, vocab - 1);
+}
+
+}  // namespace
+
+std::int64_t epoch_samples(const Config& c) {
+  std::int64_t samples = 0;
+  for (const auto& path : c.data.paths) {
+    auto ds = data::IndexedDataset::open(path);
+    if (ds->size() == 0) continue;  // open_data names an empty dataset
+    const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
+    // A sample is seq_len + 1 tokens, consecutive samples sharing one.
+    const std::int64_t tokens = tokens_in(*ds, ranges[0]);
+    if (tokens > 1) samples += (tokens - 1) / c.train.seq_len;
+  }
+  return samples;
+}
+
+DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples) {
+  return open_data(c, data::Tokenizer::load(c.data.tokenizer), train_samples, valid_samples);
+}
+
+DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t train_samples,
+                      std::int64_t valid_samples, models::Objective objective) {
+  DataSources d;
+  d.tokenizer = std::move(tokenizer);
+  // Without data.weights a blend draws from each dataset in proportion to its
+  // tokens in the split (not to the samples built for the blend, which would
+  // make every dataset as large as the whole run).
+  std::vector<Part> train, valid;
+  for (std::size_t i = 0; i < c.data.paths.size(); ++i) {
+    auto ds = data::IndexedDataset::open(c.data.paths[i]);
+    TRIDENT_CHECK(ds->size() > 0, "data.paths: dataset '{}' is empty (0 documents)", c.data.paths[i]);
+    check_token_ids(c, *ds, d.tokenizer, "data.paths");
+    const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
+    TRIDENT_CHECK(ranges[0].size() > 0, "data.split '{}' leaves no training documents in '{}'", c.data.split,
+                  c.data.paths[i]);
+    auto weight = [&](data::DocumentRange r) {
+      return c.data.weights.empty() ? static_cast<double>(tokens_in(*ds, r)) : c.data.weights[i];
+    };
+    auto origin = [&](data::DocumentRange r) {
+      return fmt::format("documents [{}, {}) by data.split '{}'", r.begin, r.end, c.data.split);
+    };
+    train.push_back({ds, ranges[0], weight(ranges[0]), origin(ranges[0])});
+    if (ranges[1].size() > 0) valid.push_back({ds, ranges[1], weight(ranges[1]), origin(ranges[1])});
+  }
+  if (!c.data.valid_paths.empty()) {
+    valid.clear();
+    for (const auto& path : c.data.valid_paths) {
+      auto ds = data::IndexedDataset::open(path);
+      TRIDENT_CHECK(ds->size() > 0, "data.valid_paths: dataset '{}' is empty (0 documents)", path);
+      check_token_ids(c, *ds, d.tokenizer, "data.valid_paths");
+      const data::DocumentRange all{0, static_cast<std::int64_t>(ds->size())};
+      valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all)), "data.valid_paths"});
+    }
+  }
+  d.train = sample_stream(c, train, train_samples, "train", objective);
+  if (!valid.empty() && c.train.eval_interval > 0) {
+    d.valid = sample_stream(c, valid, valid_samples, "validation", objective);
+  }
+  return d;
+}
+
+}  // namespace detail
+
+}  // namespace trident::train
