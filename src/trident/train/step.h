@@ -31,12 +31,12 @@ nn::ForwardContext training_context(const Run& run, std::int64_t step, std::int6
 // A loss that is not finite outside fp16 is an error naming the step.
 std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& stop_before = {});
 
-// The metrics line of a finished step: `seconds` it took, `elapsed` since the first step of this call,
-// which was `first_step` + 1.
 // Every rank, at a logged step of a job of several ranks: gathers each rank's own work of the step
 // (`work_seconds`) over the world and returns the slowest against the median (on every rank).
 StepMetrics::Straggler straggler_report(Run& run, double work_seconds);
 
+// The metrics line of a finished step: `seconds` it took, `elapsed` since the first step of this call,
+// which was `first_step` + 1.
 StepMetrics step_metrics(const Run& run, const StepResult& result, double seconds, double elapsed,
                          std::int64_t first_step);
 
