@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# trident as a library, checked from the outside (README, "Using trident as a library"):
+# trident as a library, checked from the outside (docs/guide/library.md):
 #   1. `cmake --install` of an existing build into a temporary prefix;
 #   2. examples/ configured as a separate CMake project against that prefix alone (find_package(trident
 #      CONFIG)), built, and every example run through its check.sh (under mpirun where it needs ranks);
