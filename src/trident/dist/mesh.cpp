@@ -57,22 +57,24 @@ int Mesh::rank_of(const Coords& c) const {
 
 std::vector<int> Mesh::group(GroupKind kind, int rank) const {
   const GroupInfo& info = group_info(kind);
-  std::array<int, kDimCount> mine{};
-  for (int i = 0; i < kDimCount; ++i) mine[static_cast<std::size_t>(i)] = coord(rank, static_cast<Dim>(i));
-  std::vector<int> out;  // ascending: r counts up
-  for (int r = 0; r < world_; ++r) {
-    bool member = true;
-    for (int i = 0; i < kDimCount && member; ++i) {
-      const auto d = static_cast<Dim>(i);
-      const int c = coord(r, d);
-      if ((info.dims & dims(d)) == 0) {
-        member = c == mine[static_cast<std::size_t>(i)];
-      } else if (info.ends_only) {
-        member = c == 0 || c == size(d) - 1;
-      }
+  // The rank's coordinates outside the group's dimensions stay; those along them take every value
+  // (the first and last only, for ends_only).
+  std::vector<int> out{rank};
+  int stride = 1;
+  for (int i = 0; i < kDimCount; ++i) {
+    const auto d = static_cast<Dim>(i);
+    const int n = size(d);
+    if ((info.dims & dims(d)) != 0) {
+      const int mine = coord(rank, d);
+      std::vector<int> next;
+      for (int r : out)
+        for (int c = 0; c < n; ++c)
+          if (!info.ends_only || c == 0 || c == n - 1) next.push_back(r + (c - mine) * stride);
+      out = std::move(next);
     }
-    if (member) out.push_back(r);
+    stride *= n;
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
