@@ -10,21 +10,13 @@
 #include <memory>
 
 #include "layout_runs.h"
+#include "testing/layout_case.h"
 #include "trident/dist/self_communicator.h"
 
 namespace trident::train {
 namespace {
 
-struct Layout {
-  int dp = 1, tp = 1, pp = 1, zero = 0;
-  bool sp = false;
-  int ranks() const { return dp * tp * pp; }
-  std::string name() const {
-    return fmt::format("bert_dp{}_tp{}_pp{}{}{}", dp, tp, pp, sp ? "_sp" : "", zero ? fmt::format("_zero{}", zero) : "");
-  }
-};
-
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
+using Layout = testing::LayoutCase;
 
 // A WordPiece tokenizer and masked-LM data ([CLS] document [SEP]) of the grammar corpus, in DIR.
 class BertLayouts : public ::testing::TestWithParam<Layout> {
@@ -44,10 +36,8 @@ class BertLayouts : public ::testing::TestWithParam<Layout> {
                                       "data.paths=[\"" + (dir / "corpus").string() + "\"]",
                                       "data.cache_dir=" + (dir / "cache").string()};
     if (comm->size() > 1) {
-      extra.push_back(fmt::format("dist.tensor_parallel_size={}", l.tp));
-      extra.push_back(fmt::format("dist.pipeline_parallel_size={}", l.pp));
-      extra.push_back(fmt::format("dist.sequence_parallel={}", l.sp));
-      extra.push_back(fmt::format("dist.zero_stage={}", l.zero));
+      const std::vector<std::string> job = l.overrides();
+      extra.insert(extra.end(), job.begin(), job.end());
     }
     return runs_.run(std::move(comm), name, extra);
   }
@@ -71,11 +61,11 @@ TEST_P(BertLayouts, FollowsTheSingleProcessRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BertLayouts,
-                         ::testing::Values(Layout{2, 1, 1, 0, false},  // dp=2
-                                           Layout{1, 2, 1, 0, true},   // tp=2 with sequence parallelism
-                                           Layout{1, 1, 2, 0, false},  // pp=2
-                                           Layout{4, 1, 1, 3, false},  // dp=4, ZeRO-3
-                                           Layout{2, 2, 2, 1, false}), // dp=2 × tp=2 × pp=2, ZeRO-1
+                         ::testing::Values(Layout{.arch = "bert", .dp = 2},
+                                           Layout{.arch = "bert", .tp = 2, .sp = true},  // with sequence parallelism
+                                           Layout{.arch = "bert", .pp = 2},
+                                           Layout{.arch = "bert", .dp = 4, .zero = 3},
+                                           Layout{.arch = "bert", .dp = 2, .tp = 2, .pp = 2, .zero = 1}),
                          [](const auto& p) { return p.param.name(); });
 
 }  // namespace

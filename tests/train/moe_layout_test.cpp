@@ -18,37 +18,24 @@
 #include <memory>
 
 #include "layout_runs.h"
+#include "testing/layout_case.h"
 #include "trident/dist/self_communicator.h"
 
 namespace trident::train {
 namespace {
 
-struct Layout {
-  int dp = 1, zero = 0;
-  bool checkpointing = false;
-  double capacity = 0;  // 0: dropless
-  std::string arch = "mixtral";
-  int ep = 1, tp = 1, pp = 1;  // dp is the whole data-parallel size; ep divides it
-  int ranks() const { return dp * tp * pp; }
-  std::string name() const {
-    std::string n = fmt::format("{}_dp{}", arch, dp);
-    if (ep > 1) n += fmt::format("_ep{}", ep);
-    if (tp > 1) n += fmt::format("_tp{}", tp);
-    if (pp > 1) n += fmt::format("_pp{}", pp);
-    return n + fmt::format("{}{}{}", zero ? fmt::format("_zero{}", zero) : "", checkpointing ? "_ckpt" : "",
-                           capacity > 0 ? "_capacity" : "");
-  }
-};
+using Layout = testing::LayoutCase;
 
-Layout expert_parallel(int dp, int ep, int tp = 1, int pp = 1, int zero = 0, double capacity = 0) {
-  Layout l{dp, zero, false, capacity};
-  l.ep = ep;
-  l.tp = tp;
-  l.pp = pp;
-  return l;
+// A case under data parallelism (a ZeRO stage, activation checkpointing, capacity dispatch).
+Layout data_parallel(int dp, int zero = 0, bool checkpointing = false, double capacity = 0,
+                     std::string arch = "mixtral") {
+  return Layout{.arch = std::move(arch), .dp = dp, .zero = zero, .checkpointing = checkpointing, .capacity = capacity};
 }
 
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
+// A Mixtral case with its experts split over `ep` of the `dp` data-parallel ranks.
+Layout expert_parallel(int dp, int ep, int tp = 1, int pp = 1, int zero = 0, double capacity = 0) {
+  return Layout{.arch = "mixtral", .dp = dp, .tp = tp, .pp = pp, .ep = ep, .zero = zero, .capacity = capacity};
+}
 
 class MoELayouts : public ::testing::TestWithParam<Layout> {
  protected:
@@ -69,17 +56,14 @@ class MoELayouts : public ::testing::TestWithParam<Layout> {
   static Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l) {
     std::vector<std::string> extra = model(l);
     if (comm->size() > 1) {
-      extra.push_back(fmt::format("dist.zero_stage={}", l.zero));
-      extra.push_back(fmt::format("train.activation_checkpointing={}", l.checkpointing));
-      extra.push_back(fmt::format("dist.expert_parallel_size={}", l.ep));
-      extra.push_back(fmt::format("dist.tensor_parallel_size={}", l.tp));
-      extra.push_back(fmt::format("dist.pipeline_parallel_size={}", l.pp));
+      const std::vector<std::string> job = l.overrides();
+      extra.insert(extra.end(), job.begin(), job.end());
     }
     return runs_.run(std::move(comm), name, extra);
   }
   // The single-process run of the layout's model (dp=1, no ZeRO, no checkpointing), once per model.
   static const Run& reference(const Layout& l) {
-    Layout one;
+    Layout one = data_parallel(1);
     one.capacity = l.capacity;
     one.arch = l.arch;
     auto& slot = references_[one.name()];
@@ -122,12 +106,12 @@ TEST_F(MoELayouts, ResumesAcrossExpertParallelSizes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoELayouts,
-                         ::testing::Values(Layout{2, 0, false, 0},    // dp=2
-                                           Layout{2, 1, false, 0},    // dp=2, ZeRO-1
-                                           Layout{2, 0, true, 0},     // dp=2, activation checkpointing
-                                           Layout{2, 0, false, 1.0},  // dp=2, capacity dispatch
-                                           Layout{2, 1, true, 0, "qwen2_moe"},  // Qwen2-MoE, ZeRO-1, checkpointing
-                                           Layout{4, 3, false, 0},    // dp=4, ZeRO-3 (recomputed units)
+                         ::testing::Values(data_parallel(2, 0, false, 0),    // dp=2
+                                           data_parallel(2, 1, false, 0),    // dp=2, ZeRO-1
+                                           data_parallel(2, 0, true, 0),     // dp=2, activation checkpointing
+                                           data_parallel(2, 0, false, 1.0),  // dp=2, capacity dispatch
+                                           data_parallel(2, 1, true, 0, "qwen2_moe"),  // Qwen2-MoE, ZeRO-1, checkpointing
+                                           data_parallel(4, 3, false, 0),    // dp=4, ZeRO-3 (recomputed units)
                                            expert_parallel(2, 2),     // ep2
                                            expert_parallel(2, 2, 1, 1, 0, 1.0),  // ep2, capacity dispatch
                                            expert_parallel(4, 4),     // ep4: one expert per rank

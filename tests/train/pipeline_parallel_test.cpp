@@ -15,35 +15,21 @@
 #include <memory>
 
 #include "layout_runs.h"
+#include "testing/layout_case.h"
 #include "trident/dist/self_communicator.h"
 
 namespace trident::train {
 namespace {
 
+using Layout = testing::LayoutCase;
 
-struct Layout {
-  std::string arch;
-  int pp = 2;
-  std::string schedule = "1f1b";
-  int tp = 1;
-  int dp = 1;
-  bool sp = false;
-  int zero = 0;
-  std::string layers;  // dist.pipeline_num_layers, e.g. "[3, 5]"
-  int ranks() const { return pp * tp * dp; }
-  std::string name() const {
-    return fmt::format("{}_pp{}_{}{}{}{}{}{}", arch, pp, schedule, tp > 1 ? fmt::format("_tp{}", tp) : "",
-                       dp > 1 ? fmt::format("_dp{}", dp) : "", sp ? "_sp" : "",
-                       zero ? fmt::format("_zero{}", zero) : "", layers.empty() ? "" : "_split");
-  }
-};
-
+// A pipeline case: `pp` stages under `schedule`, with tensor and data parallelism, sequence parallelism,
+// a ZeRO stage and an explicit split (dist.pipeline_num_layers).
 Layout L(std::string arch, int pp = 2, std::string schedule = "1f1b", int tp = 1, int dp = 1, bool sp = false,
          int zero = 0, std::string layers = "") {
-  return Layout{std::move(arch), pp, std::move(schedule), tp, dp, sp, zero, std::move(layers)};
+  return Layout{.arch = std::move(arch), .dp = dp, .tp = tp, .pp = pp, .sp = sp, .zero = zero,
+                .schedule = std::move(schedule), .layers = std::move(layers)};
 }
-
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
 
 class PipelineParallelTraining : public ::testing::TestWithParam<Layout> {
  protected:
@@ -63,13 +49,8 @@ class PipelineParallelTraining : public ::testing::TestWithParam<Layout> {
       if (l.arch == "mistral") extra.emplace_back("model.sliding_window=5");
     }
     if (comm->size() > 1) {
-      extra.push_back(fmt::format("dist.pipeline_parallel_size={}", l.pp));
-      extra.push_back(fmt::format("dist.pipeline_schedule=\"{}\"", l.schedule));
-      if (l.schedule == "interleaved") extra.emplace_back("dist.virtual_pipeline_size=2");
-      extra.push_back(fmt::format("dist.tensor_parallel_size={}", l.tp));
-      extra.push_back(fmt::format("dist.sequence_parallel={}", l.sp));
-      extra.push_back(fmt::format("dist.zero_stage={}", l.zero));
-      if (!l.layers.empty()) extra.push_back("dist.pipeline_num_layers=" + l.layers);
+      const std::vector<std::string> job = l.overrides();
+      extra.insert(extra.end(), job.begin(), job.end());
     }
     return runs_.run(std::move(comm), name, extra);
   }

@@ -12,24 +12,13 @@
 #include <memory>
 
 #include "layout_runs.h"
+#include "testing/layout_case.h"
 #include "trident/dist/self_communicator.h"
 
 namespace trident::train {
 namespace {
 
-
-struct Layout {
-  std::string arch;
-  int tp = 1;
-  int dp = 1;
-  bool sp = false;
-  int zero = 0;
-  std::string name() const {
-    return fmt::format("{}_tp{}_dp{}{}{}", arch, tp, dp, sp ? "_sp" : "", zero ? fmt::format("_zero{}", zero) : "");
-  }
-};
-
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
+using Layout = testing::LayoutCase;
 
 class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
  protected:
@@ -46,10 +35,10 @@ class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
                             "data.eod_mask_loss=true"})
         extra.emplace_back(s);
     }
-    const bool job = comm->size() > 1;
-    extra.push_back(fmt::format("dist.tensor_parallel_size={}", job ? l.tp : 1));
-    extra.push_back(fmt::format("dist.sequence_parallel={}", l.sp && job));
-    extra.push_back(fmt::format("dist.zero_stage={}", job ? l.zero : 0));
+    if (comm->size() > 1) {
+      const std::vector<std::string> job = l.overrides();
+      extra.insert(extra.end(), job.begin(), job.end());
+    }
     return runs_.run(std::move(comm), name, extra);
   }
 
@@ -58,7 +47,7 @@ class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
     // Checkpoints at steps 10 and 20 (the resume test starts from step 10).
     if (!slot) {
       slot = std::make_unique<Run>(
-          run(dist::self_communicator(), "reference-" + arch, Layout{arch}, {"checkpoint.interval=10"}));
+          run(dist::self_communicator(), "reference-" + arch, Layout{.arch = arch}, {"checkpoint.interval=10"}));
     }
     return *slot;
   }
@@ -93,10 +82,14 @@ TEST_P(TensorParallelTraining, ResumesTheSingleProcessCheckpoint) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, TensorParallelTraining,
-    ::testing::Values(Layout{"gpt2", 2}, Layout{"llama", 2}, Layout{"gpt2", 2, 1, true}, Layout{"llama", 2, 1, true},
-                      Layout{"gpt2", 4}, Layout{"llama", 4}, Layout{"gpt2", 2, 2, false, 1},
-                      Layout{"llama", 2, 2, false, 3}, Layout{"gpt2", 2, 2, false, 3}, Layout{"llama", 2, 2, true, 1},
-                      Layout{"gpt2", 4, 2}, Layout{"llama", 4, 2, true, 1}),
+    ::testing::Values(Layout{.arch = "gpt2", .tp = 2}, Layout{.arch = "llama", .tp = 2},
+                      Layout{.arch = "gpt2", .tp = 2, .sp = true}, Layout{.arch = "llama", .tp = 2, .sp = true},
+                      Layout{.arch = "gpt2", .tp = 4}, Layout{.arch = "llama", .tp = 4},
+                      Layout{.arch = "gpt2", .dp = 2, .tp = 2, .zero = 1},
+                      Layout{.arch = "llama", .dp = 2, .tp = 2, .zero = 3},
+                      Layout{.arch = "gpt2", .dp = 2, .tp = 2, .zero = 3},
+                      Layout{.arch = "llama", .dp = 2, .tp = 2, .sp = true, .zero = 1},
+                      Layout{.arch = "gpt2", .dp = 2, .tp = 4}, Layout{.arch = "llama", .dp = 2, .tp = 4, .sp = true, .zero = 1}),
     [](const auto& p) { return p.param.name(); });
 
 }  // namespace

@@ -9,60 +9,70 @@
 
 namespace trident::dist {
 
-Mesh::Mesh(int world_size, int tp, int pp, int dp, int ep)
-    : world_(world_size), tp_(tp), pp_(pp), dp_(dp), ep_(ep) {
+Mesh::Mesh(int world_size, const Layout& layout) : world_(world_size), layout_(layout) {
+  const int tp = layout.tp, pp = layout.pp, ep = layout.ep;
   TRIDENT_CHECK(world_size >= 1, "dist: world size must be at least 1, got {}", world_size);
   TRIDENT_CHECK(tp >= 1 && (tp & (tp - 1)) == 0, "dist.tensor_parallel_size must be a power of two, got {}", tp);
   TRIDENT_CHECK(pp >= 1, "dist.pipeline_parallel_size must be at least 1, got {}", pp);
+  TRIDENT_CHECK(layout.cp == 1, "dist: context parallelism (cp={}) is not implemented yet; its size must be 1",
+                layout.cp);
   TRIDENT_CHECK(world_size % (tp * pp) == 0,
                 "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} = {} does not divide the world size {}",
                 tp, pp, tp * pp, world_size);
-  if (dp_ == 0) dp_ = world_size / (tp * pp);
-  TRIDENT_CHECK(dp_ * tp * pp == world_size,
+  int& dp = layout_.dp;
+  if (dp == 0) dp = world_size / (tp * pp);
+  TRIDENT_CHECK(dp * tp * pp == world_size,
                 "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size = {} × {} × {} = {}, but "
                 "the job has {} ranks",
-                dp_, tp, pp, dp_ * tp * pp, world_size);
-  TRIDENT_CHECK(ep >= 1 && dp_ % ep == 0,
+                dp, tp, pp, dp * tp * pp, world_size);
+  TRIDENT_CHECK(ep >= 1 && dp % ep == 0,
                 "dist.expert_parallel_size={} must divide the data-parallel size {} (experts are split over "
                 "data-parallel ranks)",
-                ep, dp_);
+                ep, dp);
+  // The one place the named sizes become the digits of the rank order.
+  size_[static_cast<std::size_t>(Dim::tp)] = tp;
+  size_[static_cast<std::size_t>(Dim::cp)] = layout.cp;
+  size_[static_cast<std::size_t>(Dim::ep)] = ep;
+  size_[static_cast<std::size_t>(Dim::expert_dp)] = dp / ep;
+  size_[static_cast<std::size_t>(Dim::pp)] = pp;
+}
+
+int Mesh::coord(int rank, Dim d) const {
+  TRIDENT_CHECK(rank >= 0 && rank < world_, "dist: rank {} outside a world of {}", rank, world_);
+  for (int i = 0; i < static_cast<int>(d); ++i) rank /= size_[static_cast<std::size_t>(i)];
+  return rank % size(d);
 }
 
 Coords Mesh::coords(int rank) const {
-  TRIDENT_CHECK(rank >= 0 && rank < world_, "dist: rank {} outside a world of {}", rank, world_);
-  return Coords{rank / (tp_ * dp_), (rank / tp_) % dp_, rank % tp_};
+  return Coords{coord(rank, Dim::pp), coord(rank, Dim::ep) + ep() * coord(rank, Dim::expert_dp), coord(rank, Dim::tp),
+                coord(rank, Dim::cp)};
 }
 
-int Mesh::rank_of(const Coords& c) const { return c.tp + tp_ * (c.dp + dp_ * c.pp); }
+int Mesh::rank_of(const Coords& c) const {
+  const std::array<int, kDimCount> digits{c.tp, c.cp, c.dp % ep(), c.dp / ep(), c.pp};  // in Dim order
+  int rank = 0;
+  for (int i = kDimCount - 1; i >= 0; --i) rank = rank * size_[static_cast<std::size_t>(i)] + digits[static_cast<std::size_t>(i)];
+  return rank;
+}
 
 std::vector<int> Mesh::group(GroupKind kind, int rank) const {
-  const Coords me = coords(rank);
-  std::vector<int> out;
-  switch (kind) {
-    case GroupKind::tp:
-      for (int t = 0; t < tp_; ++t) out.push_back(rank_of({me.pp, me.dp, t}));
-      break;
-    case GroupKind::dp:
-      for (int d = 0; d < dp_; ++d) out.push_back(rank_of({me.pp, d, me.tp}));
-      break;
-    case GroupKind::pp:
-      for (int p = 0; p < pp_; ++p) out.push_back(rank_of({p, me.dp, me.tp}));
-      break;
-    case GroupKind::model_parallel:
-      for (int p = 0; p < pp_; ++p)
-        for (int t = 0; t < tp_; ++t) out.push_back(rank_of({p, me.dp, t}));
-      break;
-    case GroupKind::embedding:
-      // First and last pipeline stage of this rank's pipeline (one rank when pp = 1).
-      out.push_back(rank_of({0, me.dp, me.tp}));
-      if (pp_ > 1) out.push_back(rank_of({pp_ - 1, me.dp, me.tp}));
-      break;
-    case GroupKind::ep:
-      for (int j = 0; j < ep_; ++j) out.push_back(rank_of({me.pp, me.dp / ep_ * ep_ + j, me.tp}));
-      break;
-    case GroupKind::expert_dp:
-      for (int d = me.dp % ep_; d < dp_; d += ep_) out.push_back(rank_of({me.pp, d, me.tp}));
-      break;
+  const GroupInfo& info = group_info(kind);
+  // The rank's coordinates outside the group's dimensions stay; those along them take every value
+  // (the first and last only, for ends_only).
+  std::vector<int> out{rank};
+  int stride = 1;
+  for (int i = 0; i < kDimCount; ++i) {
+    const auto d = static_cast<Dim>(i);
+    const int n = size(d);
+    if ((info.dims & dims(d)) != 0) {
+      const int mine = coord(rank, d);
+      std::vector<int> next;
+      for (int r : out)
+        for (int c = 0; c < n; ++c)
+          if (!info.ends_only || c == 0 || c == n - 1) next.push_back(r + (c - mine) * stride);
+      out = std::move(next);
+    }
+    stride *= n;
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -79,9 +89,19 @@ std::vector<std::vector<int>> Mesh::groups(GroupKind kind) const {
   return out;
 }
 
+std::vector<std::vector<int>> Mesh::partition(GroupKind kind) const {
+  std::vector<std::vector<int>> out = groups(kind);
+  std::vector<bool> held(static_cast<std::size_t>(world_), false);
+  for (const auto& g : out)
+    for (int r : g) held[static_cast<std::size_t>(r)] = true;
+  for (int r = 0; r < world_; ++r)
+    if (!held[static_cast<std::size_t>(r)]) out.push_back({r});
+  return out;
+}
+
 std::string Mesh::describe() const {
-  return fmt::format("dp={}{} × tp={} × pp={} ({} rank{})", dp_, ep_ > 1 ? fmt::format(" (ep={})", ep_) : "", tp_,
-                     pp_, world_, world_ == 1 ? "" : "s");
+  return fmt::format("dp={}{} × tp={} × pp={} ({} rank{})", dp(), ep() > 1 ? fmt::format(" (ep={})", ep()) : "", tp(),
+                     pp(), world_, world_ == 1 ? "" : "s");
 }
 
 }  // namespace trident::dist

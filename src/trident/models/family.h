@@ -39,15 +39,17 @@ enum class Objective {
 // Generation (trident generate, sampling.h) needs a causal model.
 inline bool generates(Objective o) { return o == Objective::next_token; }
 
-// Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
-// The parallel groups a model's layers join: tensor parallelism (every family) and expert parallelism
-// (the MoE families' experts). A new dimension is a new field here, read by the families it concerns.
+// The model's view of the parallel layout: the groups its layers join, each a dist::Group of one
+// dimension (train::ParallelGroups::layer_group makes them): tensor parallelism (every family) and
+// expert parallelism (the MoE families' experts). A dimension that layers use is a field here, read by
+// the families it concerns.
 struct ModelParallel {
   nn::TensorParallel tp;
   nn::ExpertParallel ep;
   ModelParallel(nn::TensorParallel t = {}, nn::ExpertParallel e = {}) : tp(std::move(t)), ep(std::move(e)) {}  // NOLINT: implicit from tp
 };
 
+// Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
 struct DecoderNames {
   std::string token_embedding;     // "transformer.wte": its ".weight" is the table
   std::string position_embedding;  // learned absolute positions ("transformer.wpe"); empty = none

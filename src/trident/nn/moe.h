@@ -54,7 +54,7 @@
 #include <string>
 #include <vector>
 
-#include "trident/dist/communicator.h"
+#include "trident/dist/group.h"
 #include "trident/nn/transformer.h"
 
 namespace trident::nn {
@@ -105,13 +105,8 @@ MoERouting route_top_k(const std::vector<double>& probs, std::int64_t tokens, st
 // ceil(capacity_factor · tokens · top_k / n_experts), at least 1.
 std::int64_t moe_capacity(double capacity_factor, std::int64_t tokens, std::int64_t top_k, std::int64_t n_experts);
 
-// The expert-parallel group of the MoE layers (dist::Mesh's ep groups).
-struct ExpertParallel {
-  std::shared_ptr<dist::Communicator> group;  // null: every expert is local
-  int size() const { return group ? group->size() : 1; }
-  int rank() const { return group ? group->rank() : 0; }
-  bool active() const { return size() > 1; }
-};
+// The expert-parallel group of the MoE layers (dist::Mesh's ep groups); null: every expert is local.
+using ExpertParallel = dist::Group;
 
 class MoE : public Layer {
  public:

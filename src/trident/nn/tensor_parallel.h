@@ -21,19 +21,18 @@
 
 #include <memory>
 
+#include "trident/dist/group.h"
 #include "trident/nn/context.h"
 #include "trident/nn/module.h"
 #include "trident/parallel/tensor/mappings.h"
 
 namespace trident::nn {
 
-struct TensorParallel {
-  std::shared_ptr<dist::Communicator> group;  // null: no tensor parallelism
+// The tensor-parallel group (dist::Group: null, no tensor parallelism) and whether the replicated region
+// splits the sequence over it.
+struct TensorParallel : dist::Group {
   bool sequence_parallel = false;
 
-  int size() const { return group ? group->size() : 1; }
-  int rank() const { return group ? group->rank() : 0; }
-  bool active() const { return size() > 1; }
   bool sequence_split() const { return sequence_parallel && active(); }
 };
 

@@ -11,8 +11,7 @@ using autograd::Variable;
 
 ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par, Options options)
     : par_(par), spec_(spec), options_(std::move(options)) {
-  const nn::TensorParallel tp = par.tensor_parallel();
-  const models::ModelParallel mp(tp, par.expert_parallel());
+  const models::ModelParallel mp = par.model_parallel();
   if (!par.pipelined()) {
     chunks_.push_back(std::make_unique<models::CausalLM>(spec, mp));
   } else {

@@ -76,8 +76,10 @@ class ModelRunner {
   // summed over TP, replicated parameters counted once, stages summed over PP
   // (the tied embedding copy counted once).
   double grad_sum_of_squares();
-  // The mixture-of-experts layers' auxiliary losses and load statistics of this rank's last train_step
-  // (empty for a dense model, and under a pipeline, which MoE models do not run in yet).
+  // The mixture-of-experts layers' auxiliary losses and load statistics of this rank's last train_step:
+  // empty for a dense model; under a pipeline, those of this rank's stages' layers (each stage's
+  // auxiliary loss leaves it beside its activation; the step's statistics sum them over the data-parallel
+  // ranks and the pipeline, train/step.cpp).
   const nn::AuxLosses& step_aux() const noexcept { return step_aux_; }
 
  private:

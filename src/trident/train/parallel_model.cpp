@@ -2,11 +2,51 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "trident/train/model_runner.h"
 #include "trident/train/parallel_state.h"
 
 namespace trident::train {
+
+namespace {
+
+// ParallelGroups' named view of each group kind it holds, in the order make_groups splits them (the
+// splits are collective: every rank makes them in this order).
+struct NamedGroup {
+  dist::GroupKind kind;
+  std::shared_ptr<dist::Communicator> ParallelGroups::*group;
+  int ParallelGroups::*rank;  // null: not kept by name
+  int ParallelGroups::*size;
+};
+using G = ParallelGroups;
+constexpr NamedGroup kNamedGroups[] = {
+    {dist::GroupKind::dp, &G::dp, &G::dp_rank, &G::dp_size},
+    {dist::GroupKind::tp, &G::tp, &G::tp_rank, &G::tp_size},
+    {dist::GroupKind::pp, &G::pp, &G::pp_rank, &G::pp_size},
+    {dist::GroupKind::embedding, &G::embedding, nullptr, nullptr},
+    {dist::GroupKind::ep, &G::ep, &G::ep_rank, &G::ep_size},
+    {dist::GroupKind::expert_dp, &G::expert_dp, &G::expert_dp_rank, nullptr},
+};
+
+const NamedGroup& named(dist::GroupKind kind) {
+  const auto* it = std::find_if(std::begin(kNamedGroups), std::end(kNamedGroups),
+                                [kind](const NamedGroup& n) { return n.kind == kind; });
+  TRIDENT_CHECK(it != std::end(kNamedGroups), "ParallelGroups: no communicator is made for the {} group",
+                dist::group_info(kind).name);
+  return *it;
+}
+
+}  // namespace
+
+const std::shared_ptr<dist::Communicator>& ParallelGroups::group(dist::GroupKind kind) const {
+  return this->*named(kind).group;
+}
+
+dist::Group ParallelGroups::layer_group(dist::GroupKind kind) const {
+  const std::shared_ptr<dist::Communicator>& g = group(kind);
+  return g && g->size() > 1 ? dist::Group{g} : dist::Group{};
+}
 
 ParallelGroups make_groups(std::shared_ptr<dist::Communicator> world, const Layout& layout,
                            std::shared_ptr<dist::Communicator> parent) {
@@ -15,28 +55,18 @@ ParallelGroups make_groups(std::shared_ptr<dist::Communicator> world, const Layo
   ParallelGroups g;
   g.world = std::move(world);
   g.rank = g.world->rank();
-  g.mesh = std::make_unique<dist::Mesh>(g.world->size(), layout.tp, layout.pp, layout.dp, layout.ep);
-  g.dp = parent->split(g.mesh->groups(dist::GroupKind::dp), "dp");
-  g.dp_rank = g.dp->rank();
-  g.dp_size = g.dp->size();
-  g.tp = parent->split(g.mesh->groups(dist::GroupKind::tp), "tp");
-  g.tp_rank = g.tp->rank();
-  g.tp_size = g.tp->size();
-  g.pp = parent->split(g.mesh->groups(dist::GroupKind::pp), "pp");
-  g.pp_rank = g.pp->rank();
-  g.pp_size = g.pp->size();
-  // Megatron's embedding groups (first and last stage of each pipeline); a middle stage is a group of its own.
-  std::vector<std::vector<int>> embedding = g.mesh->groups(dist::GroupKind::embedding);
-  for (int r = 0; r < g.world->size(); ++r) {
-    const auto covered = [r](const std::vector<int>& group) { return std::find(group.begin(), group.end(), r) != group.end(); };
-    if (std::none_of(embedding.begin(), embedding.end(), covered)) embedding.push_back({r});
+  g.mesh = std::make_unique<dist::Mesh>(g.world->size(), layout);
+  for (const NamedGroup& n : kNamedGroups) {
+    std::shared_ptr<dist::Communicator>& comm = g.*n.group;
+    // Without expert parallelism the experts' replicas are the data-parallel group itself.
+    if (n.kind == dist::GroupKind::expert_dp && g.mesh->ep() == 1) {
+      comm = g.dp;
+    } else {
+      comm = parent->split(g.mesh->partition(n.kind), dist::group_info(n.kind).name);
+    }
+    if (n.rank) g.*n.rank = comm->rank();
+    if (n.size) g.*n.size = comm->size();
   }
-  g.embedding = parent->split(embedding, "embedding");
-  g.ep = parent->split(g.mesh->groups(dist::GroupKind::ep), "ep");
-  g.ep_rank = g.ep->rank();
-  g.ep_size = g.ep->size();
-  g.expert_dp = g.ep_size > 1 ? parent->split(g.mesh->groups(dist::GroupKind::expert_dp), "expert-dp") : g.dp;
-  g.expert_dp_rank = g.expert_dp->rank();
   return g;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "trident/dist/communicator.h"
+#include "trident/dist/group.h"
 #include "trident/dist/mesh.h"
 #include "trident/models/causal_lm.h"
 #include "trident/models/pretrained.h"
@@ -28,15 +29,12 @@
 
 namespace trident::train {
 
-// The parallel layout: the sizes of dist::Mesh (world = dp · tp · pp; dp = 0 infers it).
-struct Layout {
-  int tp = 1;
-  int pp = 1;
-  int dp = 0;
-  int ep = 1;  // expert parallelism, out of the data-parallel ranks (MoE models)
-};
+// The parallel layout: dist::Layout, the sizes by name (world = dp · tp · pp; dp = 0 infers it; ep out of
+// the data-parallel ranks).
+using Layout = dist::Layout;
 
-// This rank's place in a layout and its process groups (dist::Mesh documents which ranks form each).
+// This rank's place in a layout and its process groups: a view of dist::Mesh (which documents which ranks
+// form each), a communicator for each group kind a step uses, with its rank and size by name.
 // A group of one rank is a self communicator, so code need not special-case absent dimensions.
 struct ParallelGroups {
   std::shared_ptr<dist::Communicator> world;  // the self communicator for a single process
@@ -61,6 +59,11 @@ struct ParallelGroups {
   int ep_rank = 0;
   int ep_size = 1;
   int expert_dp_rank = 0;
+
+  // The communicator of `kind` (every kind of dist::kGroups but model_parallel, which no step uses).
+  const std::shared_ptr<dist::Communicator>& group(dist::GroupKind kind) const;
+  // `kind`'s group as a layer holds it (nn::TensorParallel, nn::ExpertParallel): none when it has one rank.
+  dist::Group layer_group(dist::GroupKind kind) const;
 
   bool is_root() const noexcept { return rank == 0; }
   bool pipelined() const noexcept { return pp_size > 1; }

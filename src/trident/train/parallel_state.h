@@ -4,8 +4,7 @@
 
 #include <memory>
 
-#include "trident/nn/moe.h"
-#include "trident/nn/tensor_parallel.h"
+#include "trident/models/family.h"
 #include "trident/optim/optimizer.h"
 #include "trident/parallel/data/grad_sync.h"
 #include "trident/parallel/zero/zero_optimizer.h"
@@ -26,11 +25,11 @@ struct ParallelState : ParallelGroups {
   std::unique_ptr<parallel::GradSync> grad_sync;    // stage 0 with dp > 1: the overlapped all-reduce
   nn::ParameterGatherer* gatherer = nullptr;        // stage 3: the optimizer, gathering parameter shards
 
-  // The model's view of the tensor-parallel group.
-  nn::TensorParallel tensor_parallel() const {
-    return tp_size > 1 ? nn::TensorParallel{tp, sequence_parallel} : nn::TensorParallel{};
+  // The model's view of the groups: the ones its layers join (models::ModelParallel).
+  models::ModelParallel model_parallel() const {
+    return {nn::TensorParallel{layer_group(dist::GroupKind::tp), sequence_parallel},
+            layer_group(dist::GroupKind::ep)};
   }
-  nn::ExpertParallel expert_parallel() const { return ep_size > 1 ? nn::ExpertParallel{ep} : nn::ExpertParallel{}; }
   // This rank's index among the replicas of `p` (0 writes it to checkpoints).
   int replica_rank(const nn::Parameter& p) const noexcept { return p.expert_parallel ? expert_dp_rank : dp_rank; }
   std::int64_t optimizer_steps() const { return optimizer->steps_taken(); }
