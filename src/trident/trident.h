@@ -7,7 +7,7 @@
 //   autograd    Variable and the differentiable functions (autograd::matmul, gelu, cross_entropy, ...)
 //   nn          Module, Parameter; Linear and its column/row-parallel forms, Embedding, norms, MoE,
 //               transformer blocks
-//   optim       AdamW, SGD, the learning-rate schedules, the fp16 loss scaler
+//   optim       the optimizer registry (AdamW, SGD), the learning-rate schedules, the fp16 loss scaler
 //   dist        Communicator (MPI on CPUs, NCCL on GPUs), the rank layout (Mesh)
 //   parallel    data parallelism (GradSync), ZeRO 1-3 (ZeroOptimizer), tensor-parallel mappings,
 //               pipeline schedules

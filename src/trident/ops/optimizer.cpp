@@ -128,7 +128,7 @@ void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfi
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
-              double weight_decay, double dampening, bool nesterov, double grad_scale) {
+              double weight_decay, double dampening, bool nesterov, double grad_scale, bool fresh_buf) {
   constexpr std::string_view op = "sgd_step";
   check_param(param, op);
   check_like_param(param, grad, op, "grad");
@@ -140,7 +140,7 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr
                 "{}: nesterov momentum needs momentum > 0 and dampening 0 (got momentum {}, dampening {})", op,
                 momentum, dampening);
   TRIDENT_CHECK(std::isfinite(grad_scale), "{}: grad_scale {} must be finite", op, grad_scale);
-  bool init_buf = false;
+  bool init_buf = fresh_buf;
   if (momentum != 0) {
     if (!momentum_buf.defined()) {
       momentum_buf = Tensor::empty(param.shape(), param.dtype(), param.device());

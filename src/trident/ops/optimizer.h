@@ -3,8 +3,8 @@
 // Parameters and optimizer states are f32 master weights (or f64) updated in
 // place; gradients may be f32, f64, bf16 or f16. Each step is one vectorised,
 // multithreaded pass over memory, element-wise, so results do not depend on the
-// thread count. The optim module builds AdamW/SGD, clipping and loss scaling on
-// top of these.
+// thread count. The optim module's registry (optim/registry.h) builds its optimizers,
+// clipping and loss scaling on top of these.
 #pragma once
 
 #include <cstdint>
@@ -52,9 +52,12 @@ void adamw_step_multi(const std::vector<AdamWTensors>& tensors, const AdamWConfi
 // buf = g on the first step and momentum buf + (1 - dampening) g afterwards;
 // g = nesterov ? g + momentum buf : buf; p -= lr g.
 // momentum_buf is undefined before the first step (PyTorch's None): it is then
-// allocated with param's shape and dtype and initialised to g. Ignored when momentum == 0.
+// allocated with param's shape and dtype and initialised to g; a buffer allocated
+// by the caller that holds no history yet (`fresh_buf`) is initialised to g too.
+// Ignored when momentum == 0.
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
-              double weight_decay, double dampening = 0.0, bool nesterov = false, double grad_scale = 1.0);
+              double weight_decay, double dampening = 0.0, bool nesterov = false, double grad_scale = 1.0,
+              bool fresh_buf = false);
 
 // Sum of squares of every element, accumulated in f64 in a fixed order (deterministic
 // for any thread count). The global gradient norm is sqrt of these summed over

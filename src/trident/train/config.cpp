@@ -454,6 +454,24 @@ std::string key_value(const Config& config, const std::string& key) {
   return f->get(config);
 }
 
+std::vector<double> optim_setting(const Config& config, const std::string& name) {
+  const std::string key = "optim." + name;
+  const toml::table parsed = toml::parse("v = " + key_value(config, key));
+  const toml::node& v = *parsed.get("v");
+  std::vector<double> out;
+  const auto number = [&](const toml::node& n) {
+    const std::optional<double> x = n.value<double>();
+    TRIDENT_CHECK(x && !n.is_boolean(), "internal: optimizer setting '{}' is not a number or a list of numbers", key);
+    out.push_back(*x);
+  };
+  if (const toml::array* a = v.as_array()) {
+    for (const toml::node& n : *a) number(n);
+  } else {
+    number(v);
+  }
+  return out;
+}
+
 std::string to_toml(const Config& config) {
   std::string out;
   if (!config.applied_deepspeed_config.empty()) {

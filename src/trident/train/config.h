@@ -83,7 +83,7 @@ struct TrainConfig {
 };
 
 struct OptimConfig {
-  std::string name = "adamw";          // adamw | sgd
+  std::string name = "adamw";          // a registered optimizer (optim/registry.h): adamw | sgd
   double lr = 3e-4;
   std::vector<double> betas = {0.9, 0.95};
   double eps = 1e-8;
@@ -183,6 +183,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 void set_key(Config& config, const std::string& key, const std::string& toml_value, const std::string& origin);
 // A key's value as TOML text.
 std::string key_value(const Config& config, const std::string& key);
+// The numbers of optim.<name> (one for a scalar key): the values an optimizer's registry entry reads
+// (optim/registry.h, OptimizerDef::keys).
+std::vector<double> optim_setting(const Config& config, const std::string& name);
 
 // The configuration as TOML, every key present: printed at start and saved in the run directory.
 std::string to_toml(const Config& config);

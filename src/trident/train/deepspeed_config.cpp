@@ -15,6 +15,7 @@
 
 #include "trident/core/error.h"
 #include "trident/core/text.h"
+#include "trident/optim/registry.h"
 
 // The key semantics followed here (defaults, the batch rule, what Adam means,
 // the schedulers' shapes) are written down in docs/deepspeed.md.
@@ -215,12 +216,9 @@ class Mapper {
     const std::string type = string("optimizer.type", section.at("type"));
     std::string lower = type;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (lower != "adam" && lower != "adamw") {
-      fail("optimizer.type \"{}\" is not built: trident's optimizer is AdamW (DeepSpeed's Adam and AdamW map "
-           "onto it)",
-           type);
-    }
-    set("optimizer.type", show(section.at("type")), "optim.name", "\"adamw\"");
+    const optim::OptimizerDef* def = optim::find_deepspeed_optimizer(type);
+    if (def == nullptr) fail("optimizer.type \"{}\" is not built: {}", type, optim::deepspeed_optimizers_note());
+    set("optimizer.type", show(section.at("type")), "optim.name", fmt::format("\"{}\"", def->name));
     const json params = section.contains("params") ? object("optimizer.params", section.at("params")) : json::object();
     static const std::vector<std::string> known = {"lr",         "betas",          "eps",      "weight_decay",
                                                    "adam_w_mode", "bias_correction", "amsgrad", "torch_adam",

@@ -12,6 +12,7 @@
 #include "trident/core/error.h"
 #include "trident/models/family.h"
 #include "trident/nn/tensor_parallel.h"
+#include "trident/optim/registry.h"
 
 namespace trident::train {
 
@@ -187,7 +188,7 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   const DType precision = parse_precision(c.train.precision, "train.precision");
   const LD value = precision == DType::f32 ? 4 : 2;
   const bool fp16 = precision == DType::f16;
-  const LD moments = c.optim.name == "sgd" ? 4 : 8;
+  const LD moments = ld(optim::optimizer_def(c.optim.name).state_bytes(DType::f32));  // per f32 master weight
   const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len);
   const models::Family::SavedValues saved = f.block_activations(s);
   // Dropless routing does not bound the rows an expert-parallel rank receives: the busiest is taken

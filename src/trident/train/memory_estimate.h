@@ -14,7 +14,7 @@
 //   gradients   P_r · 4 bytes, / dp under ZeRO-2/3 (which still build each micro-batch's whole gradient
 //               before reduce-scattering it: a transient of P_r · 4 and the largest tensor's buffers;
 //               under ZeRO-3 it coexists with the recomputation of the first block)
-//   optimizer   P_r · 8 bytes for AdamW's two moments (4 for SGD's momentum), / dp under ZeRO-1/2/3
+//   optimizer   P_r · the registered optimizer's state bytes (AdamW 8, SGD 4), / dp under ZeRO-1/2/3
 //   activations per micro-batch, micro_batch · seq_len tokens × the stage's layers × the values a
 //               block saves (models::Family::block_activations: the replicated part / tp only under
 //               sequence parallelism, the rest / tp), in the compute dtype; with activation

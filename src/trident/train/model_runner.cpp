@@ -56,7 +56,7 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     local += loss.data().item();
     if (loss_scale != 1.0) loss = autograd::scale(loss, loss_scale);
     loss.backward();
-    if (par_.optimizer) par_.optimizer->reduce_gradients(last);
+    if (par_.zero) par_.zero->reduce_gradients(last);
   }
   if (par_.grad_sync) par_.grad_sync->finish();
   // Each rank's loss is its share of the global-batch mean.
@@ -118,7 +118,7 @@ void ModelRunner::reduce_gradients() {
     all_reduce_tied_embeddings();  // after DP: the buckets may still have been in flight
   } else {
     all_reduce_tied_embeddings();
-    if (par_.optimizer) par_.optimizer->reduce_gradients(true);
+    if (par_.zero) par_.zero->reduce_gradients(true);
   }
 }
 
@@ -162,7 +162,7 @@ double ModelRunner::grad_sum_of_squares() {
       const Kind k = p->expert_parallel ? Kind::expert : p->tensor_parallel ? Kind::tensor_parallel : Kind::replicated;
       if (!p->tied_copy && k == kind) subset.push_back(p);
     }
-    return par_.optimizer ? par_.optimizer->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
+    return par_.zero ? par_.zero->grad_sum_of_squares(subset) : optim::grad_sum_of_squares(subset);
   };
   // Under ZeRO each part is a collective: run them in one order on every rank. A group of one still
   // has its part (a vocabulary table padded on one rank is a "shard" of it).

@@ -18,11 +18,12 @@ struct ParallelState : ParallelGroups {
   int chunks = 1;  // model chunks per rank (dist.virtual_pipeline_size)
   bool sequence_parallel = false;
   int zero_stage = 0;
-  // Every stage: AdamW or SGD replicated (stage 0), else parallel::ZeroOptimizer (stages 1–3), which
-  // reduces its gradients itself (Optimizer::reduce_gradients). Null for a ParallelModel, whose program
-  // holds its optimizer (a replicated one, so the gradient reduction is GradSync's).
+  // Every stage: the registered optimizer (optim.name) replicated (stage 0), else parallel::ZeroOptimizer
+  // (stages 1–3). Null for a ParallelModel, whose program holds its optimizer (a replicated one, so the
+  // gradient reduction is GradSync's).
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<parallel::GradSync> grad_sync;    // stage 0 with dp > 1: the overlapped all-reduce
+  parallel::ZeroOptimizer* zero = nullptr;          // stages 1–3: the optimizer, which reduces the gradients
   nn::ParameterGatherer* gatherer = nullptr;        // stage 3: the optimizer, gathering parameter shards
 
   // The model's view of the groups: the ones its layers join (models::ModelParallel).

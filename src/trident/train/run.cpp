@@ -51,38 +51,36 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
 }
 
-// One optimizer for every stage: ZeRO partitions AdamW (and under stage 3 gathers the parameters the
-// model runs); stage 0 updates replicated parameters, with GradSync's overlapped all-reduce when dp > 1.
-// Under expert parallelism the experts are replicated over the expert-data-parallel group instead of the
-// data-parallel one: ZeRO partitions them there (a second optimizer of OptimizerGroups), GradSync
-// reduces them there.
+// The registered optimizer optim.name with the optim.* values its entry reads (optim/registry.h).
+optim::Method optimizer_method(const Config& config) {
+  const optim::OptimizerDef& def = optim::optimizer_def(config.optim.name);
+  optim::Settings settings;
+  for (const std::string& key : def.keys) settings[key] = optim_setting(config, key);
+  return def.from_settings(settings);
+}
+
+// One optimizer for every stage: ZeRO partitions the state of the registered optimizer (and under
+// stage 3 gathers the parameters the model runs); stage 0 updates replicated parameters, with
+// GradSync's overlapped all-reduce when dp > 1. Under expert parallelism the experts are replicated
+// over the expert-data-parallel group instead of the data-parallel one: ZeRO partitions them there (a
+// second ZeroGroup), GradSync reduces them there.
 void make_optimizer(ParallelState& par, const Config& config, const std::vector<nn::Parameter*>& params) {
-  const optim::AdamWOptions adamw{config.optim.betas[0], config.optim.betas[1], config.optim.eps,
-                                  config.optim.weight_decay};
+  const optim::Method method = optimizer_method(config);
   std::vector<nn::Parameter*> dense, experts;
   for (nn::Parameter* p : params) (p->expert_parallel ? experts : dense).push_back(p);
   if (par.zero_stage > 0) {
-    auto zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, dense, par.dp, adamw);
+    TRIDENT_CHECK(experts.empty() || par.zero_stage == 1,
+                  "dist.zero_stage={} with dist.expert_parallel_size={}: use ZeRO-1 or 0", par.zero_stage,
+                  par.ep_size);
+    std::vector<parallel::ZeroGroup> groups{{dense, par.dp}};
+    if (!experts.empty()) groups.push_back({experts, par.expert_dp});
+    auto zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, std::move(groups), method);
+    par.zero = zero.get();
     if (par.zero_stage == 3) par.gatherer = zero.get();
-    if (experts.empty()) {
-      par.optimizer = std::move(zero);
-      return;
-    }
-    TRIDENT_CHECK(par.zero_stage == 1, "dist.zero_stage={} with dist.expert_parallel_size={}: use ZeRO-1 or 0",
-                  par.zero_stage, par.ep_size);
-    std::vector<std::unique_ptr<optim::Optimizer>> members;
-    members.push_back(std::move(zero));
-    members.push_back(std::make_unique<parallel::ZeroOptimizer>(1, experts, par.expert_dp, adamw));
-    par.optimizer = std::make_unique<optim::OptimizerGroups>(std::move(members));
+    par.optimizer = std::move(zero);
     return;
   }
-  if (config.optim.name == "adamw") {
-    par.optimizer = std::make_unique<optim::AdamW>(params, adamw);
-  } else {
-    par.optimizer = std::make_unique<optim::SGD>(
-        params, optim::SGDOptions{config.optim.momentum, config.optim.weight_decay, false});
-  }
-  (void)par.optimizer->state();  // allocate the moments now (a resume fills them)
+  par.optimizer = std::make_unique<optim::RuleOptimizer>(params, method);
   if (par.dp_size > 1) {
     std::vector<parallel::GradGroup> groups{{dense, par.dp}};
     if (!experts.empty()) groups.push_back({experts, par.expert_dp});

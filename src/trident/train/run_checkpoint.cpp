@@ -40,6 +40,15 @@ const nn::Parameter& parameter_named(const std::vector<nn::Parameter*>& params, 
 
 std::int64_t local_rows(const nn::Parameter& p) { return p.local_shape().rank() ? p.local_shape()[0] : 1; }
 
+// The optimizer state this rank holds, each piece with the first row of its parameter: ZeRO's own
+// rows, or a replicated optimizer's whole tensors (from row 0).
+std::map<std::string, parallel::ZeroOptimizer::Shard> held_state(const ParallelState& par) {
+  if (par.zero) return par.zero->owned_state();
+  std::map<std::string, parallel::ZeroOptimizer::Shard> out;
+  for (auto& [key, tensor] : par.optimizer->state()) out.emplace(key, parallel::ZeroOptimizer::Shard{tensor, 0});
+  return out;
+}
+
 }  // namespace
 
 std::string save_checkpoint(const std::string& root, const std::vector<nn::Parameter*>& params,
@@ -60,9 +69,9 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
       if (writes(*p) && par.replica_rank(*p) == 0) models::append_pieces(pieces, "model/" + p->name, *p, p->var.data());
   }
   // Partitioned state (ZeRO): every rank its rows; replicated state: the first replica.
-  for (const auto& [key, shard] : par.optimizer->owned_state()) {
+  for (const auto& [key, shard] : held_state(par)) {
     const nn::Parameter& p = parameter_named(params, key.substr(key.find('/') + 1));
-    if (writes(p) && (par.optimizer->partitioned() || par.replica_rank(p) == 0))
+    if (writes(p) && (par.zero || par.replica_rank(p) == 0))
       models::append_pieces(pieces, key, p, shard.data, shard.row_offset);
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
@@ -219,9 +228,17 @@ RunState load_optimizer_and_state(const checkpoint::CheckpointReader& reader,
   auto param_of = [&](const std::string& key) -> const nn::Parameter& {
     return parameter_named(params, key.substr(key.find('/') + 1));
   };
-  par.optimizer->load_owned_state([&](const std::string& key, std::int64_t row_begin, std::int64_t rows, DType dtype) {
+  const auto read = [&](const std::string& key, std::int64_t row_begin, std::int64_t rows, DType dtype) {
     return models::read_local_rows(reader, key, param_of(key), row_begin, rows, dtype);
-  });
+  };
+  if (par.zero) {
+    par.zero->load_owned_state(read);
+  } else {  // every state tensor whole, in its dtype
+    std::map<std::string, Tensor> loaded;
+    for (const auto& [key, tensor] : par.optimizer->state())
+      loaded[key] = read(key, 0, tensor.rank() ? tensor.shape()[0] : 1, tensor.dtype());
+    par.optimizer->load_state(loaded);
+  }
   par.optimizer->set_step(meta.value("optimizer_step", std::int64_t{0}));
   TRIDENT_CHECK(meta.contains("step") && meta.contains("consumed_samples"),
                 "checkpoint '{}': meta.json records no step or consumed_samples: not a training checkpoint",

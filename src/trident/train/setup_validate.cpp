@@ -14,6 +14,7 @@
 #include "trident/data/split.h"
 #include "trident/core/atomic_file.h"
 #include "trident/models/hf.h"
+#include "trident/optim/registry.h"
 #include "trident/optim/schedule.h"
 #include "trident/parallel/pipeline/schedule.h"
 #include "trident/train/trainer.h"
@@ -165,9 +166,6 @@ void validate_layout(const Config& c, int world_size) {
                 dp, tp, pp, dp * tp * pp, world_size);
   TRIDENT_CHECK(c.dist.zero_stage >= 0 && c.dist.zero_stage <= 3, "dist.zero_stage must be 0, 1, 2 or 3, got {}",
                 c.dist.zero_stage);
-  TRIDENT_CHECK(c.dist.zero_stage == 0 || c.optim.name == "adamw",
-                "dist.zero_stage={} shards AdamW state; optim.name='{}' is not supported with ZeRO", c.dist.zero_stage,
-                c.optim.name);
   TRIDENT_CHECK(c.dist.timeout_s > 0, "dist.timeout_s must be positive, got {}", c.dist.timeout_s);
   TRIDENT_CHECK(c.train.micro_batch_size <= std::numeric_limits<std::int64_t>::max() / dp,
                 "train.micro_batch_size={} × data_parallel_size={} overflows a 64-bit integer",
@@ -191,8 +189,7 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(c.train.steps > 0, "train.steps must be positive, got {}", c.train.steps);
   TRIDENT_CHECK(c.train.log_interval > 0, "train.log_interval must be positive, got {}", c.train.log_interval);
   validate_layout(c, world_size);
-  TRIDENT_CHECK(c.optim.name == "adamw" || c.optim.name == "sgd", "optim.name must be adamw or sgd, got '{}'",
-                c.optim.name);
+  (void)optim::optimizer_def(c.optim.name);  // a registered optimizer
   TRIDENT_CHECK(c.optim.betas.size() == 2, "optim.betas must hold two numbers, got {}", c.optim.betas.size());
   TRIDENT_CHECK(c.optim.lr > 0, "optim.lr must be positive, got {}", c.optim.lr);
   // The decay goes from optim.lr down to schedule.min_lr: a floor above the peak would climb instead.

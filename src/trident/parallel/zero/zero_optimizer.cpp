@@ -16,39 +16,56 @@ Shape rows_shape(const Shape& full, std::int64_t rows) {
 }  // namespace
 
 ZeroOptimizer::ZeroOptimizer(int stage, std::vector<nn::Parameter*> params, std::shared_ptr<dist::Communicator> dp,
-                             optim::AdamWOptions options)
-    : Optimizer(std::move(params)), stage_(stage), dp_(std::move(dp)), options_(options) {
+                             optim::Method method)
+    : ZeroOptimizer(stage, std::vector<ZeroGroup>{{std::move(params), std::move(dp)}}, std::move(method)) {}
+
+namespace {
+std::vector<nn::Parameter*> all_params(const std::vector<ZeroGroup>& groups) {
+  std::vector<nn::Parameter*> out;
+  for (const ZeroGroup& g : groups) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(int stage, std::vector<ZeroGroup> groups, optim::Method method)
+    : Optimizer(all_params(groups)), stage_(stage), method_(std::move(method)) {
   TRIDENT_CHECK(stage >= 1 && stage <= 3, "dist.zero_stage must be 0, 1, 2 or 3, got {}", stage);
-  const std::int64_t d = dp_->size(), r = dp_->rank();
-  for (nn::Parameter* p : params_) {
-    TRIDENT_CHECK(p->var.defined(), "ZeRO: parameter '{}' is not initialised", p->name);
-    Entry e;
-    e.param = p;
-    e.full_shape = p->var.shape();
-    e.rows = e.full_shape.rank() ? e.full_shape[0] : 1;
-    e.row_size = e.rows ? p->var.numel() / e.rows : 0;
-    e.chunk_rows = (e.rows + d - 1) / d;
-    e.begin = std::min(r * e.chunk_rows, e.rows);
-    e.end = std::min((r + 1) * e.chunk_rows, e.rows);
-    const DType dt = p->var.dtype();
-    const Device dev = p->var.device();
-    if (stage_ >= 2) {  // stage 1 reduces into the owned rows of the full gradient instead
-      MemoryCategoryScope scope(MemoryCategory::gradients);
-      e.grad_shard = Tensor::zeros({e.chunk_rows * e.row_size}, dt, dev);
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    ZeroGroup& g = groups[gi];
+    groups_.push_back(g.dp);
+    const std::int64_t d = g.dp->size(), r = g.dp->rank();
+    for (nn::Parameter* p : g.params) {
+      TRIDENT_CHECK(p->var.defined(), "ZeRO: parameter '{}' is not initialised", p->name);
+      Entry e;
+      e.param = p;
+      e.dp = g.dp.get();
+      e.group = gi;
+      e.full_shape = p->var.shape();
+      e.rows = e.full_shape.rank() ? e.full_shape[0] : 1;
+      e.row_size = e.rows ? p->var.numel() / e.rows : 0;
+      e.chunk_rows = (e.rows + d - 1) / d;
+      e.begin = std::min(r * e.chunk_rows, e.rows);
+      e.end = std::min((r + 1) * e.chunk_rows, e.rows);
+      const DType dt = p->var.dtype();
+      const Device dev = p->var.device();
+      if (stage_ >= 2) {  // stage 1 reduces into the owned rows of the full gradient instead
+        MemoryCategoryScope scope(MemoryCategory::gradients);
+        e.grad_shard = Tensor::zeros({e.chunk_rows * e.row_size}, dt, dev);
+      }
+      {
+        MemoryCategoryScope scope(MemoryCategory::optimizer);
+        for (const optim::StateSpec& spec : method_.def().states)
+          e.state.push_back(Tensor::zeros({(e.end - e.begin) * e.row_size}, spec.dtype_for(dt), dev));
+      }
+      if (stage_ == 3) {
+        MemoryCategoryScope scope(MemoryCategory::parameters);
+        e.param_shard = p->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size).clone()
+                            .view(rows_shape(e.full_shape, e.end - e.begin));
+        p->var.reset_data(Tensor::empty({0}, dt, dev));  // the full tensor is freed; gather() brings it back
+      }
+      index_[p] = entries_.size();
+      entries_.push_back(std::move(e));
     }
-    {
-      MemoryCategoryScope scope(MemoryCategory::optimizer);
-      e.exp_avg = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt, dev);
-      e.exp_avg_sq = Tensor::zeros(rows_shape(e.full_shape, e.end - e.begin), dt, dev);
-    }
-    if (stage_ == 3) {
-      MemoryCategoryScope scope(MemoryCategory::parameters);
-      e.param_shard = p->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size).clone()
-                          .view(rows_shape(e.full_shape, e.end - e.begin));
-      p->var.reset_data(Tensor::empty({0}, dt, dev));  // the full tensor is freed; gather() brings it back
-    }
-    index_[p] = entries_.size();
-    entries_.push_back(std::move(e));
   }
 }
 
@@ -88,11 +105,11 @@ Tensor ZeroOptimizer::owned_grad(const Entry& e) const {
 }
 
 void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad) {
-  const std::int64_t d = dp_->size();
+  const std::int64_t d = e.dp->size();
   // The parameter's (master) dtype, the same on every rank: grad_shard exists
   // only from stage 2, and an undefined tensor's dtype says nothing.
   const DType dt = e.param->var.dtype();
-  const Device dev = e.exp_avg.device();
+  const Device dev = e.param->var.device();
   Tensor padded = Tensor::empty({d * e.chunk_rows * e.row_size}, dt, dev);
   const std::int64_t n = e.rows * e.row_size;
   if (full_grad.defined()) {
@@ -102,7 +119,7 @@ void ZeroOptimizer::reduce_scatter_into_shard(Entry& e, const Tensor& full_grad)
   }
   padded.slice0(n, padded.size(0)).fill_zero();
   Tensor mine = Tensor::empty({e.chunk_rows * e.row_size}, dt, dev);
-  dp_->reduce_scatter(padded, mine, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
+  e.dp->reduce_scatter(padded, mine, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
   const std::int64_t owned = (e.end - e.begin) * e.row_size;
   if (stage_ >= 2) {
     ops::add_(e.grad_shard, mine);
@@ -127,40 +144,67 @@ void ZeroOptimizer::reduce_gradients(bool last) {
 }
 
 double ZeroOptimizer::grad_sum_of_squares(const std::vector<nn::Parameter*>& subset) {
-  double local = 0;
+  // Each group's part is a collective over its communicator, run for every group in order (even one
+  // holding none of `subset`).
+  std::vector<double> local(groups_.size(), 0.0);
   for (const nn::Parameter* p : subset) {
-    const Tensor g = owned_grad(entry(*p));
-    if (g.defined() && g.numel() > 0) local += ops::sum_of_squares(g);
+    const Entry& e = entry(*p);
+    const Tensor g = owned_grad(e);
+    if (g.defined() && g.numel() > 0) local[e.group] += ops::sum_of_squares(g);
   }
-  return dp_->all_reduce_scalar(local, dist::ReduceOp::sum);
+  double total = 0;
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi)
+    total += groups_[gi]->all_reduce_scalar(local[gi], dist::ReduceOp::sum);
+  return total;
 }
 
 Tensor ZeroOptimizer::all_gather_rows(const Entry& e, const Tensor& owned) const {
-  const std::int64_t d = dp_->size();
+  const std::int64_t d = e.dp->size();
   const DType dt = owned.dtype();
   Tensor chunk = Tensor::zeros({e.chunk_rows * e.row_size}, dt, owned.device());
   const std::int64_t n = owned.numel();
   if (n) chunk.slice0(0, n).copy_from(owned.flatten());
   Tensor all = Tensor::empty({d * e.chunk_rows * e.row_size}, dt, owned.device());
-  dp_->all_gather(chunk, all, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
+  e.dp->all_gather(chunk, all, dist::CollectiveOptions{dist::ReduceOp::sum, 0, true})->wait();
   return all.slice0(0, e.rows * e.row_size).view(e.full_shape);
+}
+
+void ZeroOptimizer::sum_over_groups(const std::vector<Entry*>& updated, std::span<double> values) const {
+  // Every entry joins its group's sums (a rank owning no rows of it adds zero), so each rank makes the
+  // same collectives whatever it owns.
+  std::vector<double> sums(entries_.size(), 0.0);
+  for (std::size_t i = 0; i < updated.size(); ++i) sums[index_.at(updated[i]->param)] = values[i];
+  for (std::size_t k = 0; k < entries_.size(); ++k) sums[k] = entries_[k].dp->all_reduce_scalar(sums[k]);
+  for (std::size_t i = 0; i < updated.size(); ++i) values[i] = sums[index_.at(updated[i]->param)];
 }
 
 void ZeroOptimizer::step(double lr, double grad_scale) {
   ++step_;
+  // The rule over every owned (non-empty) piece, then the updated rows gathered back (stages 1, 2).
+  std::vector<Tensor> masters, grads;
+  std::vector<Entry*> updated;
+  masters.reserve(entries_.size());
+  grads.reserve(entries_.size());
   for (Entry& e : entries_) {
     const std::int64_t n = (e.end - e.begin) * e.row_size;
-    if (n > 0) {
-      Tensor master = stage_ == 3 ? e.param_shard.flatten()
-                                  : e.param->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
-      Tensor grad = owned_grad(e);
-      if (!grad.defined()) grad = Tensor::zeros({n}, master.dtype(), master.device());  // a missing gradient is zero
-      Tensor m = e.exp_avg.flatten(), v = e.exp_avg_sq.flatten();
-      ops::AdamWConfig cfg{lr, options_.beta1, options_.beta2, options_.eps,
-                           e.param->weight_decay ? options_.weight_decay : 0.0};
-      ops::adamw_step(master, grad, m, v, cfg, step_, grad_scale);
-    }
-    if (stage_ < 3) {
+    if (n == 0) continue;
+    masters.push_back(stage_ == 3 ? e.param_shard.flatten()
+                                  : e.param->var.data().flatten().slice0(e.begin * e.row_size, e.end * e.row_size));
+    Tensor grad = owned_grad(e);
+    if (!grad.defined()) grad = Tensor::zeros({n}, masters.back().dtype(), masters.back().device());  // missing = zero
+    grads.push_back(std::move(grad));
+    updated.push_back(&e);
+  }
+  std::vector<optim::ParamUpdate> updates;
+  for (std::size_t i = 0; i < updated.size(); ++i) {
+    updates.push_back({updated[i]->param, &masters[i], &grads[i], updated[i]->state, nullptr});
+  }
+  const optim::StepArgs args{lr, grad_scale, step_, fresh_,
+                             [&](std::span<double> values) { sum_over_groups(updated, values); }};
+  method_.def().step(method_, updates, args);
+  fresh_ = false;
+  if (stage_ < 3) {
+    for (Entry& e : entries_) {
       const Tensor data = e.param->var.data();
       Tensor owned = data.flatten().slice0(e.begin * e.row_size, e.end * e.row_size);
       data.copy_from(all_gather_rows(e, owned));
@@ -191,25 +235,32 @@ void ZeroOptimizer::release(const std::vector<nn::Parameter*>& params) {
 
 std::map<std::string, ZeroOptimizer::Shard> ZeroOptimizer::owned_state() const {
   std::map<std::string, Shard> out;
+  const std::vector<optim::StateSpec>& specs = method_.def().states;
   for (const Entry& e : entries_) {
     if (e.end <= e.begin) continue;
-    out["exp_avg/" + e.param->name] = Shard{e.exp_avg, e.begin};
-    out["exp_avg_sq/" + e.param->name] = Shard{e.exp_avg_sq, e.begin};
+    const Shape shape = rows_shape(e.full_shape, e.end - e.begin);
+    for (std::size_t k = 0; k < specs.size(); ++k)
+      out[specs[k].name + "/" + e.param->name] = Shard{e.state[k].view(shape), e.begin};
     if (stage_ == 3) out["model/" + e.param->name] = Shard{e.param_shard, e.begin};
   }
   return out;
 }
 
 void ZeroOptimizer::load_owned_state(const ReadRows& read) {
+  const std::vector<optim::StateSpec>& specs = method_.def().states;
   for (Entry& e : entries_) {
     const std::int64_t rows = e.end - e.begin;
     if (rows <= 0) continue;
-    e.exp_avg.copy_from(read("exp_avg/" + e.param->name, e.begin, rows, DType::f32).to(e.exp_avg.dtype()));
-    e.exp_avg_sq.copy_from(read("exp_avg_sq/" + e.param->name, e.begin, rows, DType::f32).to(e.exp_avg_sq.dtype()));
+    const Shape shape = rows_shape(e.full_shape, rows);
+    for (std::size_t k = 0; k < specs.size(); ++k) {
+      const Tensor dst = e.state[k].view(shape);
+      dst.copy_from(read(specs[k].name + "/" + e.param->name, e.begin, rows, DType::f32).to(dst.dtype()));
+    }
     if (stage_ == 3) {
       e.param_shard.copy_from(read("model/" + e.param->name, e.begin, rows, DType::f32).to(e.param_shard.dtype()));
     }
   }
+  fresh_ = false;
 }
 
 std::map<std::string, Tensor> ZeroOptimizer::state() const {
