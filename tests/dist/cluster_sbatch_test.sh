@@ -10,17 +10,13 @@ set -uo pipefail
 trident=$(realpath "$1")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 source "$(dirname "$0")/cluster_lib.sh"
-work=$(mktemp -d /tmp/trident-cluster-sbatch.XXXXXX)
 # stop_cluster ends a job still running (its steps' processes run in the hosts' namespaces).
-trap 'stop_cluster; rm -rf "$work"' EXIT
+tiny_corpus_run "$trident" cluster-sbatch stop_cluster
 start_cluster
 require_slurm
-export TRIDENT_NUM_THREADS=1
 
-make_tiny_corpus "$trident" "$work"
 common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set model.dropout=0.1
+  --set train.seq_len=32 "${tiny_data[@]}" --set model.dropout=0.1
   --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=6 --set train.log_interval=1
   --set train.eval_interval=3 --set train.eval_steps=2 --set checkpoint.interval=0)
 timeout 120 "$trident" train --run-dir "$work/one" "${common[@]}" > "$work/one.log" 2>&1 \
