@@ -1,7 +1,7 @@
 # Sourced by the shell tests: fail(), sanitizer_build TRIDENT, make_tiny_corpus
 # TRIDENT DIR, which writes DIR/c.txt, a 300-token byte-level BPE DIR/tok.json and
 # the Megatron dataset DIR/c.{bin,idx} with the trident command's own tokenizer and
-# preprocess, and the two steps that start most tests, work_dir and tiny_corpus_run.
+# preprocess, the two steps that start most tests, work_dir and tiny_corpus_run, and losses LOG.
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Whether TRIDENT is a sanitizer build (it links libasan or libubsan). The tests skip
@@ -49,3 +49,7 @@ tiny_corpus_run() {
   tiny_data=(--set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
     --set log.progress=off --set train.peak_gflops=1)
 }
+
+# losses LOG: the loss and validation loss lines of a training log, to the printed digits (tokens/s and
+# timings differ between runs).
+losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }

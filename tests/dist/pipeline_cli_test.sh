@@ -23,8 +23,7 @@ grep -q "4 micro-batches through the 1f1b pipeline schedule" "$work/pp.log" \
   || fail "schedule not reported: $(grep trident: "$work/pp.log")"
 timeout 300 "$trident" train --run-dir "$work/one" "${common[@]}" > "$work/one.log" 2>&1 \
   || fail "training on one process: $(tail -20 "$work/one.log")"
-# Loss and validation loss lines agree to the printed digits (tokens/s and timings differ).
-losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }
+# Loss and validation loss lines agree to the printed digits (losses, tiny_corpus.sh).
 [ "$(losses "$work/pp.log")" = "$(losses "$work/one.log")" ] \
   || fail "tp=2 × pp=2 losses differ from one process:$(diff <(losses "$work/pp.log") <(losses "$work/one.log"))"
 [ "$(losses "$work/pp.log" | wc -l)" -ge 5 ] || fail "too few loss lines: $(losses "$work/pp.log")"
