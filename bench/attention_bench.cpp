@@ -25,7 +25,6 @@
 //
 //   attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--window W] [--no-peak]
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +40,7 @@
 #include "trident/kernels/cpu/softmax.h"
 #include "trident/ops/attention.h"
 #include "trident/ops/softmax.h"
+#include "bench_clock.h"
 
 namespace {
 
@@ -56,12 +56,6 @@ Tensor filled(trident::Shape shape, DType dtype, int salt) {
   return t.to(dtype);
 }
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 struct Timing {
   double median = 0, best = 0, cpu = 0;  // wall seconds (median, fastest), process CPU seconds (median)
 };
@@ -75,9 +69,9 @@ Timing time_runs(const std::function<void()>& f, int min_reps, double seconds) {
   while (static_cast<int>(wall.size()) < min_reps ||
          std::chrono::duration<double>(clock::now() - start).count() < seconds) {
     const auto t0 = clock::now();
-    const double c0 = cpu_seconds();
+    const double c0 = trident::bench::process_cpu_seconds();
     f();
-    cpu.push_back(cpu_seconds() - c0);
+    cpu.push_back(trident::bench::process_cpu_seconds() - c0);
     wall.push_back(std::chrono::duration<double>(clock::now() - t0).count());
     if (wall.size() >= 100) break;
   }

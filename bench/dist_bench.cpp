@@ -18,7 +18,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -33,12 +32,20 @@
 #include "trident/parallel/data/grad_sync.h"
 #include "trident/parallel/tensor/mappings.h"
 #include "trident/parallel/zero/zero_optimizer.h"
+#include "bench_clock.h"
 
 using namespace trident;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// Seconds `fn` takes on this rank, started together with every rank's (after a barrier).
+template <typename Fn>
+double seconds_after_barrier(dist::Communicator& world, Fn&& fn) {
+  world.barrier();
+  const double t0 = bench::wall_seconds();
+  fn();
+  return bench::wall_seconds() - t0;
+}
 
 Tensor random_ids(std::mt19937_64& gen, std::int64_t B, std::int64_t T, std::int64_t V) {
   std::uniform_int_distribution<std::int64_t> d(0, V - 1);
@@ -127,16 +134,10 @@ void bench_allreduce(const std::shared_ptr<dist::Communicator>& world) {
     Tensor t = Tensor::full({bytes / 4}, 1.0);
     // The three forms alternate within each repetition, so the machine's load drifts affect them alike.
     std::vector<double> t_ours, t_async, t_raw;
-    auto once = [&](auto&& fn) {
-      world->barrier();
-      const double t0 = now();
-      fn();
-      return now() - t0;
-    };
     for (int i = 0; i < 43; ++i) {
-      const double a = once([&] { world->all_reduce_sync(t); });
-      const double b = once([&] { world->all_reduce(t)->wait(); });
-      const double c = once([&] {
+      const double a = seconds_after_barrier(*world, [&] { world->all_reduce_sync(t); });
+      const double b = seconds_after_barrier(*world, [&] { world->all_reduce(t)->wait(); });
+      const double c = seconds_after_barrier(*world, [&] {
         MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       });
       if (i >= 3) {
@@ -180,12 +181,6 @@ void bench_alltoall(const std::shared_ptr<dist::Communicator>& world) {
     dist::CollectiveOptions blocking;
     blocking.blocking = true;
     std::vector<double> t_ours, t_async, t_raw;
-    auto once = [&](auto&& fn) {
-      world->barrier();
-      const double t0 = now();
-      fn();
-      return now() - t0;
-    };
     // The three forms take turns going first, so neither the order nor the machine's load drifts favour one.
     const std::function<void()> forms[3] = {[&] { world->all_to_all(in, counts, out, counts, blocking)->wait(); },
                                             [&] { world->all_to_all(in, counts, out, counts)->wait(); },
@@ -198,7 +193,7 @@ void bench_alltoall(const std::shared_ptr<dist::Communicator>& world) {
     for (int i = 0; i < 43; ++i) {
       for (int k = 0; k < 3; ++k) {
         const int form = (i + k) % 3;
-        const double t = once(forms[form]);
+        const double t = seconds_after_barrier(*world, forms[form]);
         if (i >= 3) times[form]->push_back(t);
       }
     }

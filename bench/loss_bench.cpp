@@ -16,10 +16,8 @@
 // count): with --threads 1 on a shared machine it measures the cost per core
 // actually received rather than the share of the machine the run was given.
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -35,6 +33,7 @@
 #include "trident/ops/loss.h"
 #include "trident/ops/optimizer.h"
 #include "trident/parallel/tensor/cross_entropy.h"
+#include "bench_clock.h"
 
 namespace {
 
@@ -45,12 +44,7 @@ namespace ops = trident::ops;
 bool g_cpu_clock = false;
 
 double now_seconds() {
-  if (g_cpu_clock) {
-    timespec t{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return g_cpu_clock ? trident::bench::process_cpu_seconds() : trident::bench::wall_seconds();
 }
 
 template <typename F>

@@ -16,10 +16,8 @@
 // on a shared machine it measures what the library achieves per core it was
 // actually given (meaningful with --threads 1, or with OMP_WAIT_POLICY=passive).
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -29,6 +27,7 @@
 #include "trident/core/parallel.h"
 #include "trident/core/tensor.h"
 #include "trident/kernels/cpu/matmul.h"
+#include "bench_clock.h"
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace {
@@ -47,12 +46,7 @@ bool g_cpu_clock = false;
 bool g_trans_a = false, g_trans_b = false;  // --layout: nn (default), nt (linear forward), tn (weight gradient)
 
 double now_seconds() {
-  if (g_cpu_clock) {
-    timespec t{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return g_cpu_clock ? trident::bench::process_cpu_seconds() : trident::bench::wall_seconds();
 }
 
 struct Shape3 {

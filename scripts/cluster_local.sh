@@ -44,6 +44,7 @@ bridge=trcl-br0
 ns_prefix=trident-
 dir=/run/trident-cluster
 scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$scripts/lib.sh"
 
 usage() {
   echo "usage: cluster_local.sh up N [CPUS] | down | status | exec HOST COMMAND..." >&2
@@ -97,10 +98,7 @@ write_slurm_conf() {
 # Written by scripts/cluster_local.sh for its $n-host test cluster; read through SLURM_CONF.
 ClusterName=tridentlocal
 SlurmctldHost=node1($subnet.11)
-AuthType=auth/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-ReturnToService=2
+$(slurm_conf_policy)
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmdSpoolDir=$dir/spool/slurmd-%n
@@ -108,12 +106,6 @@ StateSaveLocation=$dir/spool/slurmctld
 # Each host's own temporary directory: Slurm's PMIx plugin makes spmix_appdir_UID_JOB.STEP in it
 # on every node of a step, which fails ("File exists") when the hosts share /tmp.
 TmpFS=$dir/tmp/%n
-SlurmUser=root
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-MpiDefault=none
 KillWait=5
 # A batch script that exits 75 (what trident train exits with after saving on SIGTERM) goes back in the queue.
 RequeueExit=75

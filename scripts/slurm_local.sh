@@ -4,6 +4,7 @@
 # `dist.slurm` test. Idempotent: does nothing when `sinfo` already answers.
 # Needs root. The node advertises 8 CPUs so that 8 ranks fit on a small machine.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 if command -v sinfo >/dev/null 2>&1 && timeout 5 sinfo >/dev/null 2>&1; then exit 0; fi
 [[ $(id -u) -eq 0 ]] || { echo "slurm_local: run as root" >&2; exit 1; }
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
@@ -14,20 +15,11 @@ mkdir -p /etc/slurm /var/spool/slurmd /var/spool/slurmctld /var/log/slurm /run/m
 cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=trident
 SlurmctldHost=$host
-AuthType=auth/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-ReturnToService=2
+$(slurm_conf_policy)
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 SlurmdSpoolDir=/var/spool/slurmd
 StateSaveLocation=/var/spool/slurmctld
-SlurmUser=root
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-MpiDefault=none
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 NodeName=$host CPUs=8 State=UNKNOWN

@@ -14,14 +14,10 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-crash.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1
+tiny_corpus_run "$trident" crash
 
-make_tiny_corpus "$trident" "$work"
 common=(--set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 --set model.max_seq_len=16
-  --set train.seq_len=16 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set train.micro_batch_size=2
+  --set train.seq_len=16 "${tiny_data[@]}" --set train.micro_batch_size=2
   --set train.steps=6 --set train.log_interval=1 --set train.eval_interval=0 --set checkpoint.interval=2
   --set checkpoint.keep=1)
 losses() { grep -oE "^step +[0-9]+/6 \| loss [0-9.]+" "$1"; }

@@ -7,14 +7,10 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-eos.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1
+tiny_corpus_run "$trident" eos
 
-make_tiny_corpus "$trident" "$work"
-data=(--set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
-      --set train.seq_len=16 --set train.micro_batch_size=2 --set train.steps=2 --set train.eval_interval=0
-      --set log.progress=off --set train.peak_gflops=1)
+data=("${tiny_data[@]}" --set train.seq_len=16 --set train.micro_batch_size=2 --set train.steps=2
+      --set train.eval_interval=0)
 "$trident" train --run-dir "$work/base" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 \
   --set model.max_seq_len=16 "${data[@]}" > "$work/base.log" 2>&1 || fail "training: $(tail -5 "$work/base.log")"
 eod=$(printf '%s' '<|endoftext|>' | "$trident" tokenizer encode --tokenizer "$work/tok.json" --no-special-tokens)

@@ -6,8 +6,7 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-plot.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+work_dir plot
 command -v python3 > /dev/null || { echo "skip: python3 (its standard library checks the pictures) is missing"; exit 77; }
 
 # Run a: 6 training steps (step 30 written twice, as after a resume; step 40's loss NaN, written as

@@ -10,19 +10,15 @@
 set -uo pipefail
 trident=$(realpath "$1")
 source "$(dirname "$0")/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-resume-model.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1
-cd "$work" || exit 1
 # Multi-rank parts need mpirun, and not a sanitizer build (see sanitizer_build in tiny_corpus.sh).
 sanitized=""
 sanitizer_build "$trident" && sanitized=1
+tiny_corpus_run "$trident" resume-model
+cd "$work" || exit 1
 
-make_tiny_corpus "$trident" "$work"
 args=(train --run-dir "$work/run" --set model.n_head=2 --set model.d_model=16
-      --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2
-      --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
-      --set train.eval_interval=0 --set train.log_interval=1 --set log.progress=off --set train.peak_gflops=1
+      --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2 "${tiny_data[@]}"
+      --set train.eval_interval=0 --set train.log_interval=1
       --set train.global_batch_size=4 --set checkpoint.interval=2)
 
 "$trident" "${args[@]}" --set model.n_layer=4 --set train.steps=5 > first.log 2>&1 || fail "4-layer run: $(tail -3 first.log)"

@@ -7,15 +7,11 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-signal.XXXXXX)
-trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1
+tiny_corpus_run "$trident" signal 'pkill -KILL -f "$work" 2>/dev/null'
 
-make_tiny_corpus "$trident" "$work"
 args=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
       --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2 --set train.steps=100000
-      --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
-      --set train.eval_interval=0 --set train.log_interval=1 --set log.progress=off --set train.peak_gflops=1)
+      "${tiny_data[@]}" --set train.eval_interval=0 --set train.log_interval=1)
 
 for sig in INT TERM; do
   rm -rf "$work/run"

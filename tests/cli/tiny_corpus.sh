@@ -1,7 +1,7 @@
-# Sourced by the shell tests: fail(), sanitizer_build TRIDENT and make_tiny_corpus
+# Sourced by the shell tests: fail(), sanitizer_build TRIDENT, make_tiny_corpus
 # TRIDENT DIR, which writes DIR/c.txt, a 300-token byte-level BPE DIR/tok.json and
 # the Megatron dataset DIR/c.{bin,idx} with the trident command's own tokenizer and
-# preprocess.
+# preprocess, the two steps that start most tests, work_dir and tiny_corpus_run, and losses LOG.
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Whether TRIDENT is a sanitizer build (it links libasan or libubsan). The tests skip
@@ -26,3 +26,30 @@ make_tiny_corpus() {
   "$trident" preprocess --input "$dir/c.txt" --tokenizer "$dir/tok.json" --output-prefix "$dir/c" --append-eod \
     --quiet || fail "preprocess"
 }
+
+# work_dir NAME [CLEANUP]: sets work to a fresh directory /tmp/trident-NAME.XXXXXX, which the EXIT
+# trap removes after running CLEANUP (the test's own shell code, expanded when the trap runs, so the
+# variables it reads must be set before the test can exit).
+work_dir() {
+  work=$(mktemp -d "/tmp/trident-$1.XXXXXX")
+  # shellcheck disable=SC2064 # $work stays quoted for the trap; CLEANUP is code
+  trap "${2:+$2; }rm -rf \"\$work\"" EXIT
+}
+
+# tiny_corpus_run TRIDENT NAME [CLEANUP]: the start of a test that trains on the tiny corpus: work_dir
+# NAME [CLEANUP], make_tiny_corpus TRIDENT "$work", one CPU thread per process (TRIDENT_NUM_THREADS=1,
+# exported: trident launch passes it on to every rank), and sets tiny_data to the --set options that
+# train on the corpus with a plain log (no progress bar) and a given FLOP rate (train.peak_gflops=1:
+# no second spent measuring this machine's matmul peak).
+tiny_corpus_run() {
+  work_dir "$2" "${3:-}"
+  export TRIDENT_NUM_THREADS=1
+  make_tiny_corpus "$1" "$work"
+  # shellcheck disable=SC2034,SC2054 # read by the tests; the commas are TOML's
+  tiny_data=(--set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
+    --set log.progress=off --set train.peak_gflops=1)
+}
+
+# losses LOG: the loss and validation loss lines of a training log, to the printed digits (tokens/s and
+# timings differ between runs).
+losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }

@@ -13,7 +13,6 @@
 #include <numeric>
 
 #include "test_util.h"
-#include "trident/data/bpe_trainer.h"
 #include "trident/data/gpt_dataset.h"
 #include "trident/data/loader.h"
 #include "trident/data/preprocess.h"
@@ -181,13 +180,7 @@ TEST(MaskedLm, BadOptionsAreNamed) {
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 Tokenizer bpe_tokenizer() {
-  BpeTrainerOptions o;
-  o.vocab_size = 300;
-  o.special_tokens = {"<|endoftext|>"};
-  o.min_frequency = 1;
-  BpeTrainer t(o);
-  t.feed("In the beginning God created the heaven and the earth.\n");
-  return Tokenizer::from_json(tokenizer_json(t.train()));
+  return testing::small_bpe("In the beginning God created the heaven and the earth.\n");
 }
 
 TEST(MaskedLm, OptionsFromAWordPieceTokenizer) {

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "test_util.h"
-#include "trident/data/bpe_trainer.h"
 #include "trident/data/indexed_dataset.h"
 #include "trident/data/parquet_reader.h"
 
@@ -20,13 +19,8 @@ using testing::TempDir;
 using ::testing::HasSubstr;
 
 Tokenizer small_tokenizer() {
-  BpeTrainerOptions o;
-  o.vocab_size = 300;
-  o.special_tokens = {"<|endoftext|>"};
-  o.min_frequency = 1;
-  BpeTrainer t(o);
-  t.feed("In the beginning God created the heaven and the earth. And the earth was without form, and void.\n");
-  return Tokenizer::from_json(tokenizer_json(t.train()));
+  return testing::small_bpe(
+      "In the beginning God created the heaven and the earth. And the earth was without form, and void.\n");
 }
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }

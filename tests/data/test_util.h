@@ -1,43 +1,33 @@
-// Helpers shared by the data tests: scratch directories and error capture.
+// Helpers shared by the data tests: error capture and a small tokenizer (and testing/helpers.h's TempDir).
 #pragma once
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 
+#include "testing/helpers.h"
 #include "trident/core/error.h"
+#include "trident/data/bpe_trainer.h"
+#include "trident/data/tokenizer.h"
 
 namespace trident::data::testing {
 
-// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
 
 // The message of the trident::Error `f` throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
+  return test::thrown(f, "(no error)", [](const Error& e) { return e.message(); });
+}
+
+// A byte-level BPE of 300 tokens with <|endoftext|>, trained on `text` (a pair seen once is merged too).
+inline Tokenizer small_bpe(std::string_view text) {
+  BpeTrainerOptions o;
+  o.vocab_size = 300;
+  o.special_tokens = {"<|endoftext|>"};
+  o.min_frequency = 1;
+  BpeTrainer t(o);
+  t.feed(text);
+  return Tokenizer::from_json(tokenizer_json(t.train()));
 }
 
 }  // namespace trident::data::testing

@@ -206,16 +206,20 @@ TEST(Tokenizer, SearchResumesAtMatchEndNotAfterRstrip) {
   EXPECT_EQ(tok.encode("1   a"), (std::vector<std::int32_t>{'1', t2, 'a'}));
 }
 
-TEST(Tokenizer, ContractionsAndSpaces) {
-  auto tok = Tokenizer::from_json(byte_level_json({}));
-  PreTokenizer pre = PreTokenizer::gpt2();
+// The texts of the pieces `pre` splits `text` into.
+std::vector<std::string> split_texts(const PreTokenizer& pre, const std::string& text) {
   PreTokenizer::Scratch scratch;
   std::vector<Piece> pieces;
-  const std::string text = "I'll   go\n\n  now 123";
   pre.split(text, pieces, scratch);
   std::vector<std::string> got;
   for (const auto& p : pieces) got.emplace_back(text.substr(p.begin, p.end - p.begin));
-  EXPECT_EQ(got, (std::vector<std::string>{"I", "'ll", "  ", " go", "\n\n ", " now", " 123"}));
+  return got;
+}
+
+TEST(Tokenizer, ContractionsAndSpaces) {
+  auto tok = Tokenizer::from_json(byte_level_json({}));
+  EXPECT_EQ(split_texts(PreTokenizer::gpt2(), "I'll   go\n\n  now 123"),
+            (std::vector<std::string>{"I", "'ll", "  ", " go", "\n\n ", " now", " 123"}));
 }
 
 TEST(Tokenizer, AnyBytesRoundTrip) {
@@ -381,15 +385,10 @@ TEST(Tokenizer, Qwen2StructureNormalizesAndSplits) {
   PreTokenizer pre;
   pre.add_split(kQwen2Pattern, SplitBehavior::isolated, false);
   pre.add_byte_level(false, false);
-  PreTokenizer::Scratch scratch;
-  std::vector<Piece> pieces;
   // Hugging Face tokenizers 0.23 splits this text so (checked with its Split pre-tokenizer).
-  const std::string text = "DON'T   stop\r\n\r\n  123 \xE4\xB8\xAD\xE6\x96\x87!!\n x'S";
-  pre.split(text, pieces, scratch);
-  std::vector<std::string> got;
-  for (const auto& p : pieces) got.emplace_back(text.substr(p.begin, p.end - p.begin));
-  EXPECT_EQ(got, (std::vector<std::string>{"DON", "'T", "  ", " stop", "\r\n\r\n", " ", " ", "1", "2", "3",
-                                           " \xE4\xB8\xAD\xE6\x96\x87", "!!\n", " x", "'S"}));
+  EXPECT_EQ(split_texts(pre, "DON'T   stop\r\n\r\n  123 \xE4\xB8\xAD\xE6\x96\x87!!\n x'S"),
+            (std::vector<std::string>{"DON", "'T", "  ", " stop", "\r\n\r\n", " ", " ", "1", "2", "3",
+                                      " \xE4\xB8\xAD\xE6\x96\x87", "!!\n", " x", "'S"}));
 }
 
 TEST(Tokenizer, PatternsReadDifferentlyByOnigurumaAreRefused) {

@@ -28,11 +28,9 @@ fault=${2:-}
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 source "$(dirname "$0")/cluster_lib.sh"
 case $fault in linkcut | kill | stop) ;; *) fail "usage: cluster_fault_test.sh TRIDENT linkcut|kill|stop" ;; esac
-work=$(mktemp -d /tmp/trident-cluster-fault.XXXXXX)
 stopped=""  # the SIGSTOPped rank: killed whatever happens
-trap '[[ -n $stopped ]] && kill -KILL "$stopped" 2>/dev/null; stop_cluster; rm -rf "$work"' EXIT
+tiny_corpus_run "$trident" cluster-fault '[[ -n $stopped ]] && kill -KILL "$stopped" 2>/dev/null; stop_cluster'
 start_cluster
-export TRIDENT_NUM_THREADS=1
 timeout_s=10
 # A rank whose collective timed out exits within this many seconds of the fault.
 bound=$((timeout_s + 10 + 5))
@@ -43,12 +41,10 @@ op_re='[a-z_]+ #[0-9]+( \([^)]*\))?'
 group_re='(world|[a-z]+ group \[[0-9, ]+\])'
 timeout_re="^trident: error: rank [0-9]+( on [^:]+)?: $op_re on $group_re \(rank [0-9]+ of [0-9]+\) timed out after $timeout_s s"
 
-make_tiny_corpus "$trident" "$work"
 printf 'node1 slots=2\nnode2 slots=2\n' > "$work/hosts"
 steps=200
 common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set model.dropout=0.1
+  --set train.seq_len=32 "${tiny_data[@]}" --set model.dropout=0.1
   --set train.micro_batch_size=2 --set train.global_batch_size=8 --set "train.steps=$steps" --set train.log_interval=1
   --set train.eval_interval=0 --set checkpoint.interval=10 --set dist.tensor_parallel_size=2
   --set "dist.timeout_s=$timeout_s")

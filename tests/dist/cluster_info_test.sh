@@ -11,31 +11,30 @@ set -uo pipefail
 trident=$(realpath "$1")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 source "$(dirname "$0")/cluster_lib.sh"
-work=$(mktemp -d /tmp/trident-cluster-info.XXXXXX)
-trap 'stop_cluster; rm -rf "$work"' EXIT
+work_dir cluster-info stop_cluster
 start_cluster
 
 want=$(printf 'rank:            %s\n' "0 of 4 on host node1, local rank 0 of 2" "1 of 4 on host node1, local rank 1 of 2" \
   "2 of 4 on host node2, local rank 0 of 2" "3 of 4 on host node2, local rank 1 of 2")
 ranks() { grep '^rank:' "$1" | sort -t: -k2 -n; }
+# two_per_host OUT WHAT: OUT, trident info's lines from every rank of WHAT, shows want's ranks, 2 per node.
+two_per_host() {
+  [ "$(ranks "$1")" = "$want" ] || fail "$2: $(ranks "$1")"
+  [ "$(grep -c '^cpu threads: .* 2 rank(s) on this node)$' "$1")" -eq 4 ] \
+    || fail "$2: not 2 ranks per node: $(grep '^cpu threads' "$1")"
+  echo "ok: $2 trident info:"
+  ranks "$1"
+}
 
 printf 'node1 slots=2\nnode2 slots=2\n' > "$work/hosts"
 on_host node1 timeout 60 "$trident" launch --hostfile "$work/hosts" -n 4 -- "$trident" info > "$work/launch.out" 2>&1 \
   || fail "trident launch --hostfile -n 4 -- trident info: $(tail -5 "$work/launch.out")"
-[ "$(ranks "$work/launch.out")" = "$want" ] || fail "trident launch --hostfile: $(ranks "$work/launch.out")"
-[ "$(grep -c '^cpu threads: .* 2 rank(s) on this node)$' "$work/launch.out")" -eq 4 ] \
-  || fail "trident launch --hostfile: not 2 ranks per node: $(grep '^cpu threads' "$work/launch.out")"
-echo "ok: trident launch --hostfile -n 4 -- trident info:"
-ranks "$work/launch.out"
+two_per_host "$work/launch.out" "trident launch --hostfile -n 4 --"
 
 require_slurm
 on_host node1 timeout 60 srun --mpi=pmix -N2 -n4 "$trident" info > "$work/srun.out" 2>&1 \
   || fail "srun --mpi=pmix -N2 -n4 trident info: $(tail -5 "$work/srun.out")"
-[ "$(ranks "$work/srun.out")" = "$want" ] || fail "srun --mpi=pmix -N2 -n4: $(ranks "$work/srun.out")"
-[ "$(grep -c '^cpu threads: .* 2 rank(s) on this node)$' "$work/srun.out")" -eq 4 ] \
-  || fail "srun -N2 -n4: not 2 ranks per node: $(grep '^cpu threads' "$work/srun.out")"
-echo "ok: srun --mpi=pmix -N2 -n4 trident info:"
-ranks "$work/srun.out"
+two_per_host "$work/srun.out" "srun --mpi=pmix -N2 -n4"
 
 on_host node1 timeout 60 srun --mpi=none -N2 -n4 "$trident" info > "$work/none.out" 2>&1 \
   || fail "srun --mpi=none -N2 -n4 trident info: $(tail -5 "$work/none.out")"

@@ -14,23 +14,11 @@ set -uo pipefail
 trident=$(realpath "$1")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 source "$(dirname "$0")/cluster_lib.sh"
-work=$(mktemp -d /tmp/trident-cluster-launch.XXXXXX)
-trap 'stop_cluster; rm -rf "$work"' EXIT
+tiny_corpus_run "$trident" cluster-launch stop_cluster
 start_cluster
-export TRIDENT_NUM_THREADS=1  # passed on to node2's ranks by trident launch (-x)
 
-make_tiny_corpus "$trident" "$work"
 printf 'node1 slots=2\nnode2 slots=2\n' > "$work/hosts"
-common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set model.dropout=0.1
-  --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=6 --set train.log_interval=1
-  --set train.eval_interval=3 --set train.eval_steps=2 --set checkpoint.interval=0)
-timeout 120 "$trident" train --run-dir "$work/one" "${common[@]}" > "$work/one.log" 2>&1 \
-  || fail "training on one process: $(tail -20 "$work/one.log")"
-# Loss and validation loss lines agree to the printed digits (tokens/s and timings differ).
-losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }
-[ "$(losses "$work/one.log" | wc -l)" -eq 9 ] || fail "one process: expected 6 steps and 3 evals: $(losses "$work/one.log")"
+train_reference "$trident"
 link_bytes() { echo $(( $(cat /sys/class/net/trcl-node2/statistics/rx_bytes) + $(cat /sys/class/net/trcl-node2/statistics/tx_bytes) )); }
 
 # layout NAME LAYOUT_LINE ARGS...: trains on the 2 hosts; each rank first writes its host and

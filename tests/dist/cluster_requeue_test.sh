@@ -19,9 +19,8 @@ set -uo pipefail
 trident=$(realpath "$1")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 source "$(dirname "$0")/cluster_lib.sh"
-work=$(mktemp -d /tmp/trident-cluster-requeue.XXXXXX)
 # stop_cluster ends a job still running (its steps' processes run in the hosts' namespaces).
-trap 'stop_cluster; rm -rf "$work"' EXIT
+tiny_corpus_run "$trident" cluster-requeue stop_cluster
 start_cluster
 require_slurm
 # A cluster brought up before RequeueExit=75 was in its slurm.conf (up rewrote the file) reads it again.
@@ -31,13 +30,10 @@ if ! on_host node1 scontrol show config 2>/dev/null | grep -qE "^RequeueExit += 
 fi
 on_host node1 scontrol show config 2>/dev/null | grep -qE "^RequeueExit += 75$" \
   || fail "the cluster's Slurm does not requeue a job that exits 75 (RequeueExit): $(on_host node1 scontrol show config | grep -i requeue)"
-export TRIDENT_NUM_THREADS=1
 
-make_tiny_corpus "$trident" "$work"
 steps=200
 common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set model.dropout=0.1
+  --set train.seq_len=32 "${tiny_data[@]}" --set model.dropout=0.1
   --set train.micro_batch_size=2 --set train.global_batch_size=8 --set "train.steps=$steps" --set train.log_interval=1
   --set train.eval_interval=0 --set checkpoint.interval=10 --set dist.tensor_parallel_size=2 --set dist.timeout_s=10)
 # The job script: its run directory is its argument. Idle ranks yield the CPU (as trident launch has

@@ -10,21 +10,12 @@ set -uo pipefail
 trident=$(realpath "$1")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 source "$(dirname "$0")/cluster_lib.sh"
-work=$(mktemp -d /tmp/trident-cluster-sbatch.XXXXXX)
 # stop_cluster ends a job still running (its steps' processes run in the hosts' namespaces).
-trap 'stop_cluster; rm -rf "$work"' EXIT
+tiny_corpus_run "$trident" cluster-sbatch stop_cluster
 start_cluster
 require_slurm
-export TRIDENT_NUM_THREADS=1
 
-make_tiny_corpus "$trident" "$work"
-common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set model.dropout=0.1
-  --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=6 --set train.log_interval=1
-  --set train.eval_interval=3 --set train.eval_steps=2 --set checkpoint.interval=0)
-timeout 120 "$trident" train --run-dir "$work/one" "${common[@]}" > "$work/one.log" 2>&1 \
-  || fail "training on one process: $(tail -20 "$work/one.log")"
+train_reference "$trident"
 
 # The job script; the environment (TRIDENT_NUM_THREADS, ...) travels with the job (sbatch --export=ALL).
 {
@@ -45,8 +36,6 @@ ranks=$(grep '^rank:' "$work/job.out" | sort -t: -k2 -n)
   "2 of 4 on host node2, local rank 0 of 2" "3 of 4 on host node2, local rank 1 of 2")" ] \
   || fail "the job's ranks are not 2 per host in order: $ranks"
 grep -q "dp=2 × tp=2 × pp=1 (4 ranks)" "$work/job.out" || fail "the job did not train as dp2 × tp2: $(grep trident: "$work/job.out")"
-losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }
-[ "$(losses "$work/one.log" | wc -l)" -eq 9 ] || fail "one process: expected 6 steps and 3 evals: $(losses "$work/one.log")"
 [ "$(losses "$work/job.out")" = "$(losses "$work/one.log")" ] \
   || fail "the 2-node job's losses differ from one process:$(diff <(losses "$work/job.out") <(losses "$work/one.log"))"
 echo "ok: sbatch --nodes=2 --ntasks-per-node=2 with srun --mpi=pmix trains dp2 × tp2 like one process ($(losses "$work/job.out" | tail -2 | head -1))"

@@ -10,17 +10,30 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-failure.XXXXXX)
-trap 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader TRIDENT_NUM_THREADS=1
+export OMPI_MCA_btl=self,vader
 mpi=(mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle=1)
+tiny_corpus_run "$trident" failure 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null'
 
-make_tiny_corpus "$trident" "$work"
 common=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
-        --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2
-        --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\"
-        --set train.eval_interval=0 --set log.progress=off --set train.peak_gflops=1)
+        --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2 "${tiny_data[@]}"
+        --set train.eval_interval=0)
+
+# signal_mid_run WHAT SIGNAL LOG ARGS...: trains on 2 ranks (with ARGS, output in LOG), sends SIGNAL to
+# the last rank once the run has logged a step, and checks that the job then failed without hanging.
+signal_mid_run() {
+  local what=$1 signal=$2 log=$3 launcher rc pids
+  shift 3
+  timeout 120 "${mpi[@]}" -np 2 "$trident" "${common[@]}" --set train.steps=100000 "$@" > "$log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 1 100); do [[ -s $work/run/metrics.jsonl ]] && break; sleep 0.2; done
+  pids=($(pgrep -f -- "--run-dir $work/run" | sort -n))
+  [[ ${#pids[@]} -ge 2 ]] || fail "$what: ranks not found"
+  kill "-$signal" "${pids[-1]}"
+  wait $launcher
+  rc=$?
+  [[ $rc -ne 0 && $rc -ne 124 ]] || fail "$what: exit code $rc (124 = hung)"
+}
 
 # 1. Bad data file on rank 1 only.
 start=$SECONDS
@@ -33,16 +46,7 @@ echo "ok 1: bad data file on rank 1 ended the job in $((SECONDS - start)) s: $(g
 
 # 2. A stuck rank: SIGSTOP rank 1 during training; rank 0's collective times out after dist.timeout_s.
 start=$SECONDS
-timeout 120 "${mpi[@]}" -np 2 "$trident" "${common[@]}" --set train.steps=100000 --set dist.timeout_s=5 \
-  > "$work/stuck.log" 2>&1 &
-launcher=$!
-for _ in $(seq 1 100); do [[ -s $work/run/metrics.jsonl ]] && break; sleep 0.2; done
-pids=($(pgrep -f -- "--run-dir $work/run" | sort -n))
-[[ ${#pids[@]} -ge 2 ]] || fail "stuck rank: ranks not found"
-kill -STOP "${pids[-1]}"
-wait $launcher
-rc=$?
-[[ $rc -ne 0 && $rc -ne 124 ]] || fail "stuck rank: exit code $rc (124 = hung)"
+signal_mid_run "stuck rank" STOP "$work/stuck.log" --set dist.timeout_s=5
 host=$(hostname)
 # Rank 0's line names the call (its sequence number on the group), the stopped rank and its host (the
 # peer check: rank 1 left no note), then what rank 0 ran last (the flight recorder).
@@ -56,15 +60,7 @@ echo "ok 2: a stuck rank ended the job in $((SECONDS - start)) s: $(grep 'triden
 # 3. A rank killed mid-training.
 rm -rf "$work/run"
 start=$SECONDS
-timeout 120 "${mpi[@]}" -np 2 "$trident" "${common[@]}" --set train.steps=100000 > "$work/kill.log" 2>&1 &
-launcher=$!
-for _ in $(seq 1 100); do [[ -s $work/run/metrics.jsonl ]] && break; sleep 0.2; done
-pids=($(pgrep -f -- "--run-dir $work/run" | sort -n))
-[[ ${#pids[@]} -ge 2 ]] || fail "killed rank: ranks not found"
-kill -KILL "${pids[-1]}"
-wait $launcher
-rc=$?
-[[ $rc -ne 0 && $rc -ne 124 ]] || fail "killed rank: exit code $rc (124 = hung)"
+signal_mid_run "killed rank" KILL "$work/kill.log"
 grep -qiE "signal 9|killed" "$work/kill.log" || fail "killed rank message: $(cat "$work/kill.log")"
 echo "ok 3: a killed rank ended the job in $((SECONDS - start)) s: $(grep -iE 'signal 9|killed' "$work/kill.log" | head -1)"
 

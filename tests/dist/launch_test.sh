@@ -5,17 +5,14 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-launch.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl=self,vader
+tiny_corpus_run "$trident" launch
 
-make_tiny_corpus "$trident" "$work"
 timeout 300 "$trident" launch -n 4 -- "$trident" train --run-dir "$work/run" --set model.n_layer=2 \
   --set model.n_head=2 --set model.d_model=32 --set model.max_seq_len=32 --set train.seq_len=32 \
   --set train.micro_batch_size=2 --set train.global_batch_size=16 --set train.steps=12 --set train.log_interval=4 \
-  --set train.eval_interval=6 --set train.eval_steps=2 --set dist.zero_stage=3 \
-  --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]" --set data.split=\"90,10,0\" \
-  --set log.progress=off --set train.peak_gflops=1 > "$work/train.log" 2>&1 || fail "training: $(tail -20 "$work/train.log")"
+  --set train.eval_interval=6 --set train.eval_steps=2 --set dist.zero_stage=3 "${tiny_data[@]}" \
+  > "$work/train.log" 2>&1 || fail "training: $(tail -20 "$work/train.log")"
 grep -q "dp=4 × tp=1 × pp=1 (4 ranks)" "$work/train.log" || fail "layout not reported: $(head -5 "$work/train.log")"
 grep -q "ZeRO stage 3" "$work/train.log" || fail "ZeRO stage not reported"
 grep -q "^step     12/12" "$work/train.log" || fail "no step 12: $(cat "$work/train.log")"

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "trident/dist/nccl_communicator.h"
 #include "trident/kernels/cuda/device.h"
 #include "trident/parallel/pipeline/schedule.h"
+#include "testing/helpers.h"
 
 namespace trident::dist {
 namespace {
@@ -267,14 +267,6 @@ TEST_F(Nccl, SubgroupsFollowTheMesh) {
 }
 
 TEST_F(Nccl, MisuseIsAClearError) {
-  const auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string("(no error)");
-  };
   // Host tensors go over the MPI twin; mixing host and GPU tensors in one call is refused.
   const int n = c->size();
   Tensor host = Tensor::full({4}, c->rank() + 1.0);
@@ -282,12 +274,12 @@ TEST_F(Nccl, MisuseIsAClearError) {
   EXPECT_EQ(host.to_vector<float>(), std::vector<float>(4, static_cast<float>(n * (n + 1) / 2)));
   EXPECT_EQ(c->all_reduce_scalar(1.0), n);
   Tensor host_in = Tensor::zeros({4 * n}), gpu_out = full(4, 0, DType::f32);
-  std::string m = message([&] { c->reduce_scatter(host_in, gpu_out); });
+  std::string m = test::error_message([&] { c->reduce_scatter(host_in, gpu_out); });
   EXPECT_NE(m.find("reduce_scatter on world"), std::string::npos) << m;
   EXPECT_NE(m.find(fmt::format("f32[{}] on cpu", 4 * n)), std::string::npos) << m;
   if (kc::device_count() > 1) {
     Tensor other = Tensor::zeros({4}, DType::f32, Device::cuda((c->device() + 1) % kc::device_count()));
-    m = message([&] { c->broadcast(other, 0); });
+    m = test::error_message([&] { c->broadcast(other, 0); });
     EXPECT_NE(m.find("broadcast on world"), std::string::npos) << m;
     EXPECT_NE(m.find(fmt::format("cuda:{}", c->device())), std::string::npos) << m;
   }
@@ -296,7 +288,7 @@ TEST_F(Nccl, MisuseIsAClearError) {
   Tensor gathered = full(3 * c->size() + 1, 0, DType::f32);
   EXPECT_THROW(c->all_gather(in, gathered), Error);
   Tensor bits = full(2, 0, DType::u16);
-  m = message([&] { c->all_reduce(bits); });
+  m = test::error_message([&] { c->all_reduce(bits); });
   EXPECT_NE(m.find("cannot reduce u16"), std::string::npos) << m;
   Tensor ints = full(2, 0, DType::i32);
   EXPECT_THROW(c->all_reduce(ints, {ReduceOp::avg}), Error);
@@ -306,14 +298,6 @@ TEST_F(Nccl, MisuseIsAClearError) {
 
 TEST_F(Nccl, AllToAllOnASubgroupAndItsErrors) {
   const int n = c->size(), r = c->rank();
-  const auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string("(no error)");
-  };
   // Even and odd ranks ({0, 2}, {1, 3} at 4 ranks): the subgroup's numbering.
   std::vector<std::vector<int>> groups(2);
   for (int i = 0; i < n; ++i) groups[static_cast<std::size_t>(i % 2)].push_back(i);
@@ -339,16 +323,16 @@ TEST_F(Nccl, AllToAllOnASubgroupAndItsErrors) {
   c->all_to_all(host_in, ones, host_out, ones)->wait();
   for (int s = 0; s < n; ++s) EXPECT_EQ(host_out.to_vector<float>()[static_cast<std::size_t>(s)], s);
   Tensor gpu_out = full(n, 0, DType::f32);
-  std::string msg = message([&] { c->all_to_all(host_in, ones, gpu_out, ones); });
+  std::string msg = test::error_message([&] { c->all_to_all(host_in, ones, gpu_out, ones); });
   EXPECT_NE(msg.find("all_to_all on world"), std::string::npos) << msg;
   EXPECT_NE(msg.find("on cpu"), std::string::npos) << msg;
   const Tensor gpu_in = full(n, 0, DType::f32);
-  msg = message(
+  msg = test::error_message(
       [&] { c->all_to_all(gpu_in, std::vector<std::int64_t>(static_cast<std::size_t>(n + 1), 0), gpu_out, ones); });
   EXPECT_NE(msg.find(fmt::format("send_counts has {} entries, expected {}", n + 1, n)), std::string::npos) << msg;
   std::vector<std::int64_t> more = ones;
   more[0] = 2;
-  msg = message([&] { c->all_to_all(gpu_in, ones, gpu_out, more); });
+  msg = test::error_message([&] { c->all_to_all(gpu_in, ones, gpu_out, more); });
   EXPECT_NE(msg.find(fmt::format("recv_counts sum to {}, but output", n + 1)), std::string::npos) << msg;
   ep->barrier();
   c->barrier();  // every rank is back in step

@@ -8,14 +8,11 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-pp.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl=self,vader
+tiny_corpus_run "$trident" pp
 
-make_tiny_corpus "$trident" "$work"
 common=(--set model.n_layer=4 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set model.dropout=0.1
+  --set train.seq_len=32 "${tiny_data[@]}" --set model.dropout=0.1
   --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=12 --set train.log_interval=4
   --set train.eval_interval=6 --set train.eval_steps=2)
 timeout 300 "$trident" launch -n 4 -- "$trident" train --run-dir "$work/pp" "${common[@]}" \
@@ -26,8 +23,7 @@ grep -q "4 micro-batches through the 1f1b pipeline schedule" "$work/pp.log" \
   || fail "schedule not reported: $(grep trident: "$work/pp.log")"
 timeout 300 "$trident" train --run-dir "$work/one" "${common[@]}" > "$work/one.log" 2>&1 \
   || fail "training on one process: $(tail -20 "$work/one.log")"
-# Loss and validation loss lines agree to the printed digits (tokens/s and timings differ).
-losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }
+# Loss and validation loss lines agree to the printed digits (losses, tiny_corpus.sh).
 [ "$(losses "$work/pp.log")" = "$(losses "$work/one.log")" ] \
   || fail "tp=2 × pp=2 losses differ from one process:$(diff <(losses "$work/pp.log") <(losses "$work/one.log"))"
 [ "$(losses "$work/pp.log" | wc -l)" -ge 5 ] || fail "too few loss lines: $(losses "$work/pp.log")"

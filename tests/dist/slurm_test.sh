@@ -11,14 +11,10 @@ if ! command -v srun >/dev/null 2>&1 || ! timeout 10 sinfo >/dev/null 2>&1; then
   echo "SKIP: no Slurm cluster answers (start one with scripts/slurm_local.sh)"
   exit 77
 fi
-work=$(mktemp -d /tmp/trident-slurm.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1
-make_tiny_corpus "$trident" "$work"
+tiny_corpus_run "$trident" slurm
 args=(train --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 --set model.max_seq_len=16
       --set train.seq_len=16 --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=4
-      --set train.log_interval=1 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-      --set data.split=\"90,10,0\" --set train.eval_interval=0 --set log.progress=off --set train.peak_gflops=1)
+      --set train.log_interval=1 "${tiny_data[@]}" --set train.eval_interval=0)
 "$trident" "${args[@]}" --run-dir "$work/one" > "$work/one.log" 2>&1 || fail "single process: $(tail -3 "$work/one.log")"
 timeout 300 srun --mpi=pmix -n 2 "$trident" "${args[@]}" --run-dir "$work/two" > "$work/two.log" 2>&1 \
   || fail "srun: $(tail -5 "$work/two.log")"

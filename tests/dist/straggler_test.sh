@@ -7,14 +7,11 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-straggler.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl=self,vader
+tiny_corpus_run "$trident" straggler
 
-make_tiny_corpus "$trident" "$work"
 common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1 --set train.micro_batch_size=2
+  --set train.seq_len=32 "${tiny_data[@]}" --set train.micro_batch_size=2
   --set train.steps=6 --set train.log_interval=2 --set train.eval_interval=0)
 host=$(hostname)
 

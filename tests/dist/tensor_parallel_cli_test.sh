@@ -10,14 +10,11 @@
 set -uo pipefail
 trident=$1
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-work=$(mktemp -d /tmp/trident-tp.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export TRIDENT_NUM_THREADS=1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl=self,vader
+tiny_corpus_run "$trident" tp
 
-make_tiny_corpus "$trident" "$work"
 common=(--set model.n_layer=2 --set model.n_head=4 --set model.d_model=32 --set model.max_seq_len=32
-  --set train.seq_len=32 --set "data.tokenizer=$work/tok.json" --set "data.paths=[\"$work/c\"]"
-  --set data.split=\"90,10,0\" --set log.progress=off --set train.peak_gflops=1)
+  --set train.seq_len=32 "${tiny_data[@]}")
 timeout 300 "$trident" launch -n 4 -- "$trident" train --run-dir "$work/run" "${common[@]}" \
   --set train.micro_batch_size=2 --set train.global_batch_size=8 --set train.steps=12 --set train.log_interval=4 \
   --set train.eval_interval=6 --set train.eval_steps=2 --set dist.tensor_parallel_size=2 \

@@ -13,20 +13,11 @@
    `trident generate` refuses the encoder with a clear message.
 """
 import os
-import shutil
 import sys
 
-from common import require, run
+from common import model_interop, require, run
 
-hf_logits = sys.argv[1]
-trident = sys.argv[2]
-np = require("numpy")
-torch = require("torch")
-transformers = require("transformers")
-tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-bert-interop")
-shutil.rmtree(tmp, ignore_errors=True)  # a fresh run each time: trident refuses to start over an earlier run
-os.makedirs(tmp)
-torch.manual_seed(0)
+hf_logits, trident, tmp, np, torch, transformers = model_interop("/tmp/trident-bert-interop")
 ids = [2, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 3]
 types = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
 mask = [1] * 9 + [0] * 3  # the last three tokens are padding

@@ -1,6 +1,7 @@
 """Helpers shared by the interop scripts: running trident, generating text."""
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -42,6 +43,34 @@ def tiny_corpus(trident, directory):
     return directory
 
 
+def fresh_dir(default):
+    """The script's scratch directory, $TRIDENT_TEST_TMP (ctest gives each test its own), else `default`,
+    emptied first: a fresh run each time, as trident refuses to start over an earlier run."""
+    d = os.environ.get("TRIDENT_TEST_TMP", default)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def model_interop(default_dir):
+    """The start of a model interop script, run as SCRIPT HF_LOGITS TRIDENT: requires numpy, torch and
+    transformers (skips without them), makes the scratch directory (fresh_dir) and seeds torch with 0.
+    Returns (hf_logits, trident, tmp, np, torch, transformers)."""
+    hf_logits, trident = sys.argv[1], sys.argv[2]
+    np, torch, transformers = require("numpy"), require("torch"), require("transformers")
+    tmp = fresh_dir(default_dir)
+    torch.manual_seed(0)
+    return hf_logits, trident, tmp, np, torch, transformers
+
+
+def trident_bpe(trident, text_path, vocab_size, output):
+    """Trains trident's byte-level BPE of `vocab_size` tokens with <|endoftext|> on `text_path` into
+    `output`; returns `output`."""
+    run([trident, "tokenizer", "train", "--input", text_path, "--vocab-size", str(vocab_size), "--special-token",
+         "<|endoftext|>", "--output", output, "--quiet"])
+    return output
+
+
 def logits_checks(np, torch, ids, failures, bound=1e-4):
     """The logits comparisons of the model interop scripts, for the token ids `ids`:
     read_logits(path, vocab) reads trident's [len(ids), vocab] little-endian f32 file,
@@ -64,6 +93,47 @@ def logits_checks(np, torch, ids, failures, bound=1e-4):
             failures.append(name)
 
     return read_logits, hf_logits_of, check
+
+
+def check_generate(trident, torch, model, tok, run_dir, arch, failures, skip_special_tokens=True):
+    """Greedy generation with the KV cache, 24 new tokens after the prompt "line 7 of the": `trident generate`
+    of the checkpoint in `run_dir` prints the text the transformers `model` generates (decoded by `tok`, a
+    tokenizers Tokenizer, its special tokens kept unless `skip_special_tokens`). Prints the comparison;
+    records "ARCH generation" in `failures` when they differ."""
+    prompt = "line 7 of the"
+    with torch.no_grad():
+        generated = model.generate(torch.tensor([tok.encode(prompt).ids]), max_new_tokens=24, do_sample=False,
+                                   eos_token_id=None, pad_token_id=0)[0].tolist()
+    theirs = tok.decode(generated, skip_special_tokens=skip_special_tokens).strip()
+    ours = run([trident, "generate", "--checkpoint", run_dir, "--prompt", prompt, "--max-new-tokens", "24",
+                "--greedy", "--ignore-eos"]).decode().strip()
+    status = "ok" if ours == theirs else "FAIL"
+    print(f"{status}: trident generate of the {arch} checkpoint: {ours!r}, transformers {theirs!r}")
+    if status != "ok":
+        failures.append(f"{arch} generation")
+
+
+def check_eval(trident, torch, model, tok, run_dir, corpus, arch, failures):
+    """`trident eval` of the checkpoint in `run_dir` on corpus/c.txt gives the loss the transformers `model`
+    computes for the same windows: the file's first 300 tokens (`tok`'s encoding of it, a tokenizers
+    Tokenizer), windows of 32 inputs with stride 32. Prints the comparison; records "ARCH eval" in
+    `failures` when they differ by more than trident's 4 printed decimals allow."""
+    with open(os.path.join(corpus, "c.txt")) as f:
+        stream = tok.encode(f.read()).ids[:300]
+    nll = 0.0
+    with torch.no_grad():
+        for start in range(0, len(stream) - 1, 32):
+            window = torch.tensor([stream[start:start + 33]])
+            logits = model(window[:, :-1]).logits[0]
+            nll += float(torch.nn.functional.cross_entropy(logits, window[0, 1:], reduction="sum"))
+    theirs = nll / (len(stream) - 1)
+    line = run([trident, "eval", "--checkpoint", run_dir, "--text", os.path.join(corpus, "c.txt"), "--max-tokens",
+                "300", "--seq-len", "32"]).decode()
+    ours = float(line.split(": loss ")[1].split()[0])
+    status = "ok" if abs(ours - theirs) <= 1.5e-4 else "FAIL"  # trident prints 4 decimals
+    print(f"{status}: trident eval of the {arch} checkpoint: loss {ours:.4f}, transformers {theirs:.6f}")
+    if status != "ok":
+        failures.append(f"{arch} eval")
 
 
 def tricky_text(seed=1, every_code_point=True, repeats=20000, stride=1):

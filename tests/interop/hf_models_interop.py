@@ -18,20 +18,11 @@ tied and untied embeddings).
    export for the same windows.
 """
 import os
-import shutil
 import sys
 
-from common import logits_checks, require, run, skip, tiny_corpus
+from common import check_eval, check_generate, logits_checks, model_interop, require, run, skip, tiny_corpus
 
-hf_logits = sys.argv[1]
-trident = sys.argv[2]
-np = require("numpy")
-torch = require("torch")
-transformers = require("transformers")
-tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-hf-interop")
-shutil.rmtree(tmp, ignore_errors=True)  # a fresh run each time: trident refuses to start over an earlier run
-os.makedirs(tmp)
-torch.manual_seed(0)
+hf_logits, trident, tmp, np, torch, transformers = model_interop("/tmp/trident-hf-interop")
 ids = [3, 17, 42, 5, 96, 0, 11, 64, 27, 8, 90, 33]
 csv = ",".join(map(str, ids))
 failures = []
@@ -135,37 +126,11 @@ for arch in ("gpt2", "llama", "mistral", "qwen2"):
 
     # Greedy generation with the KV cache: 24 new tokens after the prompt, past Mistral's window of 8.
     tok = require("tokenizers").Tokenizer.from_file(os.path.join(corpus, "tok.json"))
-    prompt = "line 7 of the"
-    with torch.no_grad():
-        generated = model.generate(torch.tensor([tok.encode(prompt).ids]), max_new_tokens=24, do_sample=False,
-                                   eos_token_id=None, pad_token_id=0)[0].tolist()
-    theirs = tok.decode(generated)
-    ours = run([trident, "generate", "--checkpoint", run_dir, "--prompt", prompt, "--max-new-tokens", "24", "--greedy",
-                "--ignore-eos"]).decode().strip()
-    status = "ok" if ours == theirs.strip() else "FAIL"
-    print(f"{status}: trident generate of the {arch} checkpoint: {ours!r}, transformers {theirs.strip()!r}")
-    if status != "ok":
-        failures.append(f"{arch} generation")
+    check_generate(trident, torch, model, tok, run_dir, arch, failures)
 
     # 4. `trident eval` on a text file gives the loss transformers computes for the same windows: the
     # file's first 300 tokens (tokenizers' own encoding of it), windows of 32 inputs with stride 32.
-    tokenizers = require("tokenizers")
-    with open(os.path.join(corpus, "c.txt")) as f:
-        stream = tokenizers.Tokenizer.from_file(os.path.join(corpus, "tok.json")).encode(f.read()).ids[:300]
-    nll = 0.0
-    with torch.no_grad():
-        for start in range(0, len(stream) - 1, 32):
-            window = torch.tensor([stream[start:start + 33]])
-            logits = model(window[:, :-1]).logits[0]
-            nll += float(torch.nn.functional.cross_entropy(logits, window[0, 1:], reduction="sum"))
-    theirs = nll / (len(stream) - 1)
-    line = run([trident, "eval", "--checkpoint", run_dir, "--text", os.path.join(corpus, "c.txt"),
-                "--max-tokens", "300", "--seq-len", "32"]).decode()
-    ours = float(line.split(": loss ")[1].split()[0])
-    status = "ok" if abs(ours - theirs) <= 1.5e-4 else "FAIL"  # trident prints 4 decimals
-    print(f"{status}: trident eval of the {arch} checkpoint: loss {ours:.4f}, transformers {theirs:.6f}")
-    if status != "ok":
-        failures.append(f"{arch} eval")
+    check_eval(trident, torch, model, tok, run_dir, corpus, arch, failures)
 
 if failures:
     sys.exit(f"{len(failures)} interop check(s) failed: {failures}")

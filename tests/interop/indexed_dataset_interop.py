@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from common import require, run, tricky_text, work_dir
+from common import require, run, trident_bpe, tricky_text, work_dir, write_text
 
 np = require("numpy")
 require("tokenizers")
@@ -44,11 +44,8 @@ def read_megatron(prefix):
 # in the model vocabulary (vocabulary >= 65500: int32 tokens).
 corpus = tricky_text(seed=3, every_code_point=False, repeats=3000)
 train = os.path.join(tmp, "train.txt")
-with open(train, "w", encoding="utf-8", newline="") as f:
-    f.write(corpus)
-tok16 = os.path.join(tmp, "tok16.json")
-run([trident, "tokenizer", "train", "--input", train, "--vocab-size", "600", "--special-token", "<|endoftext|>",
-     "--output", tok16, "--quiet"])
+write_text(train, corpus)
+tok16 = trident_bpe(trident, train, 600, os.path.join(tmp, "tok16.json"))
 j = json.load(open(tok16, encoding="utf-8"))
 j["model"]["vocab"]["<|big|>"] = 70000
 j["added_tokens"].append({"id": 70000, "content": "<|big|>", "single_word": False, "lstrip": False, "rstrip": False,

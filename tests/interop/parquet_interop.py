@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from common import require, run, skip, tricky_text, work_dir
+from common import require, run, skip, trident_bpe, tricky_text, work_dir, write_text
 
 trident = sys.argv[1]
 info = run([trident, "info"]).decode()
@@ -54,11 +54,8 @@ def same_output(a, b):
 # A tokenizer trained by trident on text with many scripts, emoji and odd spaces.
 corpus = tricky_text(seed=5, every_code_point=False, repeats=2000)
 train = os.path.join(tmp, "train.txt")
-with open(train, "w", encoding="utf-8", newline="") as f:
-    f.write(corpus)
-tok = os.path.join(tmp, "tok.json")
-run([trident, "tokenizer", "train", "--input", train, "--vocab-size", "500", "--special-token", "<|endoftext|>",
-     "--output", tok, "--quiet"])
+write_text(train, corpus)
+tok = trident_bpe(trident, train, 500, os.path.join(tmp, "tok.json"))
 
 # Documents: lines of that text (Unicode, newlines inside documents too), empty
 # strings and nulls among them; row groups of 97 rows, so batches and row groups

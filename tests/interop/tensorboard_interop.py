@@ -15,15 +15,13 @@ import shutil
 import struct
 import sys
 
-from common import require, run, tiny_corpus
+from common import fresh_dir, require, run, tiny_corpus
 
 trident = sys.argv[1]
 require("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-tmp = os.environ.get("TRIDENT_TEST_TMP", "/tmp/trident-tensorboard-interop")
-shutil.rmtree(tmp, ignore_errors=True)
-os.makedirs(tmp)
+tmp = fresh_dir("/tmp/trident-tensorboard-interop")
 failures = []
 
 

@@ -29,8 +29,8 @@ import shutil
 import subprocess
 import sys
 
-from common import (first_difference, require, run, trident_decode, trident_encode, tricky_text, work_dir,
-                    write_text)
+from common import (first_difference, require, run, trident_bpe, trident_decode, trident_encode, tricky_text,
+                    work_dir, write_text)
 
 tokenizers = require("tokenizers")
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
@@ -71,9 +71,7 @@ kjv = kjv_text()
 train_text = kjv if kjv else tricky_text(seed=7, every_code_point=False, repeats=50000)
 train_path = os.path.join(tmp, "train.txt")
 write_text(train_path, train_text)
-trident_json = os.path.join(tmp, "trident-tokenizer.json")
-run([trident, "tokenizer", "train", "--input", train_path, "--vocab-size", "2048", "--special-token", "<|endoftext|>",
-     "--output", trident_json, "--quiet"])
+trident_json = trident_bpe(trident, train_path, 2048, os.path.join(tmp, "trident-tokenizer.json"))
 corpus = (kjv or "") + tricky_text(seed=1)
 corpus_path = os.path.join(tmp, "corpus.txt")
 write_text(corpus_path, corpus)
@@ -81,9 +79,7 @@ hf = Tokenizer.from_file(trident_json)
 assert hf.get_vocab_size() == 2048, hf.get_vocab_size()
 compare("trident-trained tokenizer.json loaded by HF", trident_json, hf, corpus_path, corpus)
 # Training is deterministic.
-again = os.path.join(tmp, "trident-tokenizer-again.json")
-run([trident, "tokenizer", "train", "--input", train_path, "--vocab-size", "2048", "--special-token", "<|endoftext|>",
-     "--output", again, "--quiet"])
+again = trident_bpe(trident, train_path, 2048, os.path.join(tmp, "trident-tokenizer-again.json"))
 if open(trident_json, "rb").read() != open(again, "rb").read():
     failures.append("trident tokenizer train is not deterministic")
 

@@ -232,19 +232,23 @@ std::pair<double, double> directional_derivative(const std::vector<Tensor>& tens
   return {analytic, (shifted(h) - shifted(-h)) / (2 * h)};
 }
 
+// The layer's forward of `x` in f64, its auxiliary losses added to `aux`.
+Variable forward_f64(const Fixture& s, const Variable& x, AuxLosses& aux) {
+  ForwardContext ctx;
+  ctx.compute_dtype = DType::f64;
+  ctx.aux = &aux;
+  return s.m->forward(x, ctx);
+}
+
 // f64 central differences of sum(y · R) + aux + z along random directions in (input, parameters).
 TEST_P(MoEGradCheck, MatchesFiniteDifferences) {
   const Case c = GetParam();
   Fixture s = make(c);
   const Tensor R = test::random_tensor({kB, kT, kD}, 7, -1, 1, DType::f64);
   Variable xv(s.x, true);
-  ForwardContext ctx;
-  ctx.compute_dtype = DType::f64;
   auto loss = [&](const Variable& x) {
     AuxLosses aux;
-    ForwardContext cx = ctx;
-    cx.aux = &aux;
-    Variable y = s.m->forward(x, cx);
+    Variable y = forward_f64(s, x, aux);
     return ag::add(ag::sum(ag::mul(y, Variable(R))), aux.total());
   };
   loss(xv).backward();
@@ -268,13 +272,9 @@ TEST_P(MoEGradCheck, MatchesFiniteDifferences) {
 TEST_P(MoEGradCheck, AuxLossesMatchFiniteDifferences) {
   Fixture s = make(GetParam());
   Tensor router = s.m->router().weight().var.data();
-  ForwardContext ctx;
-  ctx.compute_dtype = DType::f64;
   auto aux_loss = [&](const Variable& x) {
     AuxLosses aux;
-    ForwardContext cx = ctx;
-    cx.aux = &aux;
-    s.m->forward(x, cx);
+    forward_f64(s, x, aux);
     return aux.total();
   };
   Variable xv(s.x, true);

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,11 +19,6 @@ namespace fs = std::filesystem;
 
 class FigureTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("trident-figure-{}", ::getpid());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   static std::string read(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::ostringstream s;
@@ -44,7 +38,7 @@ class FigureTest : public ::testing::Test {
         Panel{"learning rate", false, {Series{"", {10, 20, 30}, {1e-3, 2e-3, 1.5e-3}, palette(0)}}, false});
     return f;
   }
-  fs::path dir_;
+  const test::TempDir dir_{"trident-figure"};
 };
 
 std::uint32_t big_endian(const std::string& s, std::size_t at) {

@@ -1,8 +1,11 @@
 // Helpers shared by the GoogleTest suites (include as "testing/helpers.h").
 #pragma once
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
@@ -36,24 +39,44 @@ inline double rel_err(const std::vector<double>& a, const std::vector<double>& b
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// The message of the trident::Error `f` throws, or "" when it throws none.
-inline std::string error_message(const std::function<void()>& f) {
+// A fresh directory under the system temp dir, NAME-PID, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// `none` when `f` throws no trident::Error, else part(the error).
+template <typename Part>
+std::string thrown(const std::function<void()>& f, const char* none, Part part) {
   try {
     f();
   } catch (const Error& e) {
-    return e.message();
+    return part(e);
   }
-  return "";
+  return none;
+}
+
+// The message of the trident::Error `f` throws, or "" when it throws none.
+inline std::string error_message(const std::function<void()>& f) {
+  return thrown(f, "", [](const Error& e) { return e.message(); });
 }
 
 // The full what() (with rank and source location) of the error, or "no error".
 inline std::string error_what(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return thrown(f, "no error", [](const Error& e) { return std::string(e.what()); });
 }
 
 }  // namespace trident::test

@@ -14,31 +14,14 @@
 #include "trident/models/causal_lm.h"
 #include "trident/optim/optimizer.h"
 #include "trident/train/trainer.h"
-#include "corpus.h"
+#include "corpus_suite.h"
 
 namespace trident::train {
 namespace {
 
-namespace fs = std::filesystem;
-
-class CudaTraining : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / fmt::format("trident-cuda-training-{}", ::getpid());
-    fs::remove_all(dir_);
-    testing::make_corpus(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-
-  static TrainOptions options(const std::string& run, std::vector<std::string> extra) {
-    TrainOptions o;
-    o.overrides = testing::tiny_run(dir_, "cache-" + run);
-    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
-    o.run_dir = (dir_ / run).string();
-    o.quiet = true;
-    return o;
-  }
-  static inline fs::path dir_;
+class CudaTraining : public testing::CorpusSuite<CudaTraining> {
+ public:
+  static constexpr const char* kDir = "cuda-training";
 };
 
 std::string error_of(const TrainOptions& o) {

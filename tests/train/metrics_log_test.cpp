@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -16,22 +15,14 @@
 namespace trident::train {
 namespace {
 
-namespace fs = std::filesystem;
-
 class MetricsLogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("trident-metrics-log-{}", ::getpid());
-    fs::create_directories(dir_);
-    path_ = (dir_ / "metrics.jsonl").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   void write(const std::string& text) { std::ofstream(path_, std::ios::binary) << text; }
   std::string error() {
     return test::error_message([&] { read_metrics_log(path_); });
   }
-  fs::path dir_;
-  std::string path_;
+  const test::TempDir dir_{"trident-metrics-log"};
+  const std::string path_ = dir_ / "metrics.jsonl";
 };
 
 using Steps = std::vector<std::int64_t>;
@@ -130,10 +121,10 @@ TEST_F(MetricsLogTest, AnUnfinishedLastLineIsSkipped) {
 
 TEST_F(MetricsLogTest, BadFilesAreErrorsNamingTheFileAndLine) {
   EXPECT_EQ(
-      test::error_message([&] { read_metrics_log((dir_ / "none.jsonl").string()); }),
-      fmt::format("'{}/none.jsonl': no such file (trident train writes its log.metrics_file, metrics.jsonl by default, into the run directory)", dir_.string()));
-  EXPECT_EQ(test::error_message([&] { read_metrics_log(dir_.string()); }),
-            fmt::format("'{}': is a directory, not a metrics file", dir_.string()));
+      test::error_message([&] { read_metrics_log(dir_ / "none.jsonl"); }),
+      fmt::format("'{}/none.jsonl': no such file (trident train writes its log.metrics_file, metrics.jsonl by default, into the run directory)", dir_.path().string()));
+  EXPECT_EQ(test::error_message([&] { read_metrics_log(dir_.path().string()); }),
+            fmt::format("'{}': is a directory, not a metrics file", dir_.path().string()));
   write("");
   EXPECT_EQ(error(), fmt::format("'{}': no \"loss\" or \"val_loss\" value (the file is empty)", path_));
   write("{\"step\":1,\"tokens_per_s\":5}\n");

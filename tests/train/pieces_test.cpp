@@ -3,11 +3,10 @@
 // step (the same loss and parameters, bit for bit), and an evaluation against
 // train's step-0 validation loss.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
-#include "corpus.h"
+#include "corpus_suite.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/dist/self_communicator.h"
 #include "trident/train/evaluate.h"
@@ -60,36 +59,19 @@ TEST(StopPolicy, StepLimitRequestsAndTime) {
   EXPECT_FALSE(late.stop_before_micro_batch());  // between micro-batches only signals count
 }
 
-class Pieces : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / fmt::format("trident-pieces-{}", ::getpid());
-    fs::remove_all(dir_);
-    testing::make_corpus(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+class Pieces : public testing::CorpusSuite<Pieces> {
+ public:
+  static constexpr const char* kDir = "pieces";
 
-  static TrainOptions options(const std::string& run, std::vector<std::string> extra) {
-    TrainOptions o;
-    o.overrides = testing::tiny_run(dir_, "cache");
-    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
-    o.run_dir = (dir_ / run).string();
-    o.quiet = true;
+ protected:
+  // The runs share one data cache and train on this process alone.
+  static TrainOptions options(const std::string& run, const std::vector<std::string>& extra) {
+    TrainOptions o = options_with_cache(run, "cache", extra);
     o.world = dist::self_communicator();
     return o;
   }
-  static std::vector<double> model_values(const std::string& checkpoint_dir) {
-    checkpoint::CheckpointReader r(checkpoint_dir);
-    std::vector<double> all;
-    for (const auto& key : r.keys()) {
-      if (!key.starts_with("model/")) continue;
-      auto v = r.read(key, DType::f64).to_vector<double>();
-      all.insert(all.end(), v.begin(), v.end());
-    }
-    return all;
-  }
-  static inline fs::path dir_;
 };
+using testing::model_values;
 
 // Accumulation over two micro-batches and dropout: the step's forward contexts and label count matter.
 const std::vector<std::string> kStep = {"train.steps=1", "train.micro_batch_size=2", "train.global_batch_size=4",

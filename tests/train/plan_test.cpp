@@ -1,11 +1,10 @@
 // trident plan's layout search, traffic and bubble (train/plan.h). The memory model against measured
 // peaks is plan_memory_test.cpp.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
-#include "corpus.h"
+#include "corpus_suite.h"
 #include "trident/core/error.h"
 #include "trident/models/family.h"
 #include "trident/train/plan.h"
@@ -14,15 +13,12 @@
 namespace trident::train {
 namespace {
 
-namespace fs = std::filesystem;
+class PlanSearch : public testing::CorpusSuite<PlanSearch> {
+ public:
+  static constexpr const char* kDir = "plan-test";
+  static constexpr int kLines = 300;
 
-class PlanSearch : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / fmt::format("trident-plan-test-{}", ::getpid());
-    testing::make_corpus(dir_, 300);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   // Family `f`'s first preset on the test corpus, a global batch of 48 sequences.
   static Config config(const models::Family& f) {
@@ -34,7 +30,6 @@ class PlanSearch : public ::testing::Test {
     c.train.micro_batch_size = 1;
     return c;
   }
-  static inline fs::path dir_;
 };
 
 const Hardware kHardware{100e12L, 25e9L, 300e9L, 8};

@@ -15,7 +15,7 @@
 #include <random>
 #include <set>
 
-#include "corpus.h"
+#include "corpus_suite.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/data/blended_dataset.h"
 #include "trident/data/indexed_dataset.h"
@@ -29,34 +29,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Trainer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / fmt::format("trident-trainer-{}", ::getpid());
-    fs::remove_all(dir_);
-    testing::make_corpus(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+class Trainer : public testing::CorpusSuite<Trainer> {
+ public:
+  static constexpr const char* kDir = "trainer";
 
-  static std::vector<std::string> base(const std::string& run) { return testing::tiny_run(dir_, "cache-" + run); }
-  static TrainOptions options(const std::string& run, std::vector<std::string> extra) {
-    TrainOptions o;
-    o.overrides = base(run);
-    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
-    o.run_dir = (dir_ / run).string();
-    o.quiet = true;
-    return o;
-  }
-  static std::vector<double> final_params(const TrainSummary& s) {
-    checkpoint::CheckpointReader r(s.last_checkpoint);
-    std::vector<double> all;
-    for (const auto& key : r.keys()) {
-      if (!key.starts_with("model/")) continue;
-      auto v = r.read(key, DType::f64).to_vector<double>();
-      all.insert(all.end(), v.begin(), v.end());
-    }
-    return all;
-  }
+ protected:
+  static std::vector<double> final_params(const TrainSummary& s) { return testing::model_values(s.last_checkpoint); }
   // Trains `common` (train.steps = `steps`) straight through as run `name`, then again resumed from
   // its checkpoint at step `at`: the resumed run must follow bit-identically (losses, the last
   // validation loss when there is one, the final parameters).

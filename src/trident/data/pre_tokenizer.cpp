@@ -60,6 +60,20 @@ void apply_split(const Step& step, std::string_view text, Piece piece, std::vect
   if (step.invert) {
     for (auto& p : parts) p.match = !p.match;
   }
+  // Puts each part in `out`, or, when joins(its match, the previous part's match), extends the last
+  // piece this split put there with it.
+  const auto join_parts = [&](auto joins) {
+    bool prev_match = false;
+    const std::size_t first = out.size();
+    for (const auto& p : parts) {
+      if (joins(p.match, prev_match) && out.size() > first) {
+        out.back().end = p.end;
+      } else {
+        out.push_back({p.begin, p.end});
+      }
+      prev_match = p.match;
+    }
+  };
   switch (step.behavior) {
     case SplitBehavior::isolated:
       for (const auto& p : parts) out.push_back({p.begin, p.end});
@@ -69,33 +83,14 @@ void apply_split(const Step& step, std::string_view text, Piece piece, std::vect
         if (!p.match) out.push_back({p.begin, p.end});
       }
       break;
-    case SplitBehavior::contiguous: {
+    case SplitBehavior::contiguous:
       // Neighbours that are both matches, or (after invert) both non-matches, join.
-      bool prev_match = false;
-      const std::size_t first = out.size();
-      for (const auto& p : parts) {
-        if (p.match == prev_match && out.size() > first) {
-          out.back().end = p.end;
-        } else {
-          out.push_back({p.begin, p.end});
-        }
-        prev_match = p.match;
-      }
+      join_parts([](bool match, bool prev_match) { return match == prev_match; });
       break;
-    }
-    case SplitBehavior::merged_with_previous: {
-      bool prev_match = false;
-      const std::size_t first = out.size();
-      for (const auto& p : parts) {
-        if (p.match && !prev_match && out.size() > first) {
-          out.back().end = p.end;
-        } else {
-          out.push_back({p.begin, p.end});
-        }
-        prev_match = p.match;
-      }
+    case SplitBehavior::merged_with_previous:
+      // A match joins the part before it, unless that part is a match too.
+      join_parts([](bool match, bool prev_match) { return match && !prev_match; });
       break;
-    }
     case SplitBehavior::merged_with_next: {
       // A match is glued to the front of the part that follows it.
       bool pending = false;

@@ -21,6 +21,7 @@
 
 #include "trident/core/convert.h"
 #include "trident/core/error.h"
+#include "trident/dist/done_work.h"
 #include "trident/dist/flight_recorder.h"
 #include "trident/dist/watchdog.h"
 #include "trident/ops/elementwise.h"
@@ -70,13 +71,6 @@ int count_of(const Tensor& t, const std::string& what) {
   TRIDENT_CHECK(t.numel() <= INT_MAX, "{}: {} elements exceed MPI's count limit", what, t.numel());
   return static_cast<int>(t.numel());
 }
-
-class DoneWork final : public Work {
- public:
-  bool test() override { return true; }
-  void wait() override {}
-  std::string error() const override { return ""; }
-};
 
 // A pending MPI request with a deadline and a completion step.
 class MpiWork final : public Work {

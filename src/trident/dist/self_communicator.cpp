@@ -1,17 +1,11 @@
 #include "trident/dist/self_communicator.h"
 
+#include "trident/dist/done_work.h"
 #include "trident/ops/elementwise.h"
 
 namespace trident::dist {
 
 namespace {
-
-class DoneWork final : public Work {
- public:
-  bool test() override { return true; }
-  void wait() override {}
-  std::string error() const override { return ""; }
-};
 
 class SelfCommunicator final : public Communicator {
  public:
