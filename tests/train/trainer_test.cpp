@@ -56,7 +56,6 @@ class Trainer : public testing::CorpusSuite<Trainer> {
     }
     EXPECT_EQ(final_params(resumed), final_params(full));
   }
-  static inline fs::path dir_;
 };
 
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
