@@ -27,7 +27,7 @@
 #include "trident/autograd/autograd.h"
 #include "trident/core/memory.h"
 #include "trident/dist/mpi_communicator.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/optim/optimizer.h"
 #include "trident/parallel/data/grad_sync.h"
 #include "trident/parallel/tensor/mappings.h"
@@ -61,7 +61,7 @@ models::TransformerSpec bench_spec() {
 
 // One training step (B=2, T=64) of the bench model under ZeRO `stage`; returns this rank's bytes by category.
 MemoryStats memory_of_stage(const std::shared_ptr<dist::Communicator>& world, int stage, double* psi) {
-  models::CausalLM model(bench_spec());
+  models::TransformerLM model(bench_spec());
   model.initialize(1);
   *psi = static_cast<double>(model.num_parameters());
   std::unique_ptr<optim::AdamW> adamw;
@@ -211,7 +211,7 @@ void bench_alltoall(const std::shared_ptr<dist::Communicator>& world) {
 }
 
 void bench_overlap(const std::shared_ptr<dist::Communicator>& world) {
-  models::CausalLM model(bench_spec());
+  models::TransformerLM model(bench_spec());
   model.initialize(1);
   std::mt19937_64 gen(static_cast<std::uint64_t>(world->rank()));
   auto run = [&](bool overlap, double* backward_s, double* exposed_s) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "trident/core/atomic_file.h"
-#include "trident/data/tokenizer.h"
+#include "trident/data/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include "trident/core/backend.h"
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/matmul.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/optim/optimizer.h"
 
 #if TRIDENT_HAVE_CUDA
@@ -50,7 +50,7 @@ double median(std::vector<double> v) {
 
 Result run(const std::string& preset, DType compute, std::int64_t B, std::int64_t T, int steps,
            Device device = Device::cpu(), bool checkpointing = false) {
-  models::CausalLM model(models::preset(preset));
+  models::TransformerLM model(models::preset(preset));
   model.initialize(1);
   model.set_activation_checkpointing(checkpointing);
   model.to(device);

@@ -11,11 +11,11 @@ find_package(MPI REQUIRED COMPONENTS C)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
-# ICU: Unicode normalization (NFC) for tokenizers such as Qwen2's (data/normalizer.cpp).
+# ICU: Unicode normalization (NFC) for tokenizers such as Qwen2's (data/tokenizer/normalizer.cpp).
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
-# TensorBoard event files (train/tensorboard.h): protobuf messages compiled by protoc at build time, and
+# TensorBoard event files (train/log/tensorboard.h): protobuf messages compiled by protoc at build time, and
 # Boost.CRC (header-only) for TFRecord's CRC32C.
 find_package(Protobuf REQUIRED)
 find_package(Boost REQUIRED)

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "trident/checkpoint/sharded.h"
-#include "trident/data/tokenizer.h"
-#include "trident/models/causal_lm.h"
+#include "trident/data/tokenizer/tokenizer.h"
+#include "trident/models/transformer_lm.h"
 
 namespace trident::cli {
 
@@ -67,7 +67,7 @@ struct InferenceModel {
   std::string dir;        // the checkpoint directory chosen
   models::TransformerSpec spec;
   data::Tokenizer tokenizer;
-  std::unique_ptr<models::CausalLM> model;
+  std::unique_ptr<models::TransformerLM> model;
 };
 // `generates`: the caller generates text, which an encoder cannot (an error before any weight is read).
 InferenceModel load_inference_model(const std::string& checkpoint, bool generates = false);

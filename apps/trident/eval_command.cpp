@@ -14,7 +14,7 @@
 // of T tokens with stride T, the last one shorter (a text file's lines are its documents, each
 // framed by the tokenizer's template, [CLS] line [SEP], as `trident preprocess
 // --encoder` frames them), window w is masked as the training data is
-// (data/masked_lm.h: --mlm-probability, 80/10/10, special tokens never, at
+// (data/dataset/masked_lm.h: --mlm-probability, 80/10/10, special tokens never, at
 // global sample w with --seed), and the report is the mean cross-entropy over
 // the masked tokens (the MLM loss), the share of them predicted exactly (the
 // MLM accuracy) and exp(loss) (Hugging Face run_mlm's perplexity).
@@ -31,9 +31,9 @@
 
 #include "commands.h"
 #include "trident/autograd/autograd.h"
-#include "trident/data/indexed_dataset.h"
-#include "trident/data/loader.h"
-#include "trident/data/masked_lm.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/dataset/loader.h"
+#include "trident/data/dataset/masked_lm.h"
 
 namespace trident::cli {
 

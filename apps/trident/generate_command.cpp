@@ -18,8 +18,8 @@
 
 #include "commands.h"
 #include "trident/autograd/autograd.h"
-#include "trident/data/tokenizer.h"
-#include "trident/models/causal_lm.h"
+#include "trident/data/tokenizer/tokenizer.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/models/sampling.h"
 
 namespace trident::cli {
@@ -44,7 +44,7 @@ void generate(const GenerateOptions& o) {
   const InferenceModel loaded = load_inference_model(o.checkpoint, /*generates=*/true);
   const models::TransformerSpec& spec = loaded.spec;
   const data::Tokenizer& tokenizer = loaded.tokenizer;
-  const models::CausalLM& model = *loaded.model;
+  const models::TransformerLM& model = *loaded.model;
   const bool printer = loaded.tp.rank() == 0;
   std::vector<std::int32_t> prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/false);
   TRIDENT_CHECK(!prompt_ids.empty(), "--prompt encodes to no tokens; give some text");

@@ -52,7 +52,7 @@ InferenceModel load_inference_model(const std::string& checkpoint, bool generate
                 "fill-mask pipeline)",
                 m.dir, family.display_name);
   m.tokenizer = data::Tokenizer::load(fs::path(m.dir) / "tokenizer.json");
-  m.model = std::make_unique<models::CausalLM>(m.spec, m.tp.active() ? m.tp : nn::TensorParallel{});
+  m.model = std::make_unique<models::TransformerLM>(m.spec, m.tp.active() ? m.tp : nn::TensorParallel{});
   m.model->initialize(0);
   train::load_checkpoint_weights(*reader, *m.model);
   return m;

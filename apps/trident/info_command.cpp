@@ -11,7 +11,7 @@
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/core/version.h"
-#include "trident/data/parquet_reader.h"
+#include "trident/data/dataset/parquet_reader.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
 #ifdef TRIDENT_HAVE_CUDA

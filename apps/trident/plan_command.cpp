@@ -1,6 +1,6 @@
 // trident plan: memory per rank, communication, bubble and step time of a configuration's layout, or
 // with -n and no layout in the configuration, the layouts of -n ranks that fit --memory-gb, fastest
-// first (train/plan.h, docs/parallelism.md#memory-and-planning). Nothing is allocated or trained. It exits
+// first (train/plan/plan.h, docs/parallelism.md#memory-and-planning). Nothing is allocated or trained. It exits
 // with kDoesNotFit when the layout does not fit the memory limit, or no layout does, so that a script can
 // stop before it submits the job.
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "trident/core/error.h"
-#include "trident/train/plan.h"
+#include "trident/train/plan/plan.h"
 #include "trident/train/trainer.h"
 
 namespace trident::cli {

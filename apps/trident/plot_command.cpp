@@ -10,8 +10,8 @@
 #include "commands.h"
 #include "trident/core/error.h"
 #include "trident/plot/figure.h"
-#include "trident/train/config.h"
-#include "trident/train/metrics_log.h"
+#include "trident/train/config/config.h"
+#include "trident/train/log/metrics_log.h"
 
 namespace trident::cli {
 

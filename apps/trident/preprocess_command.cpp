@@ -13,8 +13,8 @@
 
 #include "commands.h"
 #include "trident/core/error.h"
-#include "trident/data/indexed_dataset.h"
-#include "trident/data/preprocess.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/dataset/preprocess.h"
 
 namespace trident::cli {
 

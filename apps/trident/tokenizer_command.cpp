@@ -19,9 +19,9 @@
 
 #include "commands.h"
 #include "trident/core/error.h"
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/tokenizer.h"
-#include "trident/data/wordpiece_trainer.h"
+#include "trident/data/tokenizer/bpe_trainer.h"
+#include "trident/data/tokenizer/tokenizer.h"
+#include "trident/data/tokenizer/wordpiece_trainer.h"
 
 namespace trident::cli {
 namespace {

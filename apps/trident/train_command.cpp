@@ -3,7 +3,7 @@
 
 #include "commands.h"
 #include "trident/core/error.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 #include "trident/train/trainer.h"
 
 namespace trident::cli {

@@ -11,7 +11,7 @@
 //   dist        Communicator (MPI on CPUs, NCCL on GPUs), the rank layout (Mesh)
 //   parallel    data parallelism (GradSync), ZeRO 1-3 (ZeroOptimizer), tensor-parallel mappings,
 //               pipeline schedules
-//   models      the family registry and CausalLM; Hugging Face configs and weights; from_pretrained and
+//   models      the family registry and TransformerLM; Hugging Face configs and weights; from_pretrained and
 //               save_pretrained under any layout, merged or sharded (models/pretrained.h)
 //   checkpoint  safetensors files and sharded checkpoints that load under any layout
 //   data        tokenizers, preprocessing into Megatron's indexed format, GPT samples, blending, loaders
@@ -30,7 +30,7 @@
 #include "trident/dist/mesh.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/dist/self_communicator.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/models/family.h"
 #include "trident/models/hf.h"
 #include "trident/models/pretrained.h"
@@ -43,6 +43,6 @@
 #include "trident/parallel/pipeline/schedule.h"
 #include "trident/parallel/tensor/mappings.h"
 #include "trident/parallel/zero/zero_optimizer.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 #include "trident/train/parallel_model.h"
 #include "trident/train/trainer.h"

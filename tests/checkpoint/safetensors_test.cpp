@@ -84,27 +84,27 @@ TEST_F(Safetensors, ViewOutlivesFileObject) {
 
 TEST_F(Safetensors, BadFilesNameFileAndProblem) {
   std::ofstream(path("short.safetensors")) << "abc";
-  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("short.safetensors")); }).find("shorter than"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { SafetensorsFile::open(path("short.safetensors")); }).find("shorter than"), std::string::npos);
 
   write_raw("json.safetensors", "{not json", "");
-  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("json.safetensors")); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { SafetensorsFile::open(path("json.safetensors")); }).find("not valid JSON"), std::string::npos);
 
   write_raw("trunc.safetensors", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0'));
-  std::string msg = test::error_message([&] { SafetensorsFile::open(path("trunc.safetensors")); });
+  std::string msg = testing::error_message([&] { SafetensorsFile::open(path("trunc.safetensors")); });
   EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("outside the data section"), std::string::npos) << msg;
 
   write_raw("size.safetensors", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  msg = test::error_message([&] { SafetensorsFile::open(path("size.safetensors")); });
+  msg = testing::error_message([&] { SafetensorsFile::open(path("size.safetensors")); });
   EXPECT_NE(msg.find("expected 12"), std::string::npos) << msg;
 
   write_raw("overlap.safetensors",
             R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
             std::string(12, '\0'));
-  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("overlap.safetensors")); }).find("overlap"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { SafetensorsFile::open(path("overlap.safetensors")); }).find("overlap"), std::string::npos);
 
   write_raw("dtype.safetensors", R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", std::string(2, '\0'));
-  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("dtype.safetensors")); }).find("F8_E4M3"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { SafetensorsFile::open(path("dtype.safetensors")); }).find("F8_E4M3"), std::string::npos);
 
   write_raw("len.safetensors", "", "");
   {
@@ -112,16 +112,16 @@ TEST_F(Safetensors, BadFilesNameFileAndProblem) {
     std::uint64_t n = 1000;
     for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
   }
-  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("len.safetensors")); }).find("header length 1000"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { SafetensorsFile::open(path("len.safetensors")); }).find("header length 1000"), std::string::npos);
 
-  EXPECT_NE(test::error_message([&] { SafetensorsFile::open(path("missing.safetensors")); }).find("missing.safetensors"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { SafetensorsFile::open(path("missing.safetensors")); }).find("missing.safetensors"), std::string::npos);
 }
 
 // A shape whose byte count wraps around 2^64 must not pass as 0 bytes (reading it by its shape would
 // run far past the mapping).
 TEST_F(Safetensors, ByteCountThatOverflowsIsRejected) {
   write_raw("huge.safetensors", R"({"w":{"dtype":"F32","shape":[1152921504606846976,4],"data_offsets":[0,0]}})", "");
-  const std::string msg = test::error_message([&] { SafetensorsFile::open(path("huge.safetensors")); });
+  const std::string msg = testing::error_message([&] { SafetensorsFile::open(path("huge.safetensors")); });
   EXPECT_NE(msg.find("huge.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[1152921504606846976, 4]"), std::string::npos) << msg;
@@ -132,12 +132,12 @@ TEST_F(Safetensors, DimensionsMustBeNonNegativeInt64) {
   write_raw("wrap.safetensors",
             R"({"w":{"dtype":"F32","shape":[18446744073709551615,18446744073709551615],"data_offsets":[0,4]}})",
             std::string(4, '\0'));
-  std::string msg = test::error_message([&] { SafetensorsFile::open(path("wrap.safetensors")); });
+  std::string msg = testing::error_message([&] { SafetensorsFile::open(path("wrap.safetensors")); });
   EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("non-negative"), std::string::npos) << msg;
 
   write_raw("neg.safetensors", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", std::string(4, '\0'));
-  msg = test::error_message([&] { SafetensorsFile::open(path("neg.safetensors")); });
+  msg = testing::error_message([&] { SafetensorsFile::open(path("neg.safetensors")); });
   EXPECT_NE(msg.find("tensor 'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("non-negative"), std::string::npos) << msg;
 }
@@ -149,7 +149,7 @@ TEST_F(Safetensors, EmptyTensorDoesNotHideAnOverlap) {
             R"("b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
             R"("c":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
             std::string(12, '\0'));
-  const std::string msg = test::error_message([&] { SafetensorsFile::open(path("hidden.safetensors")); });
+  const std::string msg = testing::error_message([&] { SafetensorsFile::open(path("hidden.safetensors")); });
   EXPECT_NE(msg.find("'a' and 'c' overlap"), std::string::npos) << msg;
 }
 
@@ -158,8 +158,8 @@ TEST_F(Safetensors, MissingTensorAndBadBox) {
   w.add("w", Tensor::zeros({2, 2}));
   w.write(path("w.safetensors"));
   auto f = SafetensorsFile::open(path("w.safetensors"));
-  EXPECT_NE(test::error_message([&] { f.info("v"); }).find("no tensor 'v'"), std::string::npos);
-  EXPECT_NE(test::error_message([&] { f.read_box("w", {1, 1}, {2, 1}); }).find("exceeds"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { f.info("v"); }).find("no tensor 'v'"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { f.read_box("w", {1, 1}, {2, 1}); }).find("exceeds"), std::string::npos);
 }
 
 TEST_F(Safetensors, ProducerMismatchLeavesNoFile) {

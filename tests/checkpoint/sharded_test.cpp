@@ -111,28 +111,28 @@ TEST_F(Sharded, PiecesOutsideTheGlobalShapeAreNamed) {
   // Rows [0, 3) and [3, 6) of a tensor of 4 rows: 3 + 1 elements of the pieces fall inside, as many
   // as the tensor has, yet the second piece does not fit.
   std::string dir = save_pieces("step_1", {{"model/b", {4}, {0}, iota({3})}, {"model/b", {4}, {3}, iota({3})}});
-  std::string msg = test::error_message([&] { CheckpointReader r(dir); });
+  std::string msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("shard-00000.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'model/b'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("exceeds its global shape [4]"), std::string::npos) << msg;
 
   dir = save_pieces("step_2", {{"model/b", {4}, {-1}, iota({3})}});
-  msg = test::error_message([&] { CheckpointReader r(dir); });
+  msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("exceeds its global shape [4]"), std::string::npos) << msg;
 
   // Offsets of a lower rank than the global shape (read() would index past them).
   dir = save_with_metadata("step_3", R"({"key": "model/w", "global_shape": [4, 5], "offsets": [0]})");
-  msg = test::error_message([&] { CheckpointReader r(dir); });
+  msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("'model/w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("rank"), std::string::npos) << msg;
 
   // The stored tensor's shape must have the global shape's rank too.
   dir = save_with_metadata("step_4", R"({"key": "model/w", "global_shape": [20], "offsets": [0]})");
-  msg = test::error_message([&] { CheckpointReader r(dir); });
+  msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("rank"), std::string::npos) << msg;
 
   dir = save_with_metadata("step_5", R"({"key": "model/w", "global_shape": [4, -5], "offsets": [0, 0]})");
-  msg = test::error_message([&] { CheckpointReader r(dir); });
+  msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("global shape [4, -5]"), std::string::npos) << msg;
 }
 
@@ -140,7 +140,7 @@ TEST_F(Sharded, PiecesOutsideTheGlobalShapeAreNamed) {
 // while one element stays uninitialised.
 TEST_F(Sharded, OverlappingPiecesAreRejected) {
   const std::string dir = save_pieces("step_1", {{"model/b", {4}, {0}, iota({3})}, {"model/b", {4}, {2}, iota({1})}});
-  const std::string msg = test::error_message([&] { CheckpointReader r(dir); });
+  const std::string msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("'model/b'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("overlap"), std::string::npos) << msg;
 }
@@ -149,38 +149,38 @@ TEST_F(Sharded, OverlappingPiecesAreRejected) {
 TEST_F(Sharded, HugeGlobalShapeIsNotAllocated) {
   std::string dir = save_with_metadata(
       "step_1", R"({"key": "model/w", "global_shape": [4294967296, 4294967296], "offsets": [0, 0]})");
-  std::string msg = test::error_message([&] { CheckpointReader r(dir); });
+  std::string msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("global shape [4294967296, 4294967296]"), std::string::npos) << msg;
   dir = save_with_metadata("step_2",
                            R"({"key": "model/w", "global_shape": [4611686018427387904, 5], "offsets": [0, 0]})");
-  msg = test::error_message([&] { CheckpointReader r(dir); });
+  msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("global shape [4611686018427387904, 5]"), std::string::npos) << msg;
   // Fewer than 2^63 elements, but more than 2^64 bytes in f32 (Tensor::empty would wrap): the missing
   // pieces are reported before the output is allocated.
   dir = save_pieces("step_3", {{"model/b", {4611686018427387904}, {0}, iota({1024})}});
   CheckpointReader r(dir);
-  msg = test::error_message([&] { r.read("model/b", DType::f32); });
+  msg = testing::error_message([&] { r.read("model/b", DType::f32); });
   EXPECT_NE(msg.find("cover 1024 of the 4611686018427387904 elements"), std::string::npos) << msg;
 }
 
 TEST_F(Sharded, MalformedMetadataIsAnErrorThatNamesIt) {
   std::string dir = save_with_metadata("step_1", R"({"key": "model/w", "global_shape": [4, 5]})");
-  std::string msg = test::error_message([&] { CheckpointReader r(dir); });
+  std::string msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("shard-00000.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("model/w@0,0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("offsets"), std::string::npos) << msg;
 
   dir = save_with_metadata("step_2", R"({"key": "model/w", "global_shape": "[4, 5]", "offsets": [0, 0]})");
-  msg = test::error_message([&] { CheckpointReader r(dir); });
+  msg = testing::error_message([&] { CheckpointReader r(dir); });
   EXPECT_NE(msg.find("model/w@0,0"), std::string::npos) << msg;
 
   dir = save("step_00000003");
   std::ofstream(dir + "/meta.json") << R"({"format_version": "1", "files": {}})";
-  EXPECT_NE(test::error_message([&] { CheckpointReader r(dir); }).find("format version \"1\""), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { CheckpointReader r(dir); }).find("format version \"1\""), std::string::npos);
   std::ofstream(dir + "/meta.json") << R"({"format_version": 1, "files": {"config.toml": 7}})";
-  EXPECT_NE(test::error_message([&] { CheckpointReader r(dir); }).find("config.toml"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { CheckpointReader r(dir); }).find("config.toml"), std::string::npos);
   std::ofstream(dir + "/meta.json") << R"([1])";
-  EXPECT_NE(test::error_message([&] { CheckpointReader r(dir); }).find("meta.json"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { CheckpointReader r(dir); }).find("meta.json"), std::string::npos);
 
   // Resuming skips such checkpoints (to none here) instead of failing.
   std::vector<std::string> skipped;

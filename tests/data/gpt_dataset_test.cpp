@@ -1,4 +1,4 @@
-#include "trident/data/gpt_dataset.h"
+#include "trident/data/dataset/gpt_dataset.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "test_util.h"
-#include "trident/data/split.h"
+#include "trident/data/dataset/split.h"
 
 namespace trident::data {
 namespace {

@@ -1,4 +1,4 @@
-#include "trident/data/indexed_dataset.h"
+#include "trident/data/dataset/indexed_dataset.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

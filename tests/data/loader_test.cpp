@@ -1,4 +1,4 @@
-#include "trident/data/loader.h"
+#include "trident/data/dataset/loader.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "test_util.h"
-#include "trident/data/blended_dataset.h"
+#include "trident/data/dataset/blended_dataset.h"
 
 namespace trident::data {
 namespace {

@@ -3,7 +3,7 @@
 // across data-parallel and micro-batch layouts, trained_labels, the
 // non-overlapping GPT windows, and `preprocess` encoder mode (docs/data.md,
 // "Masked-LM samples and masking").
-#include "trident/data/masked_lm.h"
+#include "trident/data/dataset/masked_lm.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include <numeric>
 
 #include "test_util.h"
-#include "trident/data/gpt_dataset.h"
-#include "trident/data/loader.h"
-#include "trident/data/preprocess.h"
+#include "trident/data/dataset/gpt_dataset.h"
+#include "trident/data/dataset/loader.h"
+#include "trident/data/dataset/preprocess.h"
 
 namespace trident::data {
 namespace {

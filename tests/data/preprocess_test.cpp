@@ -1,4 +1,4 @@
-#include "trident/data/preprocess.h"
+#include "trident/data/dataset/preprocess.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "test_util.h"
-#include "trident/data/indexed_dataset.h"
-#include "trident/data/parquet_reader.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/dataset/parquet_reader.h"
 
 namespace trident::data {
 namespace {

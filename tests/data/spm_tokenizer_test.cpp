@@ -9,7 +9,7 @@
 
 #include "test_util.h"
 #include "trident/core/error.h"
-#include "trident/data/tokenizer.h"
+#include "trident/data/tokenizer/tokenizer.h"
 
 namespace trident::data {
 namespace {

@@ -7,16 +7,16 @@
 
 #include "testing/helpers.h"
 #include "trident/core/error.h"
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/tokenizer.h"
+#include "trident/data/tokenizer/bpe_trainer.h"
+#include "trident/data/tokenizer/tokenizer.h"
 
 namespace trident::data::testing {
 
-using test::TempDir;
+using testing::TempDir;
 
 // The message of the trident::Error `f` throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
-  return test::thrown(f, "(no error)", [](const Error& e) { return e.message(); });
+  return testing::thrown(f, "(no error)", [](const Error& e) { return e.message(); });
 }
 
 // A byte-level BPE of 300 tokens with <|endoftext|>, trained on `text` (a pair seen once is merged too).

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "trident/data/indexed_dataset.h"
+#include "trident/data/dataset/indexed_dataset.h"
 
 namespace trident::data {
 namespace {

@@ -1,4 +1,4 @@
-#include "trident/data/tokenizer.h"
+#include "trident/data/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 
 #include "test_util.h"
 #include "trident/core/error.h"
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/byte_level.h"
-#include "trident/data/unicode_compat.h"
+#include "trident/data/tokenizer/bpe_trainer.h"
+#include "trident/data/tokenizer/byte_level.h"
+#include "trident/data/tokenizer/unicode_compat.h"
 
 namespace trident::data {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "test_util.h"
 #include "trident/core/error.h"
-#include "trident/data/normalizer.h"
-#include "trident/data/tokenizer.h"
-#include "trident/data/wordpiece_trainer.h"
+#include "trident/data/tokenizer/normalizer.h"
+#include "trident/data/tokenizer/tokenizer.h"
+#include "trident/data/tokenizer/wordpiece_trainer.h"
 
 namespace trident::data {
 namespace {

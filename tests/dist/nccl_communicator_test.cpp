@@ -274,12 +274,12 @@ TEST_F(Nccl, MisuseIsAClearError) {
   EXPECT_EQ(host.to_vector<float>(), std::vector<float>(4, static_cast<float>(n * (n + 1) / 2)));
   EXPECT_EQ(c->all_reduce_scalar(1.0), n);
   Tensor host_in = Tensor::zeros({4 * n}), gpu_out = full(4, 0, DType::f32);
-  std::string m = test::error_message([&] { c->reduce_scatter(host_in, gpu_out); });
+  std::string m = testing::error_message([&] { c->reduce_scatter(host_in, gpu_out); });
   EXPECT_NE(m.find("reduce_scatter on world"), std::string::npos) << m;
   EXPECT_NE(m.find(fmt::format("f32[{}] on cpu", 4 * n)), std::string::npos) << m;
   if (kc::device_count() > 1) {
     Tensor other = Tensor::zeros({4}, DType::f32, Device::cuda((c->device() + 1) % kc::device_count()));
-    m = test::error_message([&] { c->broadcast(other, 0); });
+    m = testing::error_message([&] { c->broadcast(other, 0); });
     EXPECT_NE(m.find("broadcast on world"), std::string::npos) << m;
     EXPECT_NE(m.find(fmt::format("cuda:{}", c->device())), std::string::npos) << m;
   }
@@ -288,7 +288,7 @@ TEST_F(Nccl, MisuseIsAClearError) {
   Tensor gathered = full(3 * c->size() + 1, 0, DType::f32);
   EXPECT_THROW(c->all_gather(in, gathered), Error);
   Tensor bits = full(2, 0, DType::u16);
-  m = test::error_message([&] { c->all_reduce(bits); });
+  m = testing::error_message([&] { c->all_reduce(bits); });
   EXPECT_NE(m.find("cannot reduce u16"), std::string::npos) << m;
   Tensor ints = full(2, 0, DType::i32);
   EXPECT_THROW(c->all_reduce(ints, {ReduceOp::avg}), Error);
@@ -323,16 +323,16 @@ TEST_F(Nccl, AllToAllOnASubgroupAndItsErrors) {
   c->all_to_all(host_in, ones, host_out, ones)->wait();
   for (int s = 0; s < n; ++s) EXPECT_EQ(host_out.to_vector<float>()[static_cast<std::size_t>(s)], s);
   Tensor gpu_out = full(n, 0, DType::f32);
-  std::string msg = test::error_message([&] { c->all_to_all(host_in, ones, gpu_out, ones); });
+  std::string msg = testing::error_message([&] { c->all_to_all(host_in, ones, gpu_out, ones); });
   EXPECT_NE(msg.find("all_to_all on world"), std::string::npos) << msg;
   EXPECT_NE(msg.find("on cpu"), std::string::npos) << msg;
   const Tensor gpu_in = full(n, 0, DType::f32);
-  msg = test::error_message(
+  msg = testing::error_message(
       [&] { c->all_to_all(gpu_in, std::vector<std::int64_t>(static_cast<std::size_t>(n + 1), 0), gpu_out, ones); });
   EXPECT_NE(msg.find(fmt::format("send_counts has {} entries, expected {}", n + 1, n)), std::string::npos) << msg;
   std::vector<std::int64_t> more = ones;
   more[0] = 2;
-  msg = test::error_message([&] { c->all_to_all(gpu_in, ones, gpu_out, more); });
+  msg = testing::error_message([&] { c->all_to_all(gpu_in, ones, gpu_out, more); });
   EXPECT_NE(msg.find(fmt::format("recv_counts sum to {}, but output", n + 1)), std::string::npos) << msg;
   ep->barrier();
   c->barrier();  // every rank is back in step

@@ -7,7 +7,7 @@
 #include <span>
 
 #include "trident/core/error.h"
-#include "trident/data/indexed_dataset.h"
+#include "trident/data/dataset/indexed_dataset.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 8) return 0;

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "trident/core/error.h"
-#include "trident/data/tokenizer.h"
+#include "trident/data/tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/indexed_dataset.h"
+#include "trident/data/tokenizer/bpe_trainer.h"
+#include "trident/data/dataset/indexed_dataset.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;

@@ -30,7 +30,7 @@
 #include "trident/autograd/autograd.h"
 #include "trident/dist/mesh.h"
 #include "trident/dist/mpi_communicator.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/models/hf.h"
 #include "trident/train/trainer.h"
 
@@ -67,13 +67,13 @@ models::TransformerSpec read_spec(const std::string& dir) {
 }
 
 // What TRIDENT_OUTPUT asks for, from the last hidden state h.
-Tensor output_of(const models::CausalLM& model, const autograd::Variable& h, const nn::ForwardContext& ctx) {
+Tensor output_of(const models::TransformerLM& model, const autograd::Variable& h, const nn::ForwardContext& ctx) {
   const std::string kind = output_kind();
   const autograd::Variable out = kind == "hidden" ? h : kind == "pooled" ? model.pooled(h, ctx) : model.head(h, ctx);
   return out.data().to(DType::f32);
 }
 
-void write_logits(models::CausalLM& model, const std::vector<std::int64_t>& ids, const std::string& out) {
+void write_logits(models::TransformerLM& model, const std::vector<std::int64_t>& ids, const std::string& out) {
   autograd::NoGradGuard no_grad;
   const auto T = static_cast<std::int64_t>(ids.size());
   const nn::ForwardContext ctx = context_for(T);
@@ -93,7 +93,7 @@ void parallel_logits(const std::string& dir, int tp, int pp, const std::vector<s
   auto pp_group = world->split(mesh.groups(dist::GroupKind::pp), "pp");
   const models::TransformerSpec spec = read_spec(dir);
   const int stage = pp_group->rank();
-  models::CausalLM model(spec, tp > 1 ? nn::TensorParallel{tp_group, false} : nn::TensorParallel{},
+  models::TransformerLM model(spec, tp > 1 ? nn::TensorParallel{tp_group, false} : nn::TensorParallel{},
                          models::family(spec.family).partition(spec.n_layer, pp, {})[static_cast<std::size_t>(stage)]);
   model.initialize(0);
   models::load_hf_weights(model, dir);
@@ -130,14 +130,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "checkpoint" && argc == 5) {
-      models::CausalLM model(models::read_hf_config(std::string(argv[2]) + "/config.json"));
+      models::TransformerLM model(models::read_hf_config(std::string(argv[2]) + "/config.json"));
       model.initialize(0);
       train::load_checkpoint_weights(argv[2], model);
       write_logits(model, parse_ids(argv[3]), argv[4]);
       return 0;
     }
     if (mode == "load" && argc == 5) {
-      models::CausalLM model(read_spec(argv[2]));
+      models::TransformerLM model(read_spec(argv[2]));
       model.initialize(0);
       models::load_hf_weights(model, argv[2]);
       write_logits(model, parse_ids(argv[3]), argv[4]);
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
         spec.rope = {500000.0, RopeScaling::llama3, 8.0, 1.0, 4.0, 64.0};
       }
       spec.init_std = 0.2;  // larger than the default so every term of the logits matters
-      models::CausalLM model(spec);
+      models::TransformerLM model(spec);
       model.initialize(11);
       // Norm weights and biases away from 1 and 0, so their layout is exercised too.
       for (nn::Parameter* p : model.parameters()) {

@@ -64,7 +64,7 @@ TEST(HfConfig, HuggingFaceConfigKeepsTheSpecialTokenIds) {
     std::filesystem::remove(path);
   }
   const std::string bad = write_config("gpt2", {{"eos_token_id", "50256"}});
-  EXPECT_NE(test::error_message([&] { read_hf_config(bad); }).find("eos_token_id"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { read_hf_config(bad); }).find("eos_token_id"), std::string::npos);
   std::filesystem::remove(bad);
 }
 
@@ -148,7 +148,7 @@ TEST(HfConfig, HuggingFaceConfigRopeScalingErrors) {
   };
   for (const auto& [extra, expected] : bad) {
     const std::string path = write_config("llama", extra);
-    const std::string message = test::error_message([&] { read_hf_config(path); });
+    const std::string message = testing::error_message([&] { read_hf_config(path); });
     EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;
     EXPECT_NE(message.find(expected), std::string::npos) << extra.dump() << ": " << message;
     std::filesystem::remove(path);
@@ -176,7 +176,7 @@ TEST(HfConfig, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
   };
   for (const auto& [type, extra] : unsupported) {
     const std::string path = write_config(type, extra);
-    const std::string message = test::error_message([&] { read_hf_config(path); });
+    const std::string message = testing::error_message([&] { read_hf_config(path); });
     EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;
     EXPECT_NE(message.find(extra.begin().key()), std::string::npos) << extra.dump() << ": " << message;
     std::filesystem::remove(path);
@@ -196,7 +196,7 @@ TEST(HfConfig, HuggingFaceConfigKeysThatChangeTheMathAreNotIgnored) {
            {"qwen2", {{"max_window_layers", 0}, {"sliding_window", 4}, {"use_sliding_window", true}}},
            {"qwen2", {{"layer_types", {"sliding_attention", "sliding_attention"}}, {"sliding_window", 4}}}}) {
     const std::string path = write_config(type, extra);
-    EXPECT_EQ(test::error_message([&] { read_hf_config(path); }), "") << extra.dump();
+    EXPECT_EQ(testing::error_message([&] { read_hf_config(path); }), "") << extra.dump();
     std::filesystem::remove(path);
   }
 }
@@ -212,7 +212,7 @@ TEST(HfConfig, HuggingFaceConfigKeysOfTheWrongTypeNameTheFileAndKey) {
                                                            {"llama", {{"head_dim", "4"}}},
                                                            {"llama", {{"hidden_act", 1}}}}) {
     const std::string path = write_config(type, extra);
-    const std::string message = test::error_message([&] { read_hf_config(path); });
+    const std::string message = testing::error_message([&] { read_hf_config(path); });
     EXPECT_NE(message.find(path), std::string::npos) << extra.dump() << ": " << message;
     EXPECT_NE(message.find(extra.begin().key()), std::string::npos) << extra.dump() << ": " << message;
     std::filesystem::remove(path);
@@ -286,10 +286,10 @@ TEST(HfConfig, MixtralConfigRoundTrips) {
   EXPECT_NEAR(static_cast<double>(preset("qwen1.5-moe-a2.7b").num_parameters()), 14.3e9, 0.05e9);
   path = write_config("qwen2_moe", {{"num_experts", 6}, {"num_experts_per_tok", 3}, {"moe_intermediate_size", 24},
                                     {"shared_expert_intermediate_size", 32}, {"decoder_sparse_step", 2}});
-  EXPECT_NE(test::error_message([&] { read_hf_config(path); }).find("decoder_sparse_step=2 makes some layers dense"),
+  EXPECT_NE(testing::error_message([&] { read_hf_config(path); }).find("decoder_sparse_step=2 makes some layers dense"),
             std::string::npos);
   path = write_config("mixtral", {{"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"router_jitter_noise", 0.1}});
-  EXPECT_NE(test::error_message([&] { read_hf_config(path); }).find("router_jitter_noise=0.1 is not supported"),
+  EXPECT_NE(testing::error_message([&] { read_hf_config(path); }).find("router_jitter_noise=0.1 is not supported"),
             std::string::npos);
   std::filesystem::remove(path);
 }
@@ -302,7 +302,7 @@ TEST(HfConfig, ImpossibleValuesNameTheFile) {
            {{{"rms_norm_eps", -1}}, "model.norm_eps must be a finite number >= 0, got -1"},
            {{{"num_key_value_heads", 3}}, "n_head=4 is not a multiple of n_kv_head=3"}}) {
     const std::string path = write_config("llama", extra);
-    const std::string message = test::error_message([&] { read_hf_config(path); });
+    const std::string message = testing::error_message([&] { read_hf_config(path); });
     EXPECT_NE(message.find("'" + path + "': "), std::string::npos) << message;
     EXPECT_NE(message.find(expected), std::string::npos) << message;
     std::filesystem::remove(path);

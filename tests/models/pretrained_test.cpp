@@ -23,14 +23,14 @@ class PretrainedTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("trident-pretrained-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    model_ = std::make_unique<CausalLM>(preset("gpt2-tiny"));
+    model_ = std::make_unique<TransformerLM>(preset("gpt2-tiny"));
     model_->initialize(42);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  static void expect_same(const CausalLM& a, const CausalLM& b) {
+  static void expect_same(const TransformerLM& a, const TransformerLM& b) {
     const auto pa = a.parameters(), pb = b.parameters();
     ASSERT_EQ(pa.size(), pb.size());
     for (std::size_t i = 0; i < pa.size(); ++i) {
@@ -40,7 +40,7 @@ class PretrainedTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<CausalLM> model_;
+  std::unique_ptr<TransformerLM> model_;
 };
 
 TEST_F(PretrainedTest, MergedSaveIsAHuggingFaceDirectoryThatReadsBackExactly) {
@@ -85,7 +85,7 @@ TEST_F(PretrainedTest, StagesSavedTogetherLoadWholeAndWholeLoadsIntoStages) {
   // own layers; the tied LM head (the last stage's copy of the embedding) is not written twice.
   const TransformerSpec spec = preset("gpt2-tiny");
   const auto ranges = partition_layers(spec.n_layer, 2);
-  CausalLM first(spec, {}, ranges[0]), last(spec, {}, ranges[1]);
+  TransformerLM first(spec, {}, ranges[0]), last(spec, {}, ranges[1]);
   first.initialize(42);
   last.initialize(42);
   const auto world = dist::self_communicator();
@@ -106,10 +106,10 @@ TEST_F(PretrainedTest, ErrorsNameTheDirectoryAndTheTensor) {
   // A sharded save of a smaller model has no tensor for the bigger one's extra layer.
   TransformerSpec small = preset("gpt2-tiny");
   small.n_layer = 1;
-  CausalLM one(small);
+  TransformerLM one(small);
   one.initialize(1);
   save_pretrained({&one}, path("small"), *world, {}, {.merged = false});
-  CausalLM two(preset("gpt2-tiny"));
+  TransformerLM two(preset("gpt2-tiny"));
   two.initialize(1);
   try {
     load_pretrained(two, path("small"));

@@ -155,7 +155,7 @@ Fixture make(const Case& c, std::int64_t B = kB) {
     Fixture s;
     s.m = std::make_unique<MoE>("mlp", o);
     s.m->initialize(seed, DType::f64);
-    s.x = test::random_tensor({B, kT, kD}, 100 + seed, -1, 1, DType::f64);
+    s.x = testing::random_tensor({B, kT, kD}, 100 + seed, -1, 1, DType::f64);
     s.ref = naive(*s.m, s.x.to_vector<double>(), o);
     if (s.ref.min_gap > 0.02 && s.ref.min_kept > 0) return s;
     if (seed > 200) ADD_FAILURE() << "no seed without a near tie";
@@ -244,7 +244,7 @@ Variable forward_f64(const Fixture& s, const Variable& x, AuxLosses& aux) {
 TEST_P(MoEGradCheck, MatchesFiniteDifferences) {
   const Case c = GetParam();
   Fixture s = make(c);
-  const Tensor R = test::random_tensor({kB, kT, kD}, 7, -1, 1, DType::f64);
+  const Tensor R = testing::random_tensor({kB, kT, kD}, 7, -1, 1, DType::f64);
   Variable xv(s.x, true);
   auto loss = [&](const Variable& x) {
     AuxLosses aux;
@@ -354,11 +354,11 @@ TEST(MoE, LowPrecisionComputeMatchesTheReference) {
     Variable y = s.m->forward(Variable(x32, true), ctx);
     EXPECT_EQ(y.data().dtype(), dt);
     const Reference ref = naive(*s.m, x32.to(DType::f64).to_vector<double>(), options_for(c));
-    EXPECT_LT(test::rel_err(test::f64(y.data()), ref.y), dt == DType::f32 ? 1e-5 : 5e-2) << dtype_name(dt);
+    EXPECT_LT(testing::rel_err(testing::f64(y.data()), ref.y), dt == DType::f32 ? 1e-5 : 5e-2) << dtype_name(dt);
     ag::add(ag::cast(ag::sum(y), DType::f32), aux.total()).backward();
     for (Parameter* p : s.m->parameters()) {
       ASSERT_TRUE(p->var.grad().defined()) << p->name;
-      for (double g : test::f64(p->var.grad())) ASSERT_TRUE(std::isfinite(g)) << p->name;
+      for (double g : testing::f64(p->var.grad())) ASSERT_TRUE(std::isfinite(g)) << p->name;
     }
     s.m->zero_grad();
   }
@@ -403,7 +403,7 @@ TEST(MoE, BadOptions) {
   o.d_ff = 4;
   o.n_experts = 2;
   o.top_k = 3;
-  EXPECT_NE(test::error_message([&] { MoE("m", o); }).find("top_k=3"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { MoE("m", o); }).find("top_k=3"), std::string::npos);
 }
 
 }  // namespace

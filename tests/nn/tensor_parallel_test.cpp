@@ -9,7 +9,7 @@
 #include "trident/autograd/autograd.h"
 #include "trident/core/convert.h"
 #include "trident/dist/mpi_communicator.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/nn/transformer.h"
 #include "trident/ops/shape.h"
 
@@ -18,9 +18,9 @@ namespace {
 
 namespace ag = trident::autograd;
 using models::TransformerSpec;
-using test::f64;
-using test::random_tensor;
-using test::rel_err;
+using testing::f64;
+using testing::random_tensor;
+using testing::rel_err;
 
 constexpr double kTol = 1e-6;       // one layer
 constexpr double kModelTol = 1e-5;  // the whole model: embeddings, 2 blocks, head and loss composed in fp32
@@ -302,9 +302,9 @@ TEST_F(TensorParallelLayers, VocabParallelEmbeddingRejectsIdsOutsideTheVocabular
   for (std::int64_t bad : {V, padded_vocab_size(V, t_) - 1, padded_vocab_size(V, t_), std::int64_t{-1}}) {
     SCOPED_TRACE(bad);
     const Tensor id = Tensor::from_vector(std::vector<std::int64_t>{3, bad, 7, 1}, {2, 2});
-    const std::string expected = test::error_message([&] { full.forward(id, ForwardContext{}); });
+    const std::string expected = testing::error_message([&] { full.forward(id, ForwardContext{}); });
     EXPECT_NE(expected.find(fmt::format("id {} ", bad)), std::string::npos) << expected;
-    const std::string msg = test::error_message([&] { vp.forward(id, ForwardContext{}); });
+    const std::string msg = testing::error_message([&] { vp.forward(id, ForwardContext{}); });
     EXPECT_NE(msg.find(fmt::format("id {} ", bad)), std::string::npos) << msg;
     EXPECT_NE(msg.find(fmt::format("[0, {})", V)), std::string::npos) << msg;
   }
@@ -382,7 +382,7 @@ TEST_F(TensorParallelLayers, CausalLMLossAndGradientsMatch) {
     for (bool seq : {false, true}) {
       SCOPED_TRACE(fmt::format("{} sequence_parallel={}", arch, seq));
       const TransformerSpec s = tiny(arch, t_);
-      models::CausalLM full(s), sharded(s, TensorParallel{world_, seq});
+      models::TransformerLM full(s), sharded(s, TensorParallel{world_, seq});
       full.initialize(21);
       sharded.initialize(21);
       expect_same_initial_values(full, sharded);
@@ -426,11 +426,11 @@ TEST_F(TensorParallelLayers, HeadsThatDoNotDivideAreAClearError) {
   s.n_head = 3 * t_ + 1;
   s.n_kv_head = s.n_head;
   s.d_model = 2 * s.n_head;
-  const std::string msg = test::error_message([&] { models::CausalLM m(s, tp_); });
+  const std::string msg = testing::error_message([&] { models::TransformerLM m(s, tp_); });
   EXPECT_NE(msg.find("must divide the number of attention heads n_head="), std::string::npos) << msg;
   s = tiny("llama", t_);
   s.n_kv_head = 1;
-  const std::string kv = test::error_message([&] { models::CausalLM m(s, tp_); });
+  const std::string kv = testing::error_message([&] { models::TransformerLM m(s, tp_); });
   EXPECT_NE(kv.find("n_kv_head=1"), std::string::npos) << kv;
 }
 

@@ -205,7 +205,7 @@ TEST(ActivationKernel, BiasGeluTanhEqualsUnfusedInF64) {
 }
 
 TEST(ActivationErrors, MessagesNameTheOpAndShapes) {
-  const auto message = [](const std::function<void()>& f) { return test::error_what(f); };
+  const auto message = [](const std::function<void()>& f) { return testing::error_what(f); };
   const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
   EXPECT_THAT(message([&] { ops::swiglu(a, b); }),
               AllOf(HasSubstr("swiglu"), HasSubstr("up"), HasSubstr("[3, 2]"), HasSubstr("[2, 3]")));

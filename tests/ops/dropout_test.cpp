@@ -146,7 +146,7 @@ TEST(Dropout, ZeroProbabilityReturnsTheInput) {
 }
 
 TEST(Dropout, ErrorsNameTheOpAndShapes) {
-  const auto message = [](const std::function<void()>& f) { return test::error_what(f); };
+  const auto message = [](const std::function<void()>& f) { return testing::error_what(f); };
   const Tensor x = random({4, 6}, 8);
   EXPECT_THAT(message([&] { ops::dropout(x, 1.0, kRng); }), AllOf(HasSubstr("dropout"), HasSubstr("[0, 1)"), HasSubstr("1")));
   EXPECT_THAT(message([&] { ops::dropout(x, -0.1, kRng); }), AllOf(HasSubstr("dropout"), HasSubstr("-0.1")));

@@ -17,9 +17,9 @@
 namespace trident {
 namespace {
 
-using test::f64;
-using test::random_tensor;
-using test::rel_err;
+using testing::f64;
+using testing::random_tensor;
+using testing::rel_err;
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;

@@ -34,7 +34,7 @@ TEST(OptimizerRegistry, ListsAdamWAndSGDWithTheirStateAndKeys) {
 }
 
 TEST(OptimizerRegistry, AnUnknownNameListsTheRegisteredOnes) {
-  EXPECT_EQ(test::error_message([] { (void)optimizer_def("lamb"); }), "optim.name must be adamw or sgd, got 'lamb'");
+  EXPECT_EQ(testing::error_message([] { (void)optimizer_def("lamb"); }), "optim.name must be adamw or sgd, got 'lamb'");
 }
 
 TEST(OptimizerRegistry, MethodsComeFromTheKeysTheEntryReads) {
@@ -51,7 +51,7 @@ TEST(OptimizerRegistry, MethodsComeFromTheKeysTheEntryReads) {
   EXPECT_THROW((void)sgd.options<AdamWOptions>(), Error);
   // An options struct names its entry.
   EXPECT_EQ(Method(SGDOptions{}).def().name, "sgd");
-  EXPECT_NE(test::error_message([] { (void)method_from_settings("adamw", {{"betas", {0.9}}}); }).find("optim.betas"),
+  EXPECT_NE(testing::error_message([] { (void)method_from_settings("adamw", {{"betas", {0.9}}}); }).find("optim.betas"),
             std::string::npos);
 }
 
@@ -100,10 +100,10 @@ TEST(OptimizerRegistry, CheckUpdateRefusesTensorsThatDoNotMatch) {
   std::vector<Tensor> state = {Tensor::zeros({4}, DType::f32), Tensor::zeros({4}, DType::f32)};
   EXPECT_NO_THROW(check_update(d, {&p, &w, &g, state}));
   state[1] = Tensor::zeros({4}, DType::f64);
-  EXPECT_EQ(test::error_message([&] { check_update(d, {&p, &w, &g, state}); }),
+  EXPECT_EQ(testing::error_message([&] { check_update(d, {&p, &w, &g, state}); }),
             "adamw: exp_avg_sq of 'w' has dtype f64, expected f32");
   state[1] = Tensor::zeros({3}, DType::f32);
-  EXPECT_NE(test::error_message([&] { check_update(d, {&p, &w, &g, state}); }).find("must hold its 4 elements"),
+  EXPECT_NE(testing::error_message([&] { check_update(d, {&p, &w, &g, state}); }).find("must hold its 4 elements"),
             std::string::npos);
 }
 

@@ -21,8 +21,8 @@ namespace trident::parallel {
 namespace {
 
 namespace ag = trident::autograd;
-using test::f64;
-using test::rel_err;
+using testing::f64;
+using testing::rel_err;
 
 // [rows, vocab] real logits followed by `pad` columns of large garbage.
 Tensor padded(const Tensor& z, std::int64_t pad, double garbage = 1e4) {
@@ -31,7 +31,7 @@ Tensor padded(const Tensor& z, std::int64_t pad, double garbage = 1e4) {
 
 TEST(VocabParallelCrossEntropyLocal, GradientMatchesCentralDifferencesInF64) {
   const std::int64_t N = 6, V = 9, pad = 3;
-  Tensor z = padded(test::random_tensor({N, V}, 11, -2.0, 2.0, DType::f64), pad, 30.0);
+  Tensor z = padded(testing::random_tensor({N, V}, 11, -2.0, 2.0, DType::f64), pad, 30.0);
   const Tensor y = Tensor::from_vector<std::int64_t>({0, 8, -100, 4, 2, 8}, {N});
   for (double normalizer : {0.0, 7.0}) {
     // L = 2.5 · CE, so the upstream gradient is not 1.
@@ -64,7 +64,7 @@ TEST(VocabParallelCrossEntropyLocal, GradientMatchesCentralDifferencesInF64) {
 TEST(VocabParallelCrossEntropyLocal, MatchesFusedCrossEntropyOnLongRows) {
   const std::int64_t N = 8, V = 1000, pad = 24;
   for (DType dtype : {DType::f64, DType::f32, DType::bf16}) {
-    const Tensor z = test::random_tensor({N, V}, 12, -6.0, 6.0, dtype);
+    const Tensor z = testing::random_tensor({N, V}, 12, -6.0, 6.0, dtype);
     const Tensor y = Tensor::from_vector<std::int32_t>({3, 999, 500, -100, 0, 31, 32, 968}, {N});
     Variable full(z.clone(), true);
     Variable ref = ag::cross_entropy(full, y);
@@ -84,7 +84,7 @@ TEST(VocabParallelCrossEntropyLocal, BadTargetErrorNamesRowTargetAndVocabSize) {
   for (std::int64_t bad : {std::int64_t{13}, std::int64_t{-5}}) {
     // 13 is a column of the slice but a padding id: still out of range.
     const Tensor y = Tensor::from_vector<std::int64_t>({1, -100, 2, bad}, {4});
-    const std::string msg = test::error_message([&] { vocab_parallel_cross_entropy(x, y, 0, 13, nullptr); });
+    const std::string msg = testing::error_message([&] { vocab_parallel_cross_entropy(x, y, 0, 13, nullptr); });
     EXPECT_NE(msg.find("row 3"), std::string::npos) << msg;
     EXPECT_NE(msg.find("target " + std::to_string(bad)), std::string::npos) << msg;
     EXPECT_NE(msg.find("vocab_size = 13"), std::string::npos) << msg;
@@ -92,7 +92,7 @@ TEST(VocabParallelCrossEntropyLocal, BadTargetErrorNamesRowTargetAndVocabSize) {
 }
 
 TEST(VocabParallelCrossEntropyLocal, AllRowsIgnoredGivesZeroLossAndGradient) {
-  Variable x(test::random_tensor({3, 8}, 13), true);
+  Variable x(testing::random_tensor({3, 8}, 13), true);
   Variable loss = vocab_parallel_cross_entropy(x, Tensor::full({3}, -100.0, DType::i64), 0, 6, nullptr);
   loss.backward();
   EXPECT_EQ(loss.data().item(), 0.0);
@@ -104,7 +104,7 @@ TEST(VocabParallelCrossEntropyLocal, ThreadCountDoesNotChangeABit) {
   const int saved = num_threads();
   const std::int64_t N = 64, V = 5000, pad = 120;
   for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
-    const Tensor z = padded(test::random_tensor({N, V}, 14, -8.0, 8.0, dtype), pad);
+    const Tensor z = padded(testing::random_tensor({N, V}, 14, -8.0, 8.0, dtype), pad);
     std::vector<std::int64_t> ids(N);
     for (std::int64_t i = 0; i < N; ++i) ids[static_cast<std::size_t>(i)] = i % 7 == 3 ? -100 : (i * 613) % V;
     const Tensor y = Tensor::from_vector(ids, {N});

@@ -21,8 +21,8 @@ namespace trident::parallel {
 namespace {
 
 namespace ag = trident::autograd;
-using test::f64;
-using test::rel_err;
+using testing::f64;
+using testing::rel_err;
 
 constexpr double kGarbage = 1e4;
 
@@ -63,7 +63,7 @@ class VocabParallelCrossEntropy : public ::testing::Test {
     const auto N = static_cast<std::int64_t>(ids.size());
     const Tensor y = Tensor::from_vector(ids, {N}).to(c.target_dtype);
     // Same seed on every rank: every rank knows the full logits, to build the reference.
-    const Tensor z = test::random_tensor({N, c.vocab}, seed, -4.0, 4.0, c.dtype);
+    const Tensor z = testing::random_tensor({N, c.vocab}, seed, -4.0, 4.0, c.dtype);
 
     Variable z_full(z.clone(), true);
     Variable loss_full =
@@ -166,7 +166,7 @@ TEST_F(VocabParallelCrossEntropy, BadTargetIsAnErrorOnEveryRank) {
   const std::int64_t t = tp_->size(), chunk = 8;
   Variable z(Tensor::zeros({3, chunk}), true);
   const Tensor y = Tensor::from_vector<std::int64_t>({1, 8 * t - 3, 0}, {3});  // vocab_size 8t − 3 is out of range
-  const std::string msg = test::error_message(
+  const std::string msg = testing::error_message(
       [&] { vocab_parallel_cross_entropy(z, y, tp_->rank() * chunk, 8 * t - 3, tp_); });
   EXPECT_NE(msg.find("row 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("target " + std::to_string(8 * t - 3)), std::string::npos) << msg;

@@ -20,8 +20,8 @@ TEST(NiceStep, IsOneTwoTwoAndAHalfOrFiveTimesAPowerOfTen) {
   EXPECT_DOUBLE_EQ(nice_step(5, 6, 11), 0.1);
   EXPECT_DOUBLE_EQ(nice_step(0, 9, 2), 10);  // 9 rounds up to the next decade
   EXPECT_DOUBLE_EQ(nice_step(-1, 1, 5), 0.5);
-  EXPECT_NE(test::error_message([] { nice_step(1, 1, 5); }), "");
-  EXPECT_NE(test::error_message([] { nice_step(0, NAN, 5); }), "");
+  EXPECT_NE(testing::error_message([] { nice_step(1, 1, 5); }), "");
+  EXPECT_NE(testing::error_message([] { nice_step(0, NAN, 5); }), "");
 }
 
 TEST(LinearAxis, PadsTheRangeAndPutsTicksInside) {
@@ -83,8 +83,8 @@ TEST(LinearAxis, ASinglePointGetsARangeAroundIt) {
   const Axis zero = linear_axis(0, 0, 3, 0);
   EXPECT_DOUBLE_EQ(zero.lo, -1);
   EXPECT_DOUBLE_EQ(zero.hi, 1);
-  EXPECT_NE(test::error_message([] { linear_axis(2, 1, 5); }), "");
-  EXPECT_NE(test::error_message([] { linear_axis(0, INFINITY, 5); }), "");
+  EXPECT_NE(testing::error_message([] { linear_axis(2, 1, 5); }), "");
+  EXPECT_NE(testing::error_message([] { linear_axis(0, INFINITY, 5); }), "");
 }
 
 TEST(LogAxis, PowersOfTenWhenSeveralFallInTheRange) {
@@ -101,8 +101,8 @@ TEST(LogAxis, OneTwoFiveThenEveryDigitWhenTheRangeIsNarrow) {
   EXPECT_EQ(log_axis(1.6, 9, 3, 0).labels, (Labels{"2", "3", "4", "5", "6", "7", "8", "9"}));
   const Axis one = log_axis(3, 3, 3, 0);  // a single value: a fifth of a decade around it
   EXPECT_NEAR(std::log10(one.hi / one.lo), 0.2, 1e-12);
-  EXPECT_NE(test::error_message([] { log_axis(0, 1); }), "");
-  EXPECT_NE(test::error_message([] { log_axis(-1, 1); }), "");
+  EXPECT_NE(testing::error_message([] { log_axis(0, 1); }), "");
+  EXPECT_NE(testing::error_message([] { log_axis(-1, 1); }), "");
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ class FigureTest : public ::testing::Test {
         Panel{"learning rate", false, {Series{"", {10, 20, 30}, {1e-3, 2e-3, 1.5e-3}, palette(0)}}, false});
     return f;
   }
-  const test::TempDir dir_{"trident-figure"};
+  const testing::TempDir dir_{"trident-figure"};
 };
 
 std::uint32_t big_endian(const std::string& s, std::size_t at) {
@@ -73,12 +73,12 @@ TEST_F(FigureTest, WritesAnSvgWithTheSeriesColours) {
 TEST_F(FigureTest, TheExtensionChoosesTheFormat) {
   EXPECT_EQ(figure_format("a/b.png"), "png");
   EXPECT_EQ(figure_format("B.SVG"), "svg");
-  EXPECT_EQ(test::error_message([] { figure_format("loss.jpg"); }),
+  EXPECT_EQ(testing::error_message([] { figure_format("loss.jpg"); }),
             "'loss.jpg': the plot's format follows the extension, .png or .svg, got '.jpg'");
-  EXPECT_EQ(test::error_message([] { figure_format("loss"); }),
+  EXPECT_EQ(testing::error_message([] { figure_format("loss"); }),
             "'loss': the plot's format follows the extension, .png or .svg, got none");
   const fs::path jpg = dir_ / "loss.jpg";
-  EXPECT_NE(test::error_message([&] { write_figure(two_panels(), jpg.string()); }), "");
+  EXPECT_NE(testing::error_message([&] { write_figure(two_panels(), jpg.string()); }), "");
   EXPECT_FALSE(fs::exists(jpg));
 }
 

@@ -14,7 +14,7 @@
 #include "trident/core/error.h"
 #include "trident/core/tensor.h"
 
-namespace trident::test {
+namespace trident::testing {
 
 // Uniform in [lo, hi), drawn in f64 from `seed`, then converted to `dtype`.
 inline Tensor random_tensor(Shape shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0,
@@ -79,4 +79,4 @@ inline std::string error_what(const std::function<void()>& f) {
   return thrown(f, "no error", [](const Error& e) { return std::string(e.what()); });
 }
 
-}  // namespace trident::test
+}  // namespace trident::testing

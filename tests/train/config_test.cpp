@@ -1,4 +1,4 @@
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 
 #include <gtest/gtest.h>
 
@@ -40,13 +40,13 @@ pipeline_num_layers = [1, 1]
 
 TEST(Config, UnknownKeySuggestsNearest) {
   Config c;
-  std::string msg = test::error_message([&] { apply_toml(c, "[train]\nmicro_bach_size = 4\n", "run.toml"); });
+  std::string msg = testing::error_message([&] { apply_toml(c, "[train]\nmicro_bach_size = 4\n", "run.toml"); });
   EXPECT_EQ(msg, "run.toml:2: unknown key 'train.micro_bach_size' (did you mean 'train.micro_batch_size'?)");
-  msg = test::error_message([&] { apply_override(c, "train.lr=0.1"); });
+  msg = testing::error_message([&] { apply_override(c, "train.lr=0.1"); });
   EXPECT_EQ(msg, "--set train.lr=0.1: unknown key 'train.lr' (did you mean 'optim.lr'?)");
-  msg = test::error_message([&] { apply_toml(c, "[trian]\nsteps = 4\n", "run.toml"); });
+  msg = testing::error_message([&] { apply_toml(c, "[trian]\nsteps = 4\n", "run.toml"); });
   EXPECT_NE(msg.find("unknown key 'trian'"), std::string::npos) << msg;
-  msg = test::error_message([&] { apply_toml(c, "[model]\ncompletely_unrelated_thing = 4\n", "run.toml"); });
+  msg = testing::error_message([&] { apply_toml(c, "[model]\ncompletely_unrelated_thing = 4\n", "run.toml"); });
   EXPECT_NE(msg.find("unknown key 'model.completely_unrelated_thing'"), std::string::npos) << msg;
 }
 
@@ -78,18 +78,18 @@ TEST(Config, NearestKeyIsAPlausibleOne) {
 
 TEST(Config, WrongTypeNamesKeyAndExpectation) {
   Config c;
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"ten\"\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[train]\nsteps = \"ten\"\n", "run.toml"); }),
             "run.toml:2: key 'train.steps' must be an integer, got \"ten\"");
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = 1.5\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[train]\nsteps = 1.5\n", "run.toml"); }),
             "run.toml:2: key 'train.steps' must be an integer, got 1.5");
-  EXPECT_NE(test::error_message([&] { apply_toml(c, "[data]\nweights = [\"x\"]\n", "run.toml"); }).find("data.weights[]"),
+  EXPECT_NE(testing::error_message([&] { apply_toml(c, "[data]\nweights = [\"x\"]\n", "run.toml"); }).find("data.weights[]"),
             std::string::npos);
-  EXPECT_NE(test::error_message([&] { apply_toml(c, "[train\nsteps = 1\n", "bad.toml"); }).find("bad.toml:1:"),
+  EXPECT_NE(testing::error_message([&] { apply_toml(c, "[train\nsteps = 1\n", "bad.toml"); }).find("bad.toml:1:"),
             std::string::npos);
-  EXPECT_NE(test::error_message([&] { apply_file(c, "/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { apply_file(c, "/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
   // A directory is not an empty config (it read as one: the run went on with the defaults).
   const std::string dir = ::testing::TempDir();
-  EXPECT_EQ(test::error_message([&] { apply_file(c, dir); }),
+  EXPECT_EQ(testing::error_message([&] { apply_file(c, dir); }),
             "cannot read config file '" + dir + "': it is a directory, not a TOML file");
 }
 
@@ -97,15 +97,15 @@ TEST(Config, AWrongValueIsNamedOnOneLine) {
   // A table where a value belongs is a wrong type, not an unknown key, and the
   // message stays on one line however the table was written.
   Config c;
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim]\nbetas = {beta1 = 0.9, beta2 = 0.95}\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[optim]\nbetas = {beta1 = 0.9, beta2 = 0.95}\n", "run.toml"); }),
             "run.toml:2: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, beta2 = 0.95 }");
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim.betas]\nbeta1 = 0.9\n[optim.betas.x]\ny = 1\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[optim.betas]\nbeta1 = 0.9\n[optim.betas.x]\ny = 1\n", "run.toml"); }),
             "run.toml:1: key 'optim.betas' must be a list of floats, got { beta1 = 0.9, x = { y = 1 } }");
   // A string with a line break is shown escaped.
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nsteps = \"\"\"ten\nsteps\"\"\"\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[train]\nsteps = \"\"\"ten\nsteps\"\"\"\n", "run.toml"); }),
             "run.toml:2: key 'train.steps' must be an integer, got \"ten\\nsteps\"");
   // Deeper tables under a section that are not keys stay unknown keys.
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[optim.bets]\nbeta1 = 0.9\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[optim.bets]\nbeta1 = 0.9\n", "run.toml"); }),
             "run.toml:1: unknown key 'optim.bets' (did you mean 'optim.betas'?)");
 }
 
@@ -118,14 +118,14 @@ TEST(Config, OverridesParseTomlValuesAndBareWords) {
   EXPECT_TRUE(c.dist.sequence_parallel);
   EXPECT_EQ(c.data.paths, (std::vector<std::string>{"x"}));
   EXPECT_EQ(c.model.preset, "gpt2");
-  EXPECT_NE(test::error_message([&] { apply_override(c, "train.steps=many"); }).find("must be an integer"), std::string::npos);
-  EXPECT_NE(test::error_message([&] { apply_override(c, "nonsense"); }).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { apply_override(c, "train.steps=many"); }).find("must be an integer"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { apply_override(c, "nonsense"); }).find("expected section.key=value"), std::string::npos);
   // Spaces around '=' as a TOML file has them: the key was 'train.steps ' ("did you mean 'train.steps'?").
   apply_override(c, "train.steps = 30");
   EXPECT_EQ(c.train.steps, 30);
   apply_override(c, "train.precision = fp16");
   EXPECT_EQ(c.train.precision, "fp16");
-  EXPECT_NE(test::error_message([&] { apply_override(c, " = 3"); }).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { apply_override(c, " = 3"); }).find("expected section.key=value"), std::string::npos);
 }
 
 // Every numeric key has a domain, checked where the value is given (so the
@@ -173,11 +173,11 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
   };
   for (const auto& [assignment, want] : bad) {
     Config c;
-    const std::string msg = test::error_message([&] { apply_override(c, assignment); });
+    const std::string msg = testing::error_message([&] { apply_override(c, assignment); });
     EXPECT_NE(msg.find("--set " + assignment + ": " + want), std::string::npos) << assignment << ": " << msg;
   }
   Config c;
-  EXPECT_EQ(test::error_message([&] { apply_toml(c, "[train]\nglobal_batch_size = -8\n", "run.toml"); }),
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[train]\nglobal_batch_size = -8\n", "run.toml"); }),
             "run.toml:2: key 'train.global_batch_size' must be 0 or more (0 = micro_batch_size × data_parallel_size), "
             "got -8");
   // The defaults and the documented "off"/"default" values are in range.

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/preprocess.h"
-#include "trident/data/tokenizer.h"
-#include "trident/data/wordpiece_trainer.h"
+#include "trident/data/tokenizer/bpe_trainer.h"
+#include "trident/data/dataset/preprocess.h"
+#include "trident/data/tokenizer/tokenizer.h"
+#include "trident/data/tokenizer/wordpiece_trainer.h"
 
 namespace trident::testing {
 

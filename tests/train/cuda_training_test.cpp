@@ -11,7 +11,7 @@
 #include "trident/autograd/autograd.h"
 #include "trident/kernels/cuda/device.h"
 #include "trident/kernels/cuda/matmul.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/optim/optimizer.h"
 #include "trident/train/trainer.h"
 #include "corpus_suite.h"
@@ -114,7 +114,7 @@ TEST_F(CudaTrainingOnGpu, StepLoopMakesNoDriverAllocationsOrHeuristicQueries) {
   for (const DType compute : {DType::f32, DType::bf16}) {
     models::TransformerSpec spec = models::preset("gpt2");
     spec.n_layer = 2;
-    models::CausalLM model(spec);
+    models::TransformerLM model(spec);
     model.initialize(1);
     model.to(Device::cuda(0));
     optim::AdamW opt(model.parameters(), optim::AdamWOptions{0.9, 0.95, 1e-8, 0.1});

@@ -1,5 +1,5 @@
 // DeepSpeed's JSON config mapped onto trident's keys (docs/deepspeed.md).
-#include "trident/train/deepspeed_config.h"
+#include "trident/train/config/deepspeed_config.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 #include "trident/core/error.h"
 #include "trident/optim/schedule.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 #include "trident/train/setup.h"
 
 namespace trident::train {
@@ -25,7 +25,7 @@ std::vector<std::string> apply(Config& c, const std::string& text, std::int64_t 
 }
 std::string error_of(const std::string& text, std::int64_t dp = 1) {
   Config c;
-  return test::error_message([&] { apply(c, text, dp); });
+  return testing::error_message([&] { apply(c, text, dp); });
 }
 bool has_line(const std::vector<std::string>& lines, const std::string& line) {
   return std::find(lines.begin(), lines.end(), line) != lines.end();
@@ -57,7 +57,7 @@ TEST(DeepSpeedConfig, SeedFileVerbatim) {
       << joined(lines);
   // On one process the same file is DeepSpeed's batch error, in one line.
   Config one;
-  const std::string msg = test::error_message([&] { apply_deepspeed_file(one, kSeed, 1); });
+  const std::string msg = testing::error_message([&] { apply_deepspeed_file(one, kSeed, 1); });
   EXPECT_EQ(msg, kSeed + ": train_batch_size 4 != train_micro_batch_size_per_gpu 1 × gradient_accumulation_steps 1 × "
                          "1 data-parallel rank = 1; DeepSpeed requires them equal");
   EXPECT_EQ(msg.find('\n'), std::string::npos);

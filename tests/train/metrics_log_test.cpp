@@ -1,6 +1,6 @@
-// Reading metrics.jsonl back (train/metrics_log.h): what MetricsLogger writes, repeated steps, values
+// Reading metrics.jsonl back (train/log/metrics_log.h): what MetricsLogger writes, repeated steps, values
 // that are not finite, and bad files named with the line at fault.
-#include "trident/train/metrics_log.h"
+#include "trident/train/log/metrics_log.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "testing/helpers.h"
-#include "trident/train/metrics.h"
+#include "trident/train/log/metrics.h"
 
 namespace trident::train {
 namespace {
@@ -19,9 +19,9 @@ class MetricsLogTest : public ::testing::Test {
  protected:
   void write(const std::string& text) { std::ofstream(path_, std::ios::binary) << text; }
   std::string error() {
-    return test::error_message([&] { read_metrics_log(path_); });
+    return testing::error_message([&] { read_metrics_log(path_); });
   }
-  const test::TempDir dir_{"trident-metrics-log"};
+  const testing::TempDir dir_{"trident-metrics-log"};
   const std::string path_ = dir_ / "metrics.jsonl";
 };
 
@@ -121,9 +121,9 @@ TEST_F(MetricsLogTest, AnUnfinishedLastLineIsSkipped) {
 
 TEST_F(MetricsLogTest, BadFilesAreErrorsNamingTheFileAndLine) {
   EXPECT_EQ(
-      test::error_message([&] { read_metrics_log(dir_ / "none.jsonl"); }),
+      testing::error_message([&] { read_metrics_log(dir_ / "none.jsonl"); }),
       fmt::format("'{}/none.jsonl': no such file (trident train writes its log.metrics_file, metrics.jsonl by default, into the run directory)", dir_.path().string()));
-  EXPECT_EQ(test::error_message([&] { read_metrics_log(dir_.path().string()); }),
+  EXPECT_EQ(testing::error_message([&] { read_metrics_log(dir_.path().string()); }),
             fmt::format("'{}': is a directory, not a metrics file", dir_.path().string()));
   write("");
   EXPECT_EQ(error(), fmt::format("'{}': no \"loss\" or \"val_loss\" value (the file is empty)", path_));

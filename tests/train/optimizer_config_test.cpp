@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "trident/optim/registry.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 
 namespace trident::train {
 namespace {

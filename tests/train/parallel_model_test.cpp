@@ -36,7 +36,7 @@ MicroBatch samples(std::int64_t first, std::int64_t vocab) {
   return {Tensor::from_vector(ids, {kMicroBatch, kSeqLen}), Tensor::from_vector(labels, {kMicroBatch, kSeqLen})};
 }
 
-std::vector<float> values(const models::CausalLM& model) {
+std::vector<float> values(const models::TransformerLM& model) {
   std::vector<float> out;
   for (const nn::Parameter* p : model.parameters()) {
     const auto v = p->var.data().to_vector<float>();
@@ -55,7 +55,7 @@ class ParallelModelTest : public ::testing::Test {
       fs::remove_all(shared_);
       models::TransformerSpec spec = models::preset("gpt2-tiny");
       spec.dropout = 0.1;
-      models::CausalLM model(spec);
+      models::TransformerLM model(spec);
       model.initialize(5);
       models::save_hf(model, (shared_ / "hf").string());
     }

@@ -16,8 +16,8 @@
 
 #include "layout_runs.h"
 #include "trident/dist/self_communicator.h"
-#include "trident/train/memory_estimate.h"
-#include "trident/train/plan.h"
+#include "trident/train/plan/memory_estimate.h"
+#include "trident/train/plan/plan.h"
 
 namespace trident::train {
 namespace {

@@ -1,4 +1,4 @@
-// trident plan's layout search, traffic and bubble (train/plan.h). The memory model against measured
+// trident plan's layout search, traffic and bubble (train/plan/plan.h). The memory model against measured
 // peaks is plan_memory_test.cpp.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include "corpus_suite.h"
 #include "trident/core/error.h"
 #include "trident/models/family.h"
-#include "trident/train/plan.h"
+#include "trident/train/plan/plan.h"
 #include "trident/train/trainer.h"
 
 namespace trident::train {

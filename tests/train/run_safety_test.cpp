@@ -15,9 +15,9 @@
 #include "corpus.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/core/error.h"
-#include "trident/models/causal_lm.h"
-#include "trident/train/memory_estimate.h"
-#include "trident/train/metrics.h"
+#include "trident/models/transformer_lm.h"
+#include "trident/train/plan/memory_estimate.h"
+#include "trident/train/log/metrics.h"
 #include "trident/train/run_lock.h"
 #include "trident/train/trainer.h"
 

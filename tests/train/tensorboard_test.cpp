@@ -1,7 +1,7 @@
 // TensorBoard event files (log.tensorboard): the TFRecord framing and its CRC32C against published test
 // vectors, a round trip of written records, and the event writer's file naming, START events and the
 // rewrite of older files on resume. tests/interop/tensorboard_interop.py reads them with TensorBoard.
-#include "trident/train/tensorboard.h"
+#include "trident/train/log/tensorboard.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <regex>
 
 #include "trident/core/error.h"
-#include "trident/train/tfrecord.h"
+#include "trident/train/log/tfrecord.h"
 
 namespace trident::train {
 namespace {

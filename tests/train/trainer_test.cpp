@@ -17,11 +17,11 @@
 
 #include "corpus_suite.h"
 #include "trident/checkpoint/sharded.h"
-#include "trident/data/blended_dataset.h"
-#include "trident/data/indexed_dataset.h"
-#include "trident/data/loader.h"
+#include "trident/data/dataset/blended_dataset.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/dataset/loader.h"
 #include "trident/models/hf.h"
-#include "trident/train/metrics.h"
+#include "trident/train/log/metrics.h"
 #include "trident/train/setup.h"
 
 namespace trident::train {
@@ -79,7 +79,7 @@ TEST_F(Trainer, GradientAccumulationIsEquivalent) {
   EXPECT_LE(max_rel(sb.losses, sa.losses), 1e-6);
   const auto pa = final_params(sa), pb = final_params(sb);
   ASSERT_EQ(pa.size(), pb.size());
-  EXPECT_LE(test::rel_err(pb, pa), 1e-6);
+  EXPECT_LE(testing::rel_err(pb, pa), 1e-6);
 }
 
 TEST_F(Trainer, ValidationLossFallsByAThird) {
@@ -147,7 +147,7 @@ TEST_F(Trainer, VocabularyPaddingChangesNothing) {
     EXPECT_LE(max_rel(s->losses, plain.losses), 1e-6);
     const auto p = final_params(*s), q = final_params(plain);
     ASSERT_EQ(p.size(), q.size());  // the checkpoints hold the real rows only
-    EXPECT_LE(test::rel_err(p, q), 1e-6);  // as a whole: Adam amplifies rounding in weights near zero
+    EXPECT_LE(testing::rel_err(p, q), 1e-6);  // as a whole: Adam amplifies rounding in weights near zero
   }
   auto resumed = with("pad128-resumed-unpadded", "1");
   resumed.overrides.push_back(
@@ -358,7 +358,7 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
   spec.vocab_size = 320;
   spec.max_seq_len = 32;
   spec.d_model = 32;
-  models::CausalLM pretrained(spec);
+  models::TransformerLM pretrained(spec);
   pretrained.initialize(77);
   const std::string hf = (dir_ / "hf-start").string();
   models::save_hf(pretrained, hf);
@@ -385,7 +385,7 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
   for (const std::string key : {"model.rope_theta=123", "model.tie_embeddings=false", "model.norm_eps=0.001",
                                 "model.arch=llama"}) {
     const std::string message =
-        test::error_message([&] { train(pretrained_options("from-hf-ignored", {"model.from_pretrained=" + hf, key})); });
+        testing::error_message([&] { train(pretrained_options("from-hf-ignored", {"model.from_pretrained=" + hf, key})); });
     EXPECT_NE(message.find(key.substr(0, key.find('='))), std::string::npos) << message;
     EXPECT_NE(message.find("fixes the model"), std::string::npos) << message;
   }
@@ -398,7 +398,7 @@ TEST_F(Trainer, FineTuningKeepsThePretrainedRopeScaling) {
   spec.vocab_size = 320;
   spec.max_seq_len = 64;
   spec.rope = {500000.0, RopeScaling::llama3, 8.0, 1.0, 4.0, 32.0};
-  models::CausalLM pretrained(spec);
+  models::TransformerLM pretrained(spec);
   pretrained.initialize(78);
   const std::string hf = (dir_ / "hf-llama31").string();
   models::save_hf(pretrained, hf);
@@ -436,7 +436,7 @@ TEST_F(Trainer, InitStdSetsTheInitialWeights) {
   models::TransformerSpec spec = detail::model_spec(
       load_config("", {"model.init_std=0.5", "model.n_layer=2", "model.n_head=2", "model.d_model=64"}).model, 320, 32);
   EXPECT_EQ(spec.init_std, 0.5);
-  models::CausalLM model(spec);
+  models::TransformerLM model(spec);
   model.initialize(3);
   int checked = 0;
   for (const nn::Parameter* p : model.parameters()) {
@@ -462,7 +462,7 @@ TEST_F(Trainer, EodMaskLoss) {
   ASSERT_FALSE(s.val_losses.empty());
   const Config c = load_config("", o.overrides);
   const detail::DataSources d = detail::open_data(c, 8, 16);
-  models::CausalLM model(detail::model_spec(c.model, d.tokenizer.vocab_size(), c.train.seq_len));
+  models::TransformerLM model(detail::model_spec(c.model, d.tokenizer.vocab_size(), c.train.seq_len));
   model.initialize(static_cast<std::uint64_t>(c.train.seed));
   const std::int64_t eod = *d.tokenizer.eod_id();
   autograd::NoGradGuard no_grad;

@@ -3,12 +3,12 @@
 // loading.
 #pragma once
 
-#include "trident/data/blended_dataset.h"
-#include "trident/data/bpe_trainer.h"
-#include "trident/data/gpt_dataset.h"
-#include "trident/data/indexed_dataset.h"
-#include "trident/data/loader.h"
-#include "trident/data/masked_lm.h"
-#include "trident/data/preprocess.h"
-#include "trident/data/split.h"
-#include "trident/data/tokenizer.h"
+#include "trident/data/dataset/blended_dataset.h"
+#include "trident/data/tokenizer/bpe_trainer.h"
+#include "trident/data/dataset/gpt_dataset.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/dataset/loader.h"
+#include "trident/data/dataset/masked_lm.h"
+#include "trident/data/dataset/preprocess.h"
+#include "trident/data/dataset/split.h"
+#include "trident/data/tokenizer/tokenizer.h"

@@ -33,7 +33,7 @@ class HfConfigWriter;  // config.json being written
 // What a family's model learns from, which decides the samples the data pipeline builds.
 enum class Objective {
   next_token,  // causal LM: labels are the inputs shifted by one (data::GptDataset)
-  masked_lm,   // encoder: a sample is read whole, some tokens are masked and predicted (data/masked_lm.h)
+  masked_lm,   // encoder: a sample is read whole, some tokens are masked and predicted (data/dataset/masked_lm.h)
 };
 
 // Generation (trident generate, sampling.h) needs a causal model.
@@ -50,7 +50,7 @@ struct ModelParallel {
 };
 
 // Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
-struct DecoderNames {
+struct PartNames {
   std::string token_embedding;     // "transformer.wte": its ".weight" is the table
   std::string position_embedding;  // learned absolute positions ("transformer.wpe"); empty = none
   std::string embed_dropout;       // the dropout site after the embeddings
@@ -72,7 +72,7 @@ struct Family {
   std::string hf_architecture;  // config.json architectures[0]
   bool moe = false;             // its blocks are mixtures of experts (TransformerSpec::n_experts and the moe_* options)
   Objective objective = Objective::next_token;
-  DecoderNames names;
+  PartNames names;
   // A document's first token defaults to the end-of-document token when the tokenizer has no
   // begin-of-sequence token (GPT-2's convention: <|endoftext|> begins and ends).
   bool eod_is_bos = false;
@@ -114,7 +114,7 @@ struct Family {
   // units) by the tensor-parallel size; `experts` (the rows a mixture of experts dispatches) run whole on
   // every tensor-parallel rank and move between expert-parallel ranks with the routing. `backward`: what
   // the block's backward holds at once beyond them (the gradients of its widest values), split like
-  // `split`. The planner's memory model (train/memory_estimate.h) sums them;
+  // `split`. The planner's memory model (train/plan/memory_estimate.h) sums them;
   // tests/train/plan_memory_test.cpp holds the sum to measured peaks. Default: GPT-2's block.
   struct SavedValues {
     long double replicated = 0, split = 0, experts = 0, backward = 0;

@@ -115,7 +115,7 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
   TRIDENT_CHECK(max_shard_bytes > 0, "Hugging Face export: the shard size limit must be positive");
   // The model's parameters in order, cut into files of at most max_shard_bytes of tensor data
   // (a tensor larger than the limit gets a file of its own, as transformers does).
-  const CausalLM layout(spec);  // names and global shapes only: nothing is allocated before initialize()
+  const TransformerLM layout(spec);  // names and global shapes only: nothing is allocated before initialize()
   const Family& fam = family(spec.family);
   std::vector<std::vector<const nn::Parameter*>> files(1);
   std::uint64_t in_file = 0, total = 0;
@@ -178,7 +178,7 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
   return written;
 }
 
-void save_hf(const CausalLM& model, const std::string& dir, DType dtype, std::uint64_t max_shard_bytes) {
+void save_hf(const TransformerLM& model, const std::string& dir, DType dtype, std::uint64_t max_shard_bytes) {
   std::map<std::string, Tensor> by_name;
   for (const nn::Parameter* p : model.parameters()) by_name[p->name] = p->whole_value();
   TRIDENT_CHECK(model.is_whole(), "save_hf: the model is one pipeline stage; export through a checkpoint instead");
@@ -187,7 +187,7 @@ void save_hf(const CausalLM& model, const std::string& dir, DType dtype, std::ui
       max_shard_bytes);
 }
 
-void load_hf_weights(CausalLM& model, const std::string& dir) {
+void load_hf_weights(TransformerLM& model, const std::string& dir) {
   // Which file holds each tensor: the single file when there is one, else the index of a sharded save —
   // transformers' order, which matters where both are there (a sharded save followed by an unsharded one
   // into the same directory removes the shards but leaves the index).

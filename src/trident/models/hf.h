@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 
 namespace trident::models {
 
@@ -42,12 +42,12 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
                                   const std::vector<std::string>& extra_files = {});
 
 // write_hf from a single-process model (every parameter must be whole).
-void save_hf(const CausalLM& model, const std::string& dir, DType dtype = DType::f32,
+void save_hf(const TransformerLM& model, const std::string& dir, DType dtype = DType::f32,
              std::uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 // Loads weights from DIR (model.safetensors, or model.safetensors.index.json with
 // shards) into an initialised model, each parameter reading only its own shard.
 // Missing tensors and shape mismatches are errors naming the tensor and both shapes.
-void load_hf_weights(CausalLM& model, const std::string& dir);
+void load_hf_weights(TransformerLM& model, const std::string& dir);
 
 }  // namespace trident::models

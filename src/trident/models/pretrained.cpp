@@ -23,7 +23,7 @@ fs::path target_of(const std::string& dir) {
 
 // The sharded layout: rank 0 prepares DIR.tmp, every rank writes its pieces, rank 0 commits meta.json
 // (with the files' checksums) and renames the whole into place.
-void save_sharded(const std::vector<const CausalLM*>& chunks, const fs::path& dir, dist::Communicator& world,
+void save_sharded(const std::vector<const TransformerLM*>& chunks, const fs::path& dir, dist::Communicator& world,
                   Replica replica, const std::vector<std::string>& extra_files, std::vector<std::string>& files) {
   const std::string final_dir = dir.string();
   const std::string tmp = final_dir + ".tmp";  // what begin_checkpoint prepares
@@ -35,7 +35,7 @@ void save_sharded(const std::vector<const CausalLM*>& chunks, const fs::path& di
   });
   dist::on_every_rank(world, [&] {
     std::vector<checkpoint::TensorPiece> pieces;
-    for (const CausalLM* chunk : chunks) {
+    for (const TransformerLM* chunk : chunks) {
       const int tp_rank = chunk->tensor_parallel().rank();
       for (const nn::Parameter* p : chunk->parameters()) {
         const int replica_rank = p->expert_parallel ? replica.expert_data_parallel_rank : replica.data_parallel_rank;
@@ -78,7 +78,7 @@ TransformerSpec pretrained_spec(const std::string& dir) {
   return read_hf_config(config.string());
 }
 
-void load_pretrained(CausalLM& model, const std::string& dir) {
+void load_pretrained(TransformerLM& model, const std::string& dir) {
   if (!is_sharded_save(dir)) {
     load_hf_weights(model, dir);
     return;
@@ -92,15 +92,15 @@ void load_pretrained(CausalLM& model, const std::string& dir) {
   }
 }
 
-std::unique_ptr<CausalLM> from_pretrained(const std::string& dir, const ModelParallel& parallel, StageRange stage,
+std::unique_ptr<TransformerLM> from_pretrained(const std::string& dir, const ModelParallel& parallel, StageRange stage,
                                           std::uint64_t seed) {
-  auto model = std::make_unique<CausalLM>(pretrained_spec(dir), parallel, stage);
+  auto model = std::make_unique<TransformerLM>(pretrained_spec(dir), parallel, stage);
   model->initialize(seed);
   load_pretrained(*model, dir);
   return model;
 }
 
-std::vector<std::string> save_pretrained(const std::vector<const CausalLM*>& chunks, const std::string& dir,
+std::vector<std::string> save_pretrained(const std::vector<const TransformerLM*>& chunks, const std::string& dir,
                                          dist::Communicator& world, Replica replica, const SaveOptions& options) {
   const fs::path target = target_of(dir);
   std::vector<std::string> files;
@@ -144,7 +144,7 @@ std::vector<std::string> merge_pretrained(const checkpoint::CheckpointReader& re
       [&](const std::string& name, DType dt) {
         const std::string key = "model/" + name;
         TRIDENT_CHECK(reader.contains(key), "checkpoint '{}' has no tensor '{}' (expected shape {})", dir, key,
-                      CausalLM(spec).find_parameter(name)->global_shape);
+                      TransformerLM(spec).find_parameter(name)->global_shape);
         return reader.read(key, dt);
       },
       max_shard_bytes, extra_files);

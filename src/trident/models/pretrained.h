@@ -18,7 +18,7 @@
 
 #include "trident/checkpoint/sharded.h"
 #include "trident/dist/communicator.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/models/hf.h"
 
 namespace trident::models {
@@ -33,13 +33,13 @@ TransformerSpec pretrained_spec(const std::string& dir);
 // DIR of either kind, reading only this rank's boxes. Parameters must be initialised
 // (Module::initialize); those a Hugging Face directory may lack (Family::optional_in_hf) keep their
 // initial values. Errors name the directory, the tensor and both shapes. Any rank may call it alone.
-void load_pretrained(CausalLM& model, const std::string& dir);
+void load_pretrained(TransformerLM& model, const std::string& dir);
 
 // Builds this rank's part of the model in DIR — the shard `parallel` gives (tensor- and expert-parallel
 // groups; none = whole), the layers of `stage` — initialises it from `seed` (Module::initialize, in
 // fp32) and loads it (load_pretrained). The caller owns the result. Each rank calls it for its own part;
 // nothing is communicated.
-std::unique_ptr<CausalLM> from_pretrained(const std::string& dir, const ModelParallel& parallel = {},
+std::unique_ptr<TransformerLM> from_pretrained(const std::string& dir, const ModelParallel& parallel = {},
                                           StageRange stage = {}, std::uint64_t seed = 0);
 
 struct SaveOptions {
@@ -62,7 +62,7 @@ struct Replica {
 // A parameter is written by its first data-parallel replica, a replicated one by tensor-parallel
 // rank 0, a tied copy never. DIR appears whole or not at all (written beside it, then renamed); an
 // error on any rank is thrown on every rank. Returns DIR's files (the same list on every rank).
-std::vector<std::string> save_pretrained(const std::vector<const CausalLM*>& chunks, const std::string& dir,
+std::vector<std::string> save_pretrained(const std::vector<const TransformerLM*>& chunks, const std::string& dir,
                                          dist::Communicator& world, Replica replica = {},
                                          const SaveOptions& options = {});
 

@@ -44,7 +44,7 @@ struct AuxLosses {
   };
   std::vector<autograd::Variable> losses;  // scalars: load-balancing and z losses, coefficient-scaled
   std::vector<LayerStats> stats;           // one entry per MoE layer per forward pass
-  // What `losses` added to the objective, each weighted as the model's loss weighted it (CausalLM::loss:
+  // What `losses` added to the objective, each weighted as the model's loss weighted it (TransformerLM::loss:
   // by the micro-batch's share of the global batch's tokens); summed over the forward passes.
   double weighted_value = 0;
 

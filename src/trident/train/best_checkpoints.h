@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 
 namespace trident::train::detail {
 

@@ -9,9 +9,9 @@
 
 #include "trident/core/device.h"
 #include "trident/core/dtype.h"
-#include "trident/data/loader.h"
+#include "trident/data/dataset/loader.h"
 #include "trident/dist/communicator.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 
 namespace trident::train::detail {
 

@@ -13,12 +13,12 @@ ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par
     : par_(par), spec_(spec), options_(std::move(options)) {
   const models::ModelParallel mp = par.model_parallel();
   if (!par.pipelined()) {
-    chunks_.push_back(std::make_unique<models::CausalLM>(spec, mp));
+    chunks_.push_back(std::make_unique<models::TransformerLM>(spec, mp));
   } else {
     const int p = par.pp_size, v = par.chunks;
     const auto ranges = models::family(spec.family).partition(spec.n_layer, p * v, options_.stage_layers);
     for (int c = 0; c < v; ++c) {
-      chunks_.push_back(std::make_unique<models::CausalLM>(spec, mp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
+      chunks_.push_back(std::make_unique<models::TransformerLM>(spec, mp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
     }
     executor_ = std::make_unique<pl::Executor>(par.pp, v);
     const std::int64_t t = par.sequence_parallel ? par.tp_size : 1;
@@ -39,7 +39,7 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
                                 par_.pp_rank);
     return pipeline_pass(list, micro_batches, next, context, normalizer, loss_scale);
   }
-  const models::CausalLM& model = *chunks_.front();
+  const models::TransformerLM& model = *chunks_.front();
   double local = 0;
   step_aux_.clear();
   for (std::int64_t m = 0; m < micro_batches; ++m) {
@@ -69,7 +69,7 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
   std::map<int, data::Batch> batches;
   double local = 0;  // the losses computed here (last stage)
   // A mixture of experts' auxiliary losses leave each chunk beside its activation (side_loss), weighted
-  // as CausalLM::loss weights them: by the micro-batch's share of the global batch's tokens.
+  // as TransformerLM::loss weights them: by the micro-batch's share of the global batch's tokens.
   nn::AuxLosses chunk_aux;
   step_aux_.clear();
   pl::StepCallbacks cb;
@@ -85,7 +85,7 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
     return loss_scale != 1.0 ? autograd::scale(aux, loss_scale) : aux;
   };
   cb.forward = [&](int mb, int chunk, const Variable& input) -> Variable {
-    const models::CausalLM& model = *chunks_[static_cast<std::size_t>(chunk)];
+    const models::TransformerLM& model = *chunks_[static_cast<std::size_t>(chunk)];
     nn::ForwardContext ctx = context(mb);
     if (spec_.n_experts > 0 && ctx.training) ctx.aux = &chunk_aux;
     const auto batch = batches.find(mb);

@@ -18,8 +18,8 @@
 #include <optional>
 #include <vector>
 
-#include "trident/data/loader.h"
-#include "trident/models/causal_lm.h"
+#include "trident/data/dataset/loader.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/parallel/pipeline/executor.h"
 #include "trident/parallel/pipeline/schedule.h"
 #include "trident/train/parallel_state.h"
@@ -45,7 +45,7 @@ class ModelRunner {
   // by dist.pipeline_num_layers.
   ModelRunner(const models::TransformerSpec& spec, ParallelState& par, Options options);
 
-  const std::vector<std::unique_ptr<models::CausalLM>>& chunks() const noexcept { return chunks_; }
+  const std::vector<std::unique_ptr<models::TransformerLM>>& chunks() const noexcept { return chunks_; }
   // Every parameter of every chunk.
   const std::vector<nn::Parameter*>& parameters() const noexcept { return params_; }
   // This rank reads micro-batches: it hosts the first virtual stage (token ids) or the last (labels).
@@ -93,7 +93,7 @@ class ModelRunner {
   models::TransformerSpec spec_;
   Options options_;
   parallel::pipeline::Boundary boundary_;
-  std::vector<std::unique_ptr<models::CausalLM>> chunks_;
+  std::vector<std::unique_ptr<models::TransformerLM>> chunks_;
   std::vector<nn::Parameter*> params_;
   std::unique_ptr<parallel::pipeline::Executor> executor_;
   nn::AuxLosses step_aux_;

@@ -146,8 +146,8 @@ const ParallelGroups& ParallelModel::groups() const noexcept { return impl_->par
 const std::vector<nn::Parameter*>& ParallelModel::parameters() const noexcept { return impl_->runner->parameters(); }
 std::int64_t ParallelModel::steps() const noexcept { return impl_->steps; }
 
-std::vector<const models::CausalLM*> ParallelModel::chunks() const {
-  std::vector<const models::CausalLM*> out;
+std::vector<const models::TransformerLM*> ParallelModel::chunks() const {
+  std::vector<const models::TransformerLM*> out;
   for (const auto& chunk : impl_->runner->chunks()) out.push_back(chunk.get());
   return out;
 }

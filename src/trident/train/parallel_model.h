@@ -23,7 +23,7 @@
 #include "trident/dist/communicator.h"
 #include "trident/dist/group.h"
 #include "trident/dist/mesh.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/models/pretrained.h"
 #include "trident/parallel/pipeline/schedule.h"
 
@@ -125,7 +125,7 @@ class ParallelModel {
   const models::TransformerSpec& spec() const noexcept;
   const ParallelGroups& groups() const noexcept;
   // This rank's model chunks (one, or virtual_stages under the interleaved schedule).
-  std::vector<const models::CausalLM*> chunks() const;
+  std::vector<const models::TransformerLM*> chunks() const;
   // Every parameter this rank holds: what its optimizer updates.
   const std::vector<nn::Parameter*>& parameters() const noexcept;
   // Zeroes the gradients (lazily, Variable::zero_grad), as the optimizer's zero_grad does.

@@ -14,7 +14,7 @@
 #include "trident/dist/self_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
 #include "trident/models/pretrained.h"
-#include "trident/train/memory_estimate.h"
+#include "trident/train/plan/memory_estimate.h"
 
 namespace trident::train::detail {
 

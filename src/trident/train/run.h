@@ -11,11 +11,11 @@
 #include <memory>
 #include <string>
 
-#include "trident/data/loader.h"
+#include "trident/data/dataset/loader.h"
 #include "trident/optim/loss_scaler.h"
 #include "trident/optim/schedule.h"
 #include "trident/train/device.h"
-#include "trident/train/metrics.h"
+#include "trident/train/log/metrics.h"
 #include "trident/train/model_runner.h"
 #include "trident/train/parallel_state.h"
 #include "trident/train/run_checkpoint.h"

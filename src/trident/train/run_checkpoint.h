@@ -21,9 +21,9 @@
 #include <string>
 
 #include "trident/checkpoint/sharded.h"
-#include "trident/models/causal_lm.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/train/best_checkpoints.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 #include "trident/train/parallel_state.h"
 
 namespace trident::train::detail {

@@ -3,11 +3,11 @@
 
 #include <memory>
 
-#include "trident/data/sample_source.h"
-#include "trident/data/tokenizer.h"
-#include "trident/models/causal_lm.h"
+#include "trident/data/dataset/sample_source.h"
+#include "trident/data/tokenizer/tokenizer.h"
+#include "trident/models/transformer_lm.h"
 #include "trident/optim/schedule.h"
-#include "trident/train/config.h"
+#include "trident/train/config/config.h"
 
 namespace trident::train::detail {
 

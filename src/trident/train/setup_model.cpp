@@ -8,10 +8,10 @@
 #include <numeric>
 #include <set>
 
-#include "trident/data/blended_dataset.h"
-#include "trident/data/gpt_dataset.h"
-#include "trident/data/indexed_dataset.h"
-#include "trident/data/split.h"
+#include "trident/data/dataset/blended_dataset.h"
+#include "trident/data/dataset/gpt_dataset.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/dataset/split.h"
 #include "trident/core/atomic_file.h"
 #include "trident/models/hf.h"
 #include "trident/optim/schedule.h"

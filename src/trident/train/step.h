@@ -8,7 +8,7 @@
 
 #include <optional>
 
-#include "trident/train/metrics.h"
+#include "trident/train/log/metrics.h"
 #include "trident/train/run.h"
 
 namespace trident::train::detail {

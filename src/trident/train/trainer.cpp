@@ -16,11 +16,11 @@ namespace trident::train {
 
 using namespace detail;
 
-void load_checkpoint_weights(const std::string& dir, models::CausalLM& model) {
+void load_checkpoint_weights(const std::string& dir, models::TransformerLM& model) {
   load_checkpoint_weights(checkpoint::CheckpointReader(dir), model);
 }
 
-void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::CausalLM& model) {
+void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::TransformerLM& model) {
   load_model(reader, model.parameters());
 }
 

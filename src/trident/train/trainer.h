@@ -15,8 +15,8 @@
 
 #include "trident/core/memory.h"
 #include "trident/dist/communicator.h"
-#include "trident/models/causal_lm.h"
-#include "trident/train/config.h"
+#include "trident/models/transformer_lm.h"
+#include "trident/train/config/config.h"
 
 namespace trident::checkpoint {
 class CheckpointReader;
@@ -85,8 +85,8 @@ void request_stop() noexcept;
 
 // Fills every parameter of `model` (whole, or this rank's tensor-parallel
 // shard) from checkpoint directory `dir`, whatever layout wrote it.
-void load_checkpoint_weights(const std::string& dir, models::CausalLM& model);
+void load_checkpoint_weights(const std::string& dir, models::TransformerLM& model);
 // The same from a checkpoint already open.
-void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::CausalLM& model);
+void load_checkpoint_weights(const checkpoint::CheckpointReader& reader, models::TransformerLM& model);
 
 }  // namespace trident::train

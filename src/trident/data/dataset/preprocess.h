@@ -1,0 +1,65 @@
+// Preprocessing (Megatron's preprocess_data, oslo's DatasetPreprocessor):
+// text, JSONL or Parquet in, Megatron .bin/.idx out, one sequence per document.
+//
+// Streaming in constant memory: a reader cuts the input into batches of
+// documents, worker threads tokenize them (each with its own Encoder cache),
+// and a writer appends the results to the dataset in input order, so the
+// output is identical for any worker count. At most a fixed number of batches
+// are in flight. Empty documents (after tokenization) are skipped and counted.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trident/data/dataset/document_reader.h"
+#include "trident/data/dataset/indexed_dataset.h"
+#include "trident/data/tokenizer/tokenizer.h"
+
+namespace trident::data {
+
+struct PreprocessOptions {
+  std::vector<std::filesystem::path> inputs;
+  std::string output_prefix;
+  std::optional<InputFormat> format;  // nullopt: by file extension
+  std::string json_key = "text";           // JSONL key, and Parquet column, of the text
+  bool append_eod = false;
+  std::optional<std::string> eod_token = {};  // default: Tokenizer::eod_id()
+  bool add_special_tokens = true;        // the tokenizer's post-processor template (e.g. BOS)
+  // Masked LM (BERT): every document framed by the tokenizer's single-sequence template ([CLS] doc [SEP]),
+  // as Hugging Face run_mlm tokenizes; a document with no tokens of its own is skipped (not written as
+  // [CLS] [SEP]). Needs a template that adds tokens; excludes append_eod and add_special_tokens = false.
+  bool encoder = false;
+  bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
+  int workers = 0;                       // 0: trident::num_threads()
+};
+
+struct PreprocessProgress {
+  std::uint64_t bytes_read = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t documents = 0;
+  std::uint64_t tokens = 0;
+  double seconds = 0;
+};
+
+struct PreprocessSummary {
+  std::uint64_t documents = 0;        // written
+  std::uint64_t empty_documents = 0;  // skipped: no tokens
+  std::uint64_t bad_lines = 0;        // skipped with skip_bad_lines
+  std::uint64_t null_rows = 0;        // Parquet rows whose text is null: skipped
+  std::uint64_t tokens = 0;
+  std::uint64_t input_bytes = 0;
+  double seconds = 0;
+  TokenDType dtype = TokenDType::u16;
+  int workers = 1;
+  double megabytes_per_second() const { return seconds > 0 ? static_cast<double>(input_bytes) / 1e6 / seconds : 0; }
+};
+
+// `progress` (optional) is called from the calling thread about once a second.
+PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions& options,
+                             const std::function<void(const PreprocessProgress&)>& progress = {});
+
+}  // namespace trident::data
