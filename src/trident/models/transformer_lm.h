@@ -1,6 +1,9 @@
-// TransformerLM: a decoder language model of any registered family (family.h):
-// token (and learned position) embeddings, the family's blocks, a final norm
-// and the LM head, with the next-token cross-entropy as its loss.
+// TransformerLM: a transformer language model of any registered family (family.h) with
+// its family's objective: token (and learned position, and token-type) embeddings, the
+// family's blocks, a final norm (pre-norm families) and the LM head (through a head
+// transform for encoders). A decoder (GPT-2, LLaMA, ...) is trained on the next-token
+// cross-entropy; an encoder (BERT) on the masked-LM cross-entropy over its masked
+// positions (Family::objective).
 //
 // Parameter names are the family's canonical names (for the families so far,
 // those of their Hugging Face classes, mapped by Family::hf_names). The forward pass is
@@ -134,5 +137,8 @@ class TransformerLM : public nn::Module {
   bool checkpointing_ = false;
   nn::ParameterGatherer* gatherer_ = nullptr;
 };
+
+// The name before it built encoders too; kept so programs written against it still compile.
+using CausalLM [[deprecated("renamed trident::models::TransformerLM")]] = TransformerLM;
 
 }  // namespace trident::models
