@@ -17,6 +17,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/lane_sum.h"
 
 namespace trident::kernels::cpu {
 
@@ -85,15 +86,7 @@ acc_t<T> row_max(const T* x, std::int64_t n) {
 template <typename T>
 acc_t<T> row_sum_exp(const T* x, std::int64_t n, acc_t<T> shift) {
   using A = acc_t<T>;
-  A s[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) s[j] += exp_acc<A>(load(x[i + j]) - shift);
-  }
-  A total = 0;
-  for (int j = 0; j < kLanes; ++j) total += s[j];
-  for (; i < n; ++i) total += exp_acc<A>(load(x[i]) - shift);
-  return total;
+  return lane_sum<kLanes, LaneFold::in_order, A>(n, [&](std::int64_t i) { return exp_acc<A>(load(x[i]) - shift); });
 }
 
 // drow[j] = exp(row[j] - shift) * mul for j < n, rounded once: the softmax-gradient loop of both backwards.
