@@ -31,6 +31,9 @@ constexpr int kLanes = 32;
 // rounding constant's mantissa (no float-to-int conversion). Meant for x <= 0
 // (softmax arguments; larger x saturates near e^88); 0 below -87, where e^x
 // < 1.7e-38 no longer matters to a softmax; NaN stays NaN.
+// Not softmax.h's exp_f32: the same polynomial, but its last step is associated
+// differently (p·(r·r) here) and its cut-off is -87.3, so the two differ in the
+// last bit for some inputs; this one keeps cross-entropy's results bit for bit.
 inline float exp_f32(float x) {
   const float xc = std::min(std::max(x, -87.0f), 88.0f);  // a NaN passes through both
   constexpr float kRound = 12582912.0f;                    // 1.5 * 2^23: adding it rounds to an integer
