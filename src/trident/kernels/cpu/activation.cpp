@@ -31,6 +31,9 @@ inline T round_to(A v) noexcept {
 // below 1e-8 relative), 2^n built in the exponent bits (as 2^(n-1) * 2 so that
 // n = 128 stays finite). Above ln(FLT_MAX) the result is +inf; below -86.5 it
 // is flushed to 0 (e^-86.5 = 2.6e-38: no denormals); NaN stays NaN.
+// Not softmax.h's exp_f32, whose polynomial differs and which saturates at e^88
+// instead of reaching +inf: every activation's result would change in the last
+// bits, and sigmoid(x) for x below -88.7 would no longer be exactly 0.
 inline float exp_f32(float x) noexcept {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;  // 355/512: few bits, n * kLn2Hi is exact

@@ -25,27 +25,5 @@ namespace trident::kernels::cpu {
 
 enum class Activation { gelu_tanh, gelu, silu };
 
-// y = act(x)
-void activation_forward(Activation act, DType dtype, const void* x, void* y, std::int64_t n);
-// dx = dy * act'(x)
-void activation_backward(Activation act, DType dtype, const void* dy, const void* x, void* dx, std::int64_t n);
-
-// y = tanh(x)
-void tanh_forward(DType dtype, const void* x, void* y, std::int64_t n);
-// dx = dy * (1 - y^2), from the forward's output y
-void tanh_backward(DType dtype, const void* dy, const void* y, void* dx, std::int64_t n);
-
-// out = silu(gate) * up
-void swiglu_forward(DType dtype, const void* gate, const void* up, void* out, std::int64_t n);
-// dgate = dy * up * silu'(gate), dup = dy * silu(gate)
-void swiglu_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
-                     std::int64_t n);
-
-// y[r, c] = gelu_tanh(x[r, c] + bias[c])
-void bias_gelu_tanh_forward(DType dtype, const void* x, const void* bias, void* y, std::int64_t rows,
-                            std::int64_t cols);
-// dx[r, c] = dy[r, c] * gelu_tanh'(x[r, c] + bias[c])   (the bias gradient is the column sum of dx)
-void bias_gelu_tanh_backward(DType dtype, const void* dy, const void* x, const void* bias, void* dx,
-                             std::int64_t rows, std::int64_t cols);
-
+#include "trident/kernels/activation.h"
 }  // namespace trident::kernels::cpu

@@ -55,14 +55,5 @@ struct AttentionDims {
 // Whether bf16 runs on AVX512-BF16 dot products in this build.
 bool attention_uses_bf16_dot_products() noexcept;
 
-// out and lse from q, k, v (mask and key_mask may be null). Overwrites out and lse.
-void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, const void* key_mask, void* out, void* lse);
-
-// dq, dk, dv (dtypes of q, k, v; overwritten) from the forward's out and lse and
-// the output gradient dout.
-void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
-                        void* dq, void* dk, void* dv);
-
+#include "trident/kernels/attention.h"
 }  // namespace trident::kernels::cpu

@@ -16,9 +16,5 @@
 #include "trident/core/shape.h"
 
 namespace trident::kernels::cpu {
-
-// y may alias x.
-void dropout(DType dtype, const void* x, void* y, const Shape& local, double p, const CounterRng& rng,
-             const GlobalSlice& slice);
-
+#include "trident/kernels/dropout.h"
 }  // namespace trident::kernels::cpu

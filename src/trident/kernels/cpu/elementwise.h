@@ -11,13 +11,5 @@ namespace trident::kernels::cpu {
 
 enum class BinaryOp { add, sub, mul };
 
-// out = a (op) b, all of `dtype`.
-void binary(BinaryOp op, DType dtype, const void* a, const void* b, void* out, std::int64_t n);
-// out = a * s
-void scale(DType dtype, const void* a, double s, void* out, std::int64_t n);
-// dst += alpha * src (dst and src of `dtype`)
-void axpy(DType dtype, double alpha, const void* src, void* dst, std::int64_t n);
-// out[r, c] = x[r, c] + bias[c] for r < rows, c < cols
-void bias_add(DType dtype, const void* x, const void* bias, void* out, std::int64_t rows, std::int64_t cols);
-
+#include "trident/kernels/elementwise.h"
 }  // namespace trident::kernels::cpu

@@ -19,17 +19,5 @@
 #include "trident/core/dtype_enum.h"
 
 namespace trident::kernels::cpu {
-
-// out[t, :] = weight[ids[t], :]
-void embedding_forward(DType dtype, DType id_dtype, const void* weight, const void* ids, void* out,
-                       std::int64_t num_ids, std::int64_t dim);
-
-// dweight (grad_dtype) = or += the scatter-add of dout (dtype) rows by id (see above).
-void embedding_backward(DType dtype, DType grad_dtype, DType id_dtype, const void* dout, const void* ids,
-                        void* dweight, std::int64_t num_ids, std::int64_t vocab, std::int64_t dim, bool accumulate);
-
-// Index of the first id outside [0, vocab), or -1 when all are valid; its value in *bad_id.
-std::int64_t find_invalid_id(DType id_dtype, const void* ids, std::int64_t num_ids, std::int64_t vocab,
-                             std::int64_t* bad_id);
-
+#include "trident/kernels/embedding.h"
 }  // namespace trident::kernels::cpu

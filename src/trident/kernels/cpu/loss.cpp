@@ -17,6 +17,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/lane_sum.h"
 
 namespace trident::kernels::cpu {
 
@@ -30,6 +31,9 @@ constexpr int kLanes = 32;
 // rounding constant's mantissa (no float-to-int conversion). Meant for x <= 0
 // (softmax arguments; larger x saturates near e^88); 0 below -87, where e^x
 // < 1.7e-38 no longer matters to a softmax; NaN stays NaN.
+// Not softmax.h's exp_f32: the same polynomial, but its last step is associated
+// differently (p·(r·r) here) and its cut-off is -87.3, so the two differ in the
+// last bit for some inputs; this one keeps cross-entropy's results bit for bit.
 inline float exp_f32(float x) {
   const float xc = std::min(std::max(x, -87.0f), 88.0f);  // a NaN passes through both
   constexpr float kRound = 12582912.0f;                    // 1.5 * 2^23: adding it rounds to an integer
@@ -85,15 +89,7 @@ acc_t<T> row_max(const T* x, std::int64_t n) {
 template <typename T>
 acc_t<T> row_sum_exp(const T* x, std::int64_t n, acc_t<T> shift) {
   using A = acc_t<T>;
-  A s[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) s[j] += exp_acc<A>(load(x[i + j]) - shift);
-  }
-  A total = 0;
-  for (int j = 0; j < kLanes; ++j) total += s[j];
-  for (; i < n; ++i) total += exp_acc<A>(load(x[i]) - shift);
-  return total;
+  return lane_sum<kLanes, LaneFold::in_order, A>(n, [&](std::int64_t i) { return exp_acc<A>(load(x[i]) - shift); });
 }
 
 // drow[j] = exp(row[j] - shift) * mul for j < n, rounded once: the softmax-gradient loop of both backwards.

@@ -351,6 +351,11 @@ void gemm(DType ab, DType cd, const GemmShape& shape, double alpha, const void* 
   }
 }
 
+void gemm(DType ab, DType cd, const GemmShape& shape, double alpha, const void* a, const void* b, double beta,
+          void* c) {
+  gemm(ab, cd, shape, alpha, a, b, beta, c, std::nullopt);
+}
+
 void broadcast_rows(DType dtype, const void* row, void* out, std::int64_t rows, std::int64_t cols) {
   const std::size_t bytes = static_cast<std::size_t>(cols) * dtype_size(dtype);
   parallel_for(0, rows, std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(cols, 1)),

@@ -42,14 +42,12 @@ struct GemmShape {
   bool broadcast_a = false, broadcast_b = false;
 };
 
-// `ab_dtype` is the dtype of A and B (f32, f64, bf16); `c_dtype` that of C
-// (equal to ab_dtype, or f32 when ab_dtype is bf16). Arguments are already
-// validated by ops::; pointers are not retained.
-void gemm(DType ab_dtype, DType c_dtype, const GemmShape& shape, double alpha, const void* a, const void* b,
-          double beta, void* c, std::optional<MatmulBackend> backend = std::nullopt);
+#include "trident/kernels/matmul.h"
 
-// out[r, :] = row[:] for r < rows: a bias broadcast into C before a beta = 1 GEMM.
-void broadcast_rows(DType dtype, const void* row, void* out, std::int64_t rows, std::int64_t cols);
+// gemm (kernels/matmul.h) on the given library; gemm without it uses
+// matmul_backend(ab_dtype).
+void gemm(DType ab_dtype, DType c_dtype, const GemmShape& shape, double alpha, const void* a, const void* b,
+          double beta, void* c, std::optional<MatmulBackend> backend);
 
 // The backend gemm uses for `ab_dtype` when none is passed: TRIDENT_MATMUL_BACKEND
 // (read on every call, so tests and benchmarks can switch it) where the

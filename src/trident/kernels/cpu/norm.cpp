@@ -15,6 +15,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/lane_sum.h"
 
 namespace trident::kernels::cpu {
 
@@ -38,19 +39,10 @@ inline T round_to(A v) noexcept {
   return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
 }
 
-// Σ term(i), i < n, in a fixed association: kLanes running lanes, then a pairwise tree.
+// Σ term(i), i < n, in a fixed association: kLanes running lanes, then a pairwise tree (lane_sum.h).
 template <typename A, typename F>
-inline A lane_sum(std::int64_t n, F&& term) {
-  A acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] += term(i + l);
-  }
-  for (int l = 0; i + l < n; ++l) acc[l] += term(i + l);
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
+inline A row_sum(std::int64_t n, F&& term) {
+  return lane_sum<kLanes, LaneFold::pairwise, A>(n, term);
 }
 
 // Rows of 16-bit types are widened once into a per-thread buffer, so the several
@@ -113,9 +105,9 @@ inline void layer_norm_row(const A* __restrict x, const A* __restrict w, const A
                            std::int64_t cols, A inv_cols, A eps, A& mean, A& rstd) {
   // Corrected two-pass: the sum of d = x - m0 repairs the rounding error of
   // m0 in both the mean and the variance (Chan, Golub & LeVeque).
-  const A m0 = lane_sum<A>(cols, [&](std::int64_t i) { return x[i]; }) * inv_cols;
-  const A sum_d = lane_sum<A>(cols, [&](std::int64_t i) { return x[i] - m0; });
-  const A sum_d2 = lane_sum<A>(cols, [&](std::int64_t i) { return (x[i] - m0) * (x[i] - m0); });
+  const A m0 = row_sum<A>(cols, [&](std::int64_t i) { return x[i]; }) * inv_cols;
+  const A sum_d = row_sum<A>(cols, [&](std::int64_t i) { return x[i] - m0; });
+  const A sum_d2 = row_sum<A>(cols, [&](std::int64_t i) { return (x[i] - m0) * (x[i] - m0); });
   const A m = m0 + sum_d * inv_cols;
   const A var = std::max(A(0), (sum_d2 - sum_d * sum_d * inv_cols) * inv_cols);
   const A rs = A(1) / std::sqrt(var + eps);
@@ -129,8 +121,8 @@ template <typename T, typename A>
 inline void layer_norm_backward_row(const A* __restrict x, const A* __restrict dy, const A* __restrict w, A m, A rs,
                                     std::int64_t cols, A inv_cols, T* __restrict dx, A* __restrict pw,
                                     A* __restrict pb) {
-  const A mg = lane_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i]; }) * inv_cols;
-  const A mgx = lane_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i] * ((x[i] - m) * rs); }) * inv_cols;
+  const A mg = row_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i]; }) * inv_cols;
+  const A mgx = row_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i] * ((x[i] - m) * rs); }) * inv_cols;
   for (std::int64_t i = 0; i < cols; ++i) {
     const A xh = (x[i] - m) * rs;
     dx[i] = round_to<T>(rs * (dy[i] * w[i] - mg - xh * mgx));
@@ -142,7 +134,7 @@ inline void layer_norm_backward_row(const A* __restrict x, const A* __restrict d
 template <typename T, typename A>
 inline A rms_norm_row(const A* __restrict x, const A* __restrict w, T* __restrict y, std::int64_t cols, A inv_cols,
                       A eps) {
-  const A ms = lane_sum<A>(cols, [&](std::int64_t i) { return x[i] * x[i]; }) * inv_cols;
+  const A ms = row_sum<A>(cols, [&](std::int64_t i) { return x[i] * x[i]; }) * inv_cols;
   const A rs = A(1) / std::sqrt(ms + eps);
   for (std::int64_t i = 0; i < cols; ++i) y[i] = round_to<T>(x[i] * rs * w[i]);
   return rs;
@@ -152,7 +144,7 @@ inline A rms_norm_row(const A* __restrict x, const A* __restrict w, T* __restric
 template <typename T, typename A>
 inline void rms_norm_backward_row(const A* __restrict x, const A* __restrict dy, const A* __restrict w, A rs,
                                   std::int64_t cols, A inv_cols, T* __restrict dx, A* __restrict pw) {
-  const A mgx = lane_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i] * (x[i] * rs); }) * inv_cols;
+  const A mgx = row_sum<A>(cols, [&](std::int64_t i) { return dy[i] * w[i] * (x[i] * rs); }) * inv_cols;
   for (std::int64_t i = 0; i < cols; ++i) {
     const A xh = x[i] * rs;
     dx[i] = round_to<T>(rs * (dy[i] * w[i] - xh * mgx));

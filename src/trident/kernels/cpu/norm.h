@@ -23,18 +23,5 @@
 #include "trident/core/dtype_enum.h"
 
 namespace trident::kernels::cpu {
-
-// y = (x - mean) * rstd * weight + bias; bias may be null.
-void layer_norm_forward(DType dtype, const void* x, const void* weight, const void* bias, void* y, void* mean,
-                        void* rstd, std::int64_t rows, std::int64_t cols, double eps);
-// dbias may be null (then it is not computed).
-void layer_norm_backward(DType dtype, const void* dy, const void* x, const void* weight, const void* mean,
-                         const void* rstd, void* dx, void* dweight, void* dbias, std::int64_t rows, std::int64_t cols);
-
-// y = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps).
-void rms_norm_forward(DType dtype, const void* x, const void* weight, void* y, void* rstd, std::int64_t rows,
-                      std::int64_t cols, double eps);
-void rms_norm_backward(DType dtype, const void* dy, const void* x, const void* weight, const void* rstd, void* dx,
-                       void* dweight, std::int64_t rows, std::int64_t cols);
-
+#include "trident/kernels/norm.h"
 }  // namespace trident::kernels::cpu

@@ -25,6 +25,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/lane_sum.h"
 
 namespace trident::kernels::cpu {
 
@@ -278,18 +279,11 @@ double sum_of_squares(DType dtype, const void* x, std::int64_t n) {
     parallel_for(0, blocks, 16, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t b = lo; b < hi; ++b) {
         const std::int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
-        double lanes[kLanes] = {};
-        std::int64_t i = begin;
-        for (; i + kLanes <= end; i += kLanes) {
-          for (int j = 0; j < kLanes; ++j) {
-            const double v = widen<double>(p[i + j]);
-            lanes[j] += v * v;
-          }
-        }
-        double s = 0;
-        for (double l : lanes) s += l;
-        for (; i < end; ++i) s += widen<double>(p[i]) * widen<double>(p[i]);
-        partial[static_cast<std::size_t>(b)] = s;
+        partial[static_cast<std::size_t>(b)] =
+            lane_sum<kLanes, LaneFold::in_order, double>(end - begin, [&](std::int64_t i) {
+              const double v = widen<double>(p[begin + i]);
+              return v * v;
+            });
       }
     });
   });

@@ -8,10 +8,5 @@
 #include "trident/core/dtype_enum.h"
 
 namespace trident::kernels::cpu {
-
-// Sum of all n elements, returned as double.
-double sum_all(DType dtype, const void* x, std::int64_t n);
-// out[c] = sum_r x[r, c]  (out has `dtype`)
-void sum_rows(DType dtype, const void* x, void* out, std::int64_t rows, std::int64_t cols);
-
+#include "trident/kernels/reduce.h"
 }  // namespace trident::kernels::cpu

@@ -17,8 +17,5 @@
 #include "trident/kernels/rope_frequencies.h"
 
 namespace trident::kernels::cpu {
-
-void rope(DType dtype, const void* x, void* out, const std::int64_t* positions, std::int64_t batch, std::int64_t seq,
-          std::int64_t heads, std::int64_t head_dim, const RopeFrequencies& freq, bool inverse);
-
+#include "trident/kernels/rope.h"
 }  // namespace trident::kernels::cpu

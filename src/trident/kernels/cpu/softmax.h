@@ -22,11 +22,7 @@
 #include "trident/core/dtype.h"
 
 namespace trident::kernels::cpu {
-
-// y = softmax(x) along each row.
-void softmax_forward(DType dtype, const void* x, void* y, std::int64_t rows, std::int64_t cols);
-// dx = y * (dy - sum(dy * y)) along each row (the softmax Jacobian-vector product).
-void softmax_backward(DType dtype, const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t cols);
+#include "trident/kernels/softmax.h"
 
 // exp(x) in f32 with a relative error below 2e-7, written without library calls
 // so that loops over it vectorise. Exact 0 for x < -87.3 (including -inf),

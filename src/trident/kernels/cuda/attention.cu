@@ -48,6 +48,72 @@ __device__ __forceinline__ void load_rows(const A* __restrict__ src, i64 stride,
   }
 }
 
+// The tile products of the FMA kernels. Thread (tr, tc) owns rows r = tr + 16i of x and columns
+// n = tc + 16j of y: acc[i][j] += Σ_c x[r·XR + c] · y[n·YC + c·YK] over c < C, with x and y in shared
+// memory (YC = LD, YK = 1: y's rows are n, as K in Q·Kᵀ; YC = 1, YK = LD: y's rows are c, as V in P·V).
+template <int I, int J, int C, int XR, int YC, int YK, typename A>
+__device__ __forceinline__ void tile_product(const A* x, const A* y, int tr, int tc, A (&acc)[I][J]) {
+  for (int c = 0; c < C; ++c) {
+    A xv[I], yv[J];
+#pragma unroll
+    for (int i = 0; i < I; ++i) xv[i] = x[(tr + 16 * i) * XR + c];
+#pragma unroll
+    for (int j = 0; j < J; ++j) yv[j] = y[(tc + 16 * j) * YC + c * YK];
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+#pragma unroll
+      for (int j = 0; j < J; ++j) acc[i][j] += xv[i] * yv[j];
+  }
+}
+
+// Two products of the same shape in one pass (the backward kernels'): acc1 += x1·y1 and acc2 += x2·y2.
+template <int I, int J, int C, int XR, int YC, int YK, typename A>
+__device__ __forceinline__ void tile_products2(const A* x1, const A* x2, const A* y1, const A* y2, int tr, int tc,
+                                               A (&acc1)[I][J], A (&acc2)[I][J]) {
+  for (int c = 0; c < C; ++c) {
+    A xv1[I], xv2[I], yv1[J], yv2[J];
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      xv1[i] = x1[(tr + 16 * i) * XR + c];
+      xv2[i] = x2[(tr + 16 * i) * XR + c];
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      yv1[j] = y1[(tc + 16 * j) * YC + c * YK];
+      yv2[j] = y2[(tc + 16 * j) * YC + c * YK];
+    }
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        acc1[i][j] += xv1[i] * yv1[j];
+        acc2[i][j] += xv2[i] * yv2[j];
+      }
+    }
+  }
+}
+
+// lse and Di of the query tile's BQ rows from t0 into shared memory (−inf and 0 past the nq real rows).
+template <int BQ, typename A>
+__device__ __forceinline__ void load_row_stats(const Geometry& g, const A* __restrict__ lse,
+                                               const A* __restrict__ di, i64 b, i64 h, i64 t0, int nq, A* lse_s,
+                                               A* di_s) {
+  for (int r = static_cast<int>(threadIdx.x); r < BQ; r += kFmaThreads) {
+    lse_s[r] = r < nq ? lse[g.stat(b, h, t0 + r)] : negative_infinity<A>();
+    di_s[r] = r < nq ? di[g.stat(b, h, t0 + r)] : A(0);
+  }
+}
+
+// P = exp(score + mask − lse) recomputed for query t and key s, 0 where t does not see s or its row has no
+// visible key.
+template <typename A>
+__device__ __forceinline__ A recomputed_probability(const Geometry& g, const A* __restrict__ mask, i64 b, i64 t,
+                                                    i64 s, A score, A row_lse) {
+  A p = 0;
+  if (row_lse != negative_infinity<A>() && g.sees(b, t, s)) p = exp_acc(score + mask_value(mask, g, t, s) - row_lse);
+  return p;
+}
+
 // Block (b, h, query tile of BQ rows). Shared: Q·scale [BQ][Dp+1], K and V [BK][Dp+1], scores [BQ][BK+1],
 // and per row the running max, sum and the last rescale factor.
 template <typename A, int Dp, int BQ, int BK>
@@ -65,11 +131,7 @@ __global__ void __launch_bounds__(kFmaThreads)
   A* row_alpha = row_sum + BQ;
 
   const int tid = static_cast<int>(threadIdx.x), tr = tid / 16, tc = tid % 16, warp = tid / 32, lane = tid % 32;
-  const i64 block = blockIdx.x;
-  const i64 qt = q_tiles - 1 - block % q_tiles;
-  const i64 h = block / q_tiles % g.H, b = block / q_tiles / g.H, hk = h / g.group;
-  const i64 t0 = qt * BQ;
-  const int nq = static_cast<int>(imin(BQ, g.T - t0));
+  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, BQ);
   const int D = static_cast<int>(g.D);
   const A neg_inf = negative_infinity<A>();
 
@@ -89,17 +151,7 @@ __global__ void __launch_bounds__(kFmaThreads)
     __syncthreads();
 
     A acc[RI][CJ] = {};
-    for (int d = 0; d < Dp; ++d) {
-      A qv[RI], kv[CJ];
-#pragma unroll
-      for (int i = 0; i < RI; ++i) qv[i] = qs[(tr + 16 * i) * LD + d];
-#pragma unroll
-      for (int j = 0; j < CJ; ++j) kv[j] = ks[(tc + 16 * j) * LD + d];
-#pragma unroll
-      for (int i = 0; i < RI; ++i)
-#pragma unroll
-        for (int j = 0; j < CJ; ++j) acc[i][j] += qv[i] * kv[j];
-    }
+    tile_product<RI, CJ, Dp, LD, LD, 1>(qs, ks, tr, tc, acc);  // S = Q·Kᵀ
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
 #pragma unroll
@@ -141,17 +193,7 @@ __global__ void __launch_bounds__(kFmaThreads)
 #pragma unroll
       for (int j = 0; j < DJ; ++j) o[i][j] *= alpha;
     }
-    for (int c = 0; c < BK; ++c) {
-      A pv[RI], vv[DJ];
-#pragma unroll
-      for (int i = 0; i < RI; ++i) pv[i] = ps[(tr + 16 * i) * LDP + c];
-#pragma unroll
-      for (int j = 0; j < DJ; ++j) vv[j] = vs[c * LD + tc + 16 * j];
-#pragma unroll
-      for (int i = 0; i < RI; ++i)
-#pragma unroll
-        for (int j = 0; j < DJ; ++j) o[i][j] += pv[i] * vv[j];
-    }
+    tile_product<RI, DJ, BK, LDP, 1, LD>(ps, vs, tr, tc, o);  // O += P·V
   }
 
 #pragma unroll
@@ -196,7 +238,7 @@ __global__ void __launch_bounds__(kFmaThreads)
   const i64 s0 = kt * BK;
   const int nk = static_cast<int>(imin(BK, g.S - s0));
   const int D = static_cast<int>(g.D);
-  const A scale = static_cast<A>(g.scale), neg_inf = negative_infinity<A>();
+  const A scale = static_cast<A>(g.scale);
 
   load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, LD, A(1));
   load_rows<BK, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, LD, A(1));
@@ -209,69 +251,25 @@ __global__ void __launch_bounds__(kFmaThreads)
       __syncthreads();
       load_rows<BQ, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, LD, scale);
       load_rows<BQ, Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, LD, A(1));
-      for (int r = tid; r < BQ; r += kFmaThreads) {
-        lse_s[r] = r < nq ? lse[g.stat(b, h, t0 + r)] : neg_inf;
-        di_s[r] = r < nq ? di[g.stat(b, h, t0 + r)] : A(0);
-      }
+      load_row_stats<BQ>(g, lse, di, b, h, t0, nq, lse_s, di_s);
       __syncthreads();
 
       A st[KI][QJ] = {}, dpt[KI][QJ] = {};
-      for (int d = 0; d < Dp; ++d) {
-        A kv[KI], vv[KI], qv[QJ], dov[QJ];
-#pragma unroll
-        for (int i = 0; i < KI; ++i) {
-          kv[i] = ks[(tr + 16 * i) * LD + d];
-          vv[i] = vs[(tr + 16 * i) * LD + d];
-        }
-#pragma unroll
-        for (int j = 0; j < QJ; ++j) {
-          qv[j] = qs[(tc + 16 * j) * LD + d];
-          dov[j] = dos[(tc + 16 * j) * LD + d];
-        }
-#pragma unroll
-        for (int i = 0; i < KI; ++i) {
-#pragma unroll
-          for (int j = 0; j < QJ; ++j) {
-            st[i][j] += kv[i] * qv[j];
-            dpt[i][j] += vv[i] * dov[j];
-          }
-        }
-      }
+      tile_products2<KI, QJ, Dp, LD, LD, 1>(ks, vs, qs, dos, tr, tc, st, dpt);  // Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ
 #pragma unroll
       for (int i = 0; i < KI; ++i) {
 #pragma unroll
         for (int j = 0; j < QJ; ++j) {
           const int kr = tr + 16 * i, qc = tc + 16 * j;
-          const i64 s = s0 + kr, t = t0 + qc;
-          A p = 0;
-          if (lse_s[qc] != neg_inf && g.sees(b, t, s)) p = exp_acc(st[i][j] + mask_value(mask, g, t, s) - lse_s[qc]);
+          const A p = recomputed_probability(g, mask, b, t0 + qc, s0 + kr, st[i][j], lse_s[qc]);
           pt[kr * LDP + qc] = p;
           dst[kr * LDP + qc] = p * (dpt[i][j] - di_s[qc]);
         }
       }
       __syncthreads();
 
-      for (int c = 0; c < BQ; ++c) {
-        A pv[KI], dsv[KI], dov[DJ], qv[DJ];
-#pragma unroll
-        for (int i = 0; i < KI; ++i) {
-          pv[i] = pt[(tr + 16 * i) * LDP + c];
-          dsv[i] = dst[(tr + 16 * i) * LDP + c];
-        }
-#pragma unroll
-        for (int j = 0; j < DJ; ++j) {
-          dov[j] = dos[c * LD + tc + 16 * j];
-          qv[j] = qs[c * LD + tc + 16 * j];
-        }
-#pragma unroll
-        for (int i = 0; i < KI; ++i) {
-#pragma unroll
-          for (int j = 0; j < DJ; ++j) {
-            dv_acc[i][j] += pv[i] * dov[j];
-            dk_acc[i][j] += dsv[i] * qv[j];
-          }
-        }
-      }
+      // dV += Pᵀ·dO, dK += dSᵀ·Q
+      tile_products2<KI, DJ, BQ, LDP, 1, LD>(pt, dst, dos, qs, tr, tc, dv_acc, dk_acc);
     }
   }
 
@@ -308,20 +306,13 @@ __global__ void __launch_bounds__(kFmaThreads)
   A* di_s = lse_s + BQ;
 
   const int tid = static_cast<int>(threadIdx.x), tr = tid / 16, tc = tid % 16;
-  const i64 block = blockIdx.x;
-  const i64 qt = q_tiles - 1 - block % q_tiles;
-  const i64 h = block / q_tiles % g.H, b = block / q_tiles / g.H, hk = h / g.group;
-  const i64 t0 = qt * BQ;
-  const int nq = static_cast<int>(imin(BQ, g.T - t0));
+  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, BQ);
   const int D = static_cast<int>(g.D);
-  const A scale = static_cast<A>(g.scale), neg_inf = negative_infinity<A>();
+  const A scale = static_cast<A>(g.scale);
 
   load_rows<BQ, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, LD, scale);
   load_rows<BQ, Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, LD, A(1));
-  for (int r = tid; r < BQ; r += kFmaThreads) {
-    lse_s[r] = r < nq ? lse[g.stat(b, h, t0 + r)] : neg_inf;
-    di_s[r] = r < nq ? di[g.stat(b, h, t0 + r)] : A(0);
-  }
+  load_row_stats<BQ>(g, lse, di, b, h, t0, nq, lse_s, di_s);
 
   A acc[QI][DJ] = {};
   const i64 kv_end = g.kv_end(t0, nq);
@@ -333,51 +324,19 @@ __global__ void __launch_bounds__(kFmaThreads)
     __syncthreads();
 
     A sc[QI][KJ] = {}, dp[QI][KJ] = {};
-    for (int d = 0; d < Dp; ++d) {
-      A qv[QI], dov[QI], kv[KJ], vv[KJ];
-#pragma unroll
-      for (int i = 0; i < QI; ++i) {
-        qv[i] = qs[(tr + 16 * i) * LD + d];
-        dov[i] = dos[(tr + 16 * i) * LD + d];
-      }
-#pragma unroll
-      for (int j = 0; j < KJ; ++j) {
-        kv[j] = ks[(tc + 16 * j) * LD + d];
-        vv[j] = vs[(tc + 16 * j) * LD + d];
-      }
-#pragma unroll
-      for (int i = 0; i < QI; ++i) {
-#pragma unroll
-        for (int j = 0; j < KJ; ++j) {
-          sc[i][j] += qv[i] * kv[j];
-          dp[i][j] += dov[i] * vv[j];
-        }
-      }
-    }
+    tile_products2<QI, KJ, Dp, LD, LD, 1>(qs, dos, ks, vs, tr, tc, sc, dp);  // S = Q·Kᵀ, dP = dO·Vᵀ
 #pragma unroll
     for (int i = 0; i < QI; ++i) {
 #pragma unroll
       for (int j = 0; j < KJ; ++j) {
         const int qr = tr + 16 * i, kc = tc + 16 * j;
-        const i64 t = t0 + qr, s = s0 + kc;
-        A p = 0;
-        if (lse_s[qr] != neg_inf && g.sees(b, t, s)) p = exp_acc(sc[i][j] + mask_value(mask, g, t, s) - lse_s[qr]);
+        const A p = recomputed_probability(g, mask, b, t0 + qr, s0 + kc, sc[i][j], lse_s[qr]);
         dss[qr * LDS + kc] = p * (dp[i][j] - di_s[qr]);
       }
     }
     __syncthreads();
 
-    for (int c = 0; c < BK; ++c) {
-      A dsv[QI], kv[DJ];
-#pragma unroll
-      for (int i = 0; i < QI; ++i) dsv[i] = dss[(tr + 16 * i) * LDS + c];
-#pragma unroll
-      for (int j = 0; j < DJ; ++j) kv[j] = ks[c * LD + tc + 16 * j];
-#pragma unroll
-      for (int i = 0; i < QI; ++i)
-#pragma unroll
-        for (int j = 0; j < DJ; ++j) acc[i][j] += dsv[i] * kv[j];
-    }
+    tile_product<QI, DJ, BK, LDS, 1, LD>(dss, ks, tr, tc, acc);  // dQ += dS·K
   }
 
 #pragma unroll

@@ -1,7 +1,7 @@
 // CUDA kernels: flash attention forward and backward: tiles of K/V streamed through shared memory with an
 // online softmax, never materialising the [T, S] scores; lse (f32, f64 for f64; [B, H, T]) saved for backward.
 //
-// Same signatures and semantics as kernels/cpu/attention.h (see there and kernels/cuda/common.cuh):
+// Signatures: kernels/attention.h. Semantics: kernels/cpu/attention.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream. Layouts
 // q/out/dout [B, T, H, D], k/v [B, S, Hkv, D], optional additive mask [T, S], optional key-padding mask
 // [B, S] (i64, i32 or u8: dims.key_mask_dtype; 0 hides the key, tested per element, padding-only tiles are
@@ -42,11 +42,5 @@ namespace trident::kernels::cuda {
 
 using cpu::AttentionDims;
 
-void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, const void* key_mask, void* out, void* lse);
-
-void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
-                        void* dq, void* dk, void* dv);
-
+#include "trident/kernels/attention.h"
 }  // namespace trident::kernels::cuda

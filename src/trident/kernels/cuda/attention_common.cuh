@@ -114,6 +114,19 @@ __device__ __forceinline__ i64 imax(i64 a, i64 b) {
   return a > b ? a : b;
 }
 
+// The query tile of this block among q_tiles tiles of `rows` queries per (b, h): blocks run the last tile
+// first, so under causal masking the longest rows start first.
+struct QueryTile {
+  i64 b, h, hk, t0;
+  int nq;  // real rows of the tile (fewer in the last one)
+};
+__device__ __forceinline__ QueryTile query_tile(const Geometry& g, int q_tiles, int rows) {
+  const i64 block = blockIdx.x;
+  const i64 qt = q_tiles - 1 - block % q_tiles;
+  const i64 h = block / q_tiles % g.H, t0 = qt * rows;
+  return QueryTile{block / q_tiles / g.H, h, h / g.group, t0, static_cast<int>(imin(rows, g.T - t0))};
+}
+
 // ======================================================================================================
 // Launch helpers
 // ======================================================================================================

@@ -194,6 +194,71 @@ __device__ __forceinline__ bool whole_tile(const Geometry& g, bool has_mask, i64
   return s0 + kMmaTile - 1 <= t0 + g.shift && (g.window <= 0 || s0 > t0 + kMmaTile - 1 + g.shift - g.window);
 }
 
+// K and V rows [s0, s0 + 64) of kv head hk (fewer at the end) into the tiles ks and vs (load_tile).
+template <int Dp, typename T>
+__device__ __forceinline__ void load_kv_tiles(const Geometry& g, const T* __restrict__ k, const T* __restrict__ v,
+                                              i64 b, i64 hk, i64 s0, T* ks, T* vs, bool vec) {
+  const int nk = static_cast<int>(imin(kMmaTile, g.S - s0));
+  load_tile<Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, static_cast<int>(g.D), ks, vec);
+  load_tile<Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, static_cast<int>(g.D), vs, vec);
+}
+
+// Two products of a backward kernel over one 16-wide k step at k0, for the N pairs of n-tiles:
+// acc1[2n], acc1[2n + 1] += a1 · B1 and acc2[2n], acc2[2n + 1] += a2 · B2, the B fragments by ldsm_b
+// (B[k][n] = tile[n·ld + k]) or, with kTrans, by ldsm_bt (B[k][n] = tile[k·ld + n]).
+template <typename T, bool kTrans, int N>
+__device__ __forceinline__ void mma_pairs2(float (&acc1)[2 * N][4], float (&acc2)[2 * N][4],
+                                           const std::uint32_t (&a1)[4], const std::uint32_t (&a2)[4], const T* b1,
+                                           const T* b2, int ld, int k0, int lane) {
+  const auto load_b = [&](std::uint32_t(&r)[4], const T* tile, int n0) {
+    if constexpr (kTrans) {
+      ldsm_bt(r, tile, ld, n0, k0, lane);
+    } else {
+      ldsm_b(r, tile, ld, n0, k0, lane);
+    }
+  };
+#pragma unroll
+  for (int np = 0; np < N; ++np) {
+    std::uint32_t bf1[4], bf2[4];
+    load_b(bf1, b1, np * 16);
+    mma16816<T>(acc1[2 * np], a1, bf1[0], bf1[1]);
+    mma16816<T>(acc1[2 * np + 1], a1, bf1[2], bf1[3]);
+    load_b(bf2, b2, np * 16);
+    mma16816<T>(acc2[2 * np], a2, bf2[0], bf2[1]);
+    mma16816<T>(acc2[2 * np + 1], a2, bf2[2], bf2[3]);
+  }
+}
+
+// The two score products of a backward kernel, one warp's 16 rows × the 64 columns of the tile:
+// acc1 = A1·B1ᵀ and acc2 = A2·B2ᵀ over the head dims (rows of A1, A2 and B1, B2 are [row][d] tiles).
+template <typename T, int Dp>
+__device__ __forceinline__ void score_products2(const T* a1, const T* a2, const T* b1, const T* b2, int warp,
+                                                int lane, float (&acc1)[8][4], float (&acc2)[8][4]) {
+  using L = MmaLayout<Dp>;
+#pragma unroll
+  for (int kc = 0; kc < Dp / 16; ++kc) {
+    std::uint32_t af1[4], af2[4];
+    ldsm_a(af1, a1, L::ld, warp * 16, kc * 16, lane);
+    ldsm_a(af2, a2, L::ld, warp * 16, kc * 16, lane);
+    mma_pairs2<T, false, 4>(acc1, acc2, af1, af2, b1, b2, L::ld, kc * 16, lane);
+  }
+}
+
+// P recomputed in base 2 for query t and key s from the score (scale2 = scale·log2 e) and the row's lse
+// (already in base 2): no test on a whole tile, else 0 where t does not see s or its row has no visible key.
+template <typename T>
+__device__ __forceinline__ float recomputed_probability(bool whole, const Geometry& g, const T* __restrict__ mask,
+                                                        i64 b, i64 t, i64 s, float score, float scale2,
+                                                        float row_lse) {
+  float p = 0.0f;
+  if (whole) {
+    p = exp2f(score * scale2 - row_lse);
+  } else if (row_lse != negative_infinity<float>() && g.sees(b, t, s)) {
+    p = exp2f(score * scale2 + mask_value(mask, g, t, s) * kLog2e - row_lse);
+  }
+  return p;
+}
+
 // Block (b, h, query tile), 4 warps; warp w owns query rows 16w..16w+15 of the tile and this thread rows
 // lane/4 and lane/4 + 8 of those. Shared: Q [64][Dp+8], K and V
 // [2][64][Dp+8]. The warp's Q fragments stay in registers.
@@ -210,24 +275,15 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int gr = lane >> 2, tc = lane & 3;
-  const i64 block = blockIdx.x;
-  const i64 qt = q_tiles - 1 - block % q_tiles;  // the longest causal tiles start first
-  const i64 h = block / q_tiles % g.H, b = block / q_tiles / g.H, hk = h / g.group;
-  const i64 t0 = qt * kMmaTile;
-  const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
+  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, kMmaTile);
   const int D = static_cast<int>(g.D);
   const float scale2 = static_cast<float>(g.scale) * kLog2e;
   const float neg_inf = negative_infinity<float>();
   const bool has_mask = mask != nullptr;
-  const i64 kv_stride = g.Hkv * g.D;
 
   const i64 first = g.kv_begin(t0) / kMmaTile * kMmaTile, kv_end = g.kv_end(t0, nq);
   load_tile<Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, vec);
-  if (first < kv_end) {
-    const int nk = static_cast<int>(imin(kMmaTile, g.S - first));
-    load_tile<Dp>(k + g.kv_row(b, first, hk), kv_stride, nk, D, ks, vec);
-    load_tile<Dp>(v + g.kv_row(b, first, hk), kv_stride, nk, D, vs, vec);
-  }
+  if (first < kv_end) load_kv_tiles<Dp>(g, k, v, b, hk, first, ks, vs, vec);
   cp_async_commit();
 
   const i64 t_row[2] = {t0 + warp * 16 + gr, t0 + warp * 16 + gr + 8};
@@ -243,10 +299,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int kc = 0; kc < Dp / 16; ++kc) ldsm_a(qf[kc], qs, L::ld, warp * 16, kc * 16, lane);
     }
     if (s0 + kMmaTile < kv_end) {
-      const i64 s1 = s0 + kMmaTile;
-      const int nk = static_cast<int>(imin(kMmaTile, g.S - s1));
-      load_tile<Dp>(k + g.kv_row(b, s1, hk), kv_stride, nk, D, ks + (buf ^ 1) * L::rows, vec);
-      load_tile<Dp>(v + g.kv_row(b, s1, hk), kv_stride, nk, D, vs + (buf ^ 1) * L::rows, vec);
+      load_kv_tiles<Dp>(g, k, v, b, hk, s0 + kMmaTile, ks + (buf ^ 1) * L::rows, vs + (buf ^ 1) * L::rows, vec);
     }
     cp_async_commit();
     const T* kb = ks + buf * L::rows;
@@ -417,22 +470,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
     // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: 16 keys × 64 queries per warp.
     float st[8][4] = {}, dpt[8][4] = {};
-#pragma unroll
-    for (int kc = 0; kc < Dp / 16; ++kc) {
-      std::uint32_t ak[4], av[4];
-      ldsm_a(ak, ks, L::ld, warp * 16, kc * 16, lane);
-      ldsm_a(av, vs, L::ld, warp * 16, kc * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t bq[4], bd[4];
-        ldsm_b(bq, qb, L::ld, np * 16, kc * 16, lane);
-        mma16816<T>(st[2 * np], ak, bq[0], bq[1]);
-        mma16816<T>(st[2 * np + 1], ak, bq[2], bq[3]);
-        ldsm_b(bd, dob, L::ld, np * 16, kc * 16, lane);
-        mma16816<T>(dpt[2 * np], av, bd[0], bd[1]);
-        mma16816<T>(dpt[2 * np + 1], av, bd[2], bd[3]);
-      }
-    }
+    score_products2<T, Dp>(ks, vs, qb, dob, warp, lane, st, dpt);
     // Pᵀ and dSᵀ in place (rows: keys, columns: queries).
     const bool whole = whole_tile(g, has_mask, t0, s0);
 #pragma unroll
@@ -440,13 +478,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int c = nt * 8 + 2 * tc + (i & 1);
-        const float row_lse = lse_b[c];
-        float p = 0.0f;
-        if (whole) {
-          p = exp2f(st[nt][i] * scale2 - row_lse);
-        } else if (row_lse != neg_inf && g.sees(b, t0 + c, key[i >> 1])) {
-          p = exp2f(st[nt][i] * scale2 + mask_value(mask, g, t0 + c, key[i >> 1]) * kLog2e - row_lse);
-        }
+        const float p = recomputed_probability(whole, g, mask, b, t0 + c, key[i >> 1], st[nt][i], scale2, lse_b[c]);
         st[nt][i] = p;
         dpt[nt][i] = p * (dpt[nt][i] - di_b[c]);
       }
@@ -457,16 +489,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       std::uint32_t ap[4], ads[4];
       accumulators_to_a<T>(ap, st[2 * j], st[2 * j + 1]);
       accumulators_to_a<T>(ads, dpt[2 * j], dpt[2 * j + 1]);
-#pragma unroll
-      for (int np = 0; np < Dp / 16; ++np) {
-        std::uint32_t bd[4], bq[4];
-        ldsm_bt(bd, dob, L::ld, np * 16, j * 16, lane);
-        mma16816<T>(dv_acc[2 * np], ap, bd[0], bd[1]);
-        mma16816<T>(dv_acc[2 * np + 1], ap, bd[2], bd[3]);
-        ldsm_bt(bq, qb, L::ld, np * 16, j * 16, lane);
-        mma16816<T>(dk_acc[2 * np], ads, bq[0], bq[1]);
-        mma16816<T>(dk_acc[2 * np + 1], ads, bq[2], bq[3]);
-      }
+      mma_pairs2<T, true, Dp / 16>(dv_acc, dk_acc, ap, ads, dob, qb, L::ld, j * 16, lane);
     }
   }
   cp_async_wait_all();
@@ -502,25 +525,16 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int gr = lane >> 2, tc = lane & 3;
-  const i64 block = blockIdx.x;
-  const i64 qt = q_tiles - 1 - block % q_tiles;
-  const i64 h = block / q_tiles % g.H, b = block / q_tiles / g.H, hk = h / g.group;
-  const i64 t0 = qt * kMmaTile;
-  const int nq = static_cast<int>(imin(kMmaTile, g.T - t0));
+  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, kMmaTile);
   const int D = static_cast<int>(g.D);
   const float scale2 = static_cast<float>(g.scale) * kLog2e;
   const float neg_inf = negative_infinity<float>();
   const bool has_mask = mask != nullptr;
-  const i64 kv_stride = g.Hkv * g.D;
 
   const i64 first = g.kv_begin(t0) / kMmaTile * kMmaTile, kv_end = g.kv_end(t0, nq);
   load_tile<Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, vec);
   load_tile<Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, vec);
-  if (first < kv_end) {
-    const int nk = static_cast<int>(imin(kMmaTile, g.S - first));
-    load_tile<Dp>(k + g.kv_row(b, first, hk), kv_stride, nk, D, ks, vec);
-    load_tile<Dp>(v + g.kv_row(b, first, hk), kv_stride, nk, D, vs, vec);
-  }
+  if (first < kv_end) load_kv_tiles<Dp>(g, k, v, b, hk, first, ks, vs, vec);
   cp_async_commit();
 
   const i64 t_row[2] = {t0 + warp * 16 + gr, t0 + warp * 16 + gr + 8};
@@ -536,10 +550,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     cp_async_wait_all();
     __syncthreads();
     if (s0 + kMmaTile < kv_end) {
-      const i64 s1 = s0 + kMmaTile;
-      const int nk = static_cast<int>(imin(kMmaTile, g.S - s1));
-      load_tile<Dp>(k + g.kv_row(b, s1, hk), kv_stride, nk, D, ks + (buf ^ 1) * L::rows, vec);
-      load_tile<Dp>(v + g.kv_row(b, s1, hk), kv_stride, nk, D, vs + (buf ^ 1) * L::rows, vec);
+      load_kv_tiles<Dp>(g, k, v, b, hk, s0 + kMmaTile, ks + (buf ^ 1) * L::rows, vs + (buf ^ 1) * L::rows, vec);
     }
     cp_async_commit();
     const T* kb = ks + buf * L::rows;
@@ -547,22 +558,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
     // S = Q·Kᵀ and dP = dO·Vᵀ: 16 rows × 64 keys per warp.
     float sc[8][4] = {}, dp[8][4] = {};
-#pragma unroll
-    for (int kc = 0; kc < Dp / 16; ++kc) {
-      std::uint32_t aq[4], ado[4];
-      ldsm_a(aq, qs, L::ld, warp * 16, kc * 16, lane);
-      ldsm_a(ado, dos, L::ld, warp * 16, kc * 16, lane);
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t bk[4], bv[4];
-        ldsm_b(bk, kb, L::ld, np * 16, kc * 16, lane);
-        mma16816<T>(sc[2 * np], aq, bk[0], bk[1]);
-        mma16816<T>(sc[2 * np + 1], aq, bk[2], bk[3]);
-        ldsm_b(bv, vb, L::ld, np * 16, kc * 16, lane);
-        mma16816<T>(dp[2 * np], ado, bv[0], bv[1]);
-        mma16816<T>(dp[2 * np + 1], ado, bv[2], bv[3]);
-      }
-    }
+    score_products2<T, Dp>(qs, dos, kb, vb, warp, lane, sc, dp);
     const bool whole = whole_tile(g, has_mask, t0, s0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -570,12 +566,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int i = 0; i < 4; ++i) {
         const int r = i >> 1;
         const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
-        float p = 0.0f;
-        if (whole) {
-          p = exp2f(sc[nt][i] * scale2 - row_lse[r]);
-        } else if (row_lse[r] != neg_inf && g.sees(b, t_row[r], s)) {
-          p = exp2f(sc[nt][i] * scale2 + mask_value(mask, g, t_row[r], s) * kLog2e - row_lse[r]);
-        }
+        const float p = recomputed_probability(whole, g, mask, b, t_row[r], s, sc[nt][i], scale2, row_lse[r]);
         dp[nt][i] = p * (dp[nt][i] - row_di[r]);
       }
     }

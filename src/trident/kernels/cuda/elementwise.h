@@ -1,6 +1,6 @@
 // CUDA kernels: Binary ops, scale, axpy, bias_add and the conversion between floating dtypes.
 //
-// Same signatures and semantics as kernels/cpu/elementwise.h (see there and kernels/cuda/common.cuh):
+// Signatures: kernels/elementwise.h. Semantics: kernels/cpu/elementwise.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
 // Grid-stride loops with 16-byte loads and stores when the arrays are 16-byte aligned.
 #pragma once
@@ -13,13 +13,7 @@ namespace trident::kernels::cuda {
 
 using cpu::BinaryOp;
 
-void binary(BinaryOp op, DType dtype, const void* a, const void* b, void* out, std::int64_t n);
-
-void scale(DType dtype, const void* a, double s, void* out, std::int64_t n);
-
-void axpy(DType dtype, double alpha, const void* src, void* dst, std::int64_t n);
-
-void bias_add(DType dtype, const void* x, const void* bias, void* out, std::int64_t rows, std::int64_t cols);
+#include "trident/kernels/elementwise.h"
 
 // dst = src converted from src_dtype to dst_dtype (n elements; both floating dtypes), as core's
 // convert_elements does on the host: narrowing rounds once to nearest even (f64 -> bf16/f16

@@ -1,7 +1,7 @@
 // CUDA kernels: matmuls through cuBLASLt: f32, f64, bf16 and f16 inputs, strided batches, broadcast operands,
 // and fused epilogues (bias, bias + GELU-tanh, bias gradient) for the linear layers.
 //
-// Same signatures and semantics as kernels/cpu/matmul.h (see there and kernels/cuda/common.cuh):
+// Signatures: kernels/matmul.h. Semantics: kernels/cpu/matmul.h (see there and kernels/cuda/common.cuh):
 // pointers are device memory of the current CUDA device; work is queued on its compute stream.
 //
 // Numerics: f32 computes in f32 (CUBLAS_COMPUTE_32F, never TF32, so results follow the CPU reference to
@@ -24,12 +24,9 @@ namespace trident::kernels::cuda {
 
 using cpu::GemmShape;
 
-// C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b]  (kernels/cpu/matmul.h). The CPU twin's optional
-// `backend` argument has no CUDA counterpart: ops call gemm with the eight common arguments.
-void gemm(DType ab_dtype, DType c_dtype, const GemmShape& shape, double alpha, const void* a, const void* b,
-          double beta, void* c);
-
-void broadcast_rows(DType dtype, const void* row, void* out, std::int64_t rows, std::int64_t cols);
+// gemm and broadcast_rows. The CPU's extra gemm overload with a `backend` argument has no CUDA
+// counterpart: ops call the common one.
+#include "trident/kernels/matmul.h"
 
 // --- fused epilogues (CUDA only; ops choose them where the device is CUDA) ---------------------------
 //
