@@ -113,4 +113,12 @@ void HfConfigWriter::rope(const RopeFrequencies& r) {
   }
 }
 
+void read_keys(const HfConfigReader& c, TransformerSpec& s, const std::vector<HfKey>& keys) {
+  for (const HfKey& key : keys) key.read(c, s);
+}
+
+void write_keys(const TransformerSpec& s, HfConfigWriter& c, const std::vector<HfKey>& keys) {
+  for (const HfKey& key : keys) key.write(s, c);
+}
+
 }  // namespace trident::models

@@ -2,12 +2,16 @@
 // (internal to the models module). Every error names the file and the key.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "trident/core/error.h"
 #include "trident/kernels/rope_frequencies.h"
+#include "trident/models/spec.h"
 
 namespace trident::models {
 
@@ -64,5 +68,41 @@ class HfConfigWriter {
  private:
   nlohmann::json& json_;
 };
+
+// A config.json key that holds a TransformerSpec field: a family lists its keys once, and read_keys and
+// write_keys read them in that order and write them all. Without a fallback the key is required; with one,
+// an absent (or null) key is the fallback: a value, or one computed from the fields read before it.
+struct HfKey {
+  template <typename T>
+  HfKey(std::string key, T TransformerSpec::*field)
+      : name(std::move(key)),
+        read([field, k = name](const HfConfigReader& c, TransformerSpec& s) { s.*field = c.get<T>(k); }),
+        write(writer(name, field)) {}
+  template <typename T, typename Fallback>
+  HfKey(std::string key, T TransformerSpec::*field, Fallback fallback)
+      : name(std::move(key)),
+        read([field, k = name, fallback](const HfConfigReader& c, TransformerSpec& s) {
+          if constexpr (std::is_invocable_v<Fallback, const TransformerSpec&>) {
+            s.*field = c.get_or<T>(k, fallback(s));
+          } else {
+            s.*field = c.get_or<T>(k, static_cast<T>(fallback));
+          }
+        }),
+        write(writer(name, field)) {}
+
+  std::string name;
+  std::function<void(const HfConfigReader&, TransformerSpec&)> read;
+  std::function<void(const TransformerSpec&, HfConfigWriter&)> write;
+
+ private:
+  template <typename T>
+  static std::function<void(const TransformerSpec&, HfConfigWriter&)> writer(const std::string& key,
+                                                                              T TransformerSpec::*field) {
+    return [field, key](const TransformerSpec& s, HfConfigWriter& c) { c.set(key, s.*field); };
+  }
+};
+
+void read_keys(const HfConfigReader& c, TransformerSpec& s, const std::vector<HfKey>& keys);
+void write_keys(const TransformerSpec& s, HfConfigWriter& c, const std::vector<HfKey>& keys);
 
 }  // namespace trident::models

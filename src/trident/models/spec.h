@@ -4,7 +4,10 @@
 // The fields are what every family shares (sizes, norm epsilon, RoPE,
 // tying) plus the options some families use (q/k/v biases, a sliding attention
 // window); a family rejects an option it does not build. The family's own
-// files read and write these from Hugging Face's config.json.
+// files read and write these from Hugging Face's config.json. A field that a
+// model.* key sets, or that a resume must match, has a row in the table of
+// model options (train/config/model_options.cpp; docs/architecture.md, "Adding a
+// model option").
 #pragma once
 
 #include <cstdint>
@@ -17,7 +20,7 @@
 namespace trident::models {
 
 struct TransformerSpec {
-  std::string family = "gpt2";  // a registered family (models/family.h): gpt2, llama, mistral, qwen2
+  std::string family = "gpt2";  // a registered family (models/families/registry.cpp lists them)
   std::int64_t n_layer = 0;
   std::int64_t n_head = 0;
   std::int64_t n_kv_head = 0;

@@ -6,6 +6,7 @@
 #include "trident/core/atomic_file.h"
 #include "trident/models/hf.h"
 #include "trident/models/pretrained.h"
+#include "trident/train/config/model_options.h"
 #include "trident/train/setup.h"
 
 namespace trident::train::detail {
@@ -132,49 +133,24 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
 
 namespace {
 
-// "model.n_layer: checkpoint step_… has 4, the configuration has 2" for the first size of the checkpoint
-// in `dir` (its config.json) that differs from `spec`; "" when none does.
+// "model.n_layer: checkpoint step_… has 4, the configuration has 2" for the first model option (in the
+// table's order) of the checkpoint in `dir` (its config.json) that differs from `spec`; "" when none does.
 std::string model_difference(const std::string& dir, const models::TransformerSpec& spec) {
   const fs::path config_json = fs::path(dir) / "config.json";
   const std::string name = fs::path(dir).filename().string();
   TRIDENT_CHECK(fs::exists(config_json),
                 "checkpoint {} has no config.json: cannot tell whether it holds the configured model", dir);
   const models::TransformerSpec saved = models::read_hf_config(config_json.string());
-  std::string diff;
-  auto same = [&](const char* key, const auto& had, const auto& has) {
-    if (diff.empty() && !(had == has))
-      diff = fmt::format("model.{}: checkpoint {} has {}, the configuration has {}", key, name, had, has);
-  };
-  same("arch", saved.family, spec.family);
-  same("n_layer", saved.n_layer, spec.n_layer);
-  same("d_model", saved.d_model, spec.d_model);
-  same("n_head", saved.n_head, spec.n_head);
-  same("n_kv_head", saved.n_kv_head, spec.n_kv_head);
-  same("d_ff", saved.d_ff, spec.d_ff);
-  same("vocab_size", saved.vocab_size, spec.vocab_size);
-  same("max_seq_len", saved.max_seq_len, spec.max_seq_len);
-  same("tie_embeddings", saved.tie_embeddings, spec.tie_embeddings);
-  same("sliding_window", saved.sliding_window, spec.sliding_window);
-  same("type_vocab_size", saved.type_vocab_size, spec.type_vocab_size);
-  same("pooler", saved.pooler, spec.pooler);
-  same("n_experts", saved.n_experts, spec.n_experts);
-  same("experts_per_token", saved.experts_per_token, spec.experts_per_token);
-  same("moe_d_ff", saved.expert_d_ff(), spec.expert_d_ff());
-  same("moe_shared_d_ff", saved.moe_shared_d_ff, spec.moe_shared_d_ff);
-  // The numerics too: a resume of a fine-tuning run whose source config.json changed since must not
-  // continue with another RoPE base or norm epsilon.
-  same("rope_theta", saved.rope.theta, spec.rope.theta);
-  same("norm_eps", saved.norm_eps, spec.norm_eps);
-  same("qkv_bias", saved.qkv_bias, spec.qkv_bias);
-  same("moe_norm_topk_prob", saved.moe_norm_topk_prob, spec.moe_norm_topk_prob);
-  same("rope_scaling (0 none, 1 linear, 2 llama3)", static_cast<int>(saved.rope.scaling),
-       static_cast<int>(spec.rope.scaling));
-  same("rope_scaling.factor", saved.rope.factor, spec.rope.factor);
-  same("rope_scaling.low_freq_factor", saved.rope.low_freq_factor, spec.rope.low_freq_factor);
-  same("rope_scaling.high_freq_factor", saved.rope.high_freq_factor, spec.rope.high_freq_factor);
-  same("rope_scaling.original_max_position_embeddings", saved.rope.original_max_position,
-       spec.rope.original_max_position);
-  return diff;
+  // The options' table marks what a resume must match: the sizes, and the numerics (a resume of a fine-tuning
+  // run whose source config.json changed since must not continue with another RoPE base or norm epsilon).
+  for (const ModelOption& o : model_options()) {
+    if (!o.resume_must_match) continue;
+    const OptionValue had = o.compared(saved), has = o.compared(spec);
+    if (had != has)
+      return fmt::format("model.{}: checkpoint {} has {}, the configuration has {}", o.name, name, to_string(had),
+                         to_string(has));
+  }
+  return "";
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
-#include <set>
 
 #include "trident/data/dataset/blended_dataset.h"
 #include "trident/data/dataset/gpt_dataset.h"
@@ -16,6 +15,7 @@
 #include "trident/models/hf.h"
 #include "trident/optim/schedule.h"
 #include "trident/parallel/pipeline/schedule.h"
+#include "trident/train/config/model_options.h"
 #include "trident/train/trainer.h"
 
 namespace trident::train {
@@ -38,28 +38,21 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   models::TransformerSpec s;
   if (!m.from_pretrained.empty()) {
     // The architecture, sizes and numerics are the pretrained model's config.json's: a model.* key that would
-    // be ignored is refused by name. What training may set: dropout, the vocabulary padding, the initial
-    // std of parameters the files lack, and the mixture-of-experts loss terms and capacity.
-    static const std::set<std::string> settable = {
-        "model.from_pretrained",   "model.dropout",         "model.make_vocab_size_divisible_by",
-        "model.init_std",          "model.moe_aux_loss_coef", "model.moe_z_loss_coef",
-        "model.moe_capacity_factor"};
+    // be ignored is refused by name. What training may set, the options' table marks: dropout, the vocabulary
+    // padding, the initial std of parameters the files lack, and the mixture-of-experts loss terms and capacity.
     Config given, defaults;
     given.model = m;
-    for (const ConfigKey& k : config_keys()) {
-      if (!k.key.starts_with("model.") || settable.count(k.key)) continue;
-      const std::string value = key_value(given, k.key);
-      TRIDENT_CHECK(value == key_value(defaults, k.key),
+    for (const ModelOption& o : model_options()) {
+      if (o.unset == Unset::no_key || o.pretrained_may_set) continue;
+      const std::string key = "model." + o.name;
+      const std::string value = key_value(given, key);
+      TRIDENT_CHECK(value == key_value(defaults, key),
                     "{} = {}: model.from_pretrained='{}' fixes the model (its config.json decides {}); leave it unset",
-                    k.key, value, m.from_pretrained, k.key.substr(6));
+                    key, value, m.from_pretrained, o.name);
     }
     s = models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string());
-    s.dropout = m.dropout;
-    s.vocab_divisible_by = m.make_vocab_size_divisible_by;
-    s.init_std = m.init_std;
-    if (m.moe_aux_loss_coef) s.moe_aux_loss_coef = *m.moe_aux_loss_coef;
-    if (m.moe_z_loss_coef) s.moe_z_loss_coef = *m.moe_z_loss_coef;
-    if (m.moe_capacity_factor) s.moe_capacity_factor = *m.moe_capacity_factor;
+    for (const ModelOption& o : model_options())
+      if (o.pretrained_may_set) o.apply(m, s);
     s.validate();
     return s;
   }
@@ -71,42 +64,14 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   } else {
     s = models::family(m.arch).defaults();
     s.family = m.arch;
-    s.norm_eps = m.norm_eps;
   }
-  const models::Family& family = models::family(s.family);
-  if (m.tie_embeddings) s.tie_embeddings = *m.tie_embeddings;
-  if (m.sliding_window) s.sliding_window = m.sliding_window;
-  if (m.type_vocab_size) s.type_vocab_size = m.type_vocab_size;
-  if (m.pooler) s.pooler = true;
-  if (m.n_experts) s.n_experts = m.n_experts;
-  if (m.experts_per_token) s.experts_per_token = m.experts_per_token;
-  if (m.moe_aux_loss_coef) s.moe_aux_loss_coef = *m.moe_aux_loss_coef;
-  if (m.moe_z_loss_coef) s.moe_z_loss_coef = *m.moe_z_loss_coef;
-  if (m.moe_capacity_factor) s.moe_capacity_factor = *m.moe_capacity_factor;
-  if (m.moe_d_ff) s.moe_d_ff = m.moe_d_ff;
-  if (m.moe_shared_d_ff) s.moe_shared_d_ff = m.moe_shared_d_ff;
-  if (m.moe_norm_topk_prob) s.moe_norm_topk_prob = *m.moe_norm_topk_prob;
-  if (m.n_layer) s.n_layer = m.n_layer;
-  if (m.n_head) s.n_head = m.n_head;
-  if (m.d_model) s.d_model = m.d_model;
+  // The keys given, as the options' table says each applies.
+  for (const ModelOption& o : model_options()) o.apply(m, s);
+  // The sizes whose 0 the family or the run derives.
   s.n_kv_head = m.n_kv_head ? m.n_kv_head : (s.n_kv_head && !m.n_head ? s.n_kv_head : s.n_head);
-  if (m.d_ff) s.d_ff = m.d_ff;
-  if (!s.d_ff || (m.d_model && !m.d_ff)) s.d_ff = family.default_d_ff(s.d_model);
-  if (m.vocab_size) {
-    s.vocab_size = m.vocab_size;
-  } else if (tokenizer_vocab > 0) {
-    s.vocab_size = tokenizer_vocab;
-  }
-  if (m.max_seq_len) {
-    s.max_seq_len = m.max_seq_len;
-  } else if (s.max_seq_len == 0) {
-    s.max_seq_len = seq_len;
-  }
-  s.dropout = m.dropout;
-  s.vocab_divisible_by = m.make_vocab_size_divisible_by;
-  s.rope.theta = m.rope_theta;
-  s.init_std = m.init_std;
-  if (m.preset.empty()) s.norm_eps = m.norm_eps;
+  if (!s.d_ff || (m.d_model && !m.d_ff)) s.d_ff = models::family(s.family).default_d_ff(s.d_model);
+  if (!m.vocab_size && tokenizer_vocab > 0) s.vocab_size = tokenizer_vocab;
+  if (s.max_seq_len == 0) s.max_seq_len = seq_len;
   s.validate();
   return s;
 }

@@ -109,20 +109,30 @@ TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t D) {
   return s;
 }
 
+// BERT's config.json keys of the spec's fields, read in this order.
+const std::vector<HfKey>& hf_keys() {
+  using S = TransformerSpec;
+  static const std::vector<HfKey> keys = {
+      {"num_hidden_layers", &S::n_layer},
+      {"num_attention_heads", &S::n_head},
+      {"hidden_size", &S::d_model},
+      {"intermediate_size", &S::d_ff, [](const S& s) { return 4 * s.d_model; }},
+      {"vocab_size", &S::vocab_size},
+      {"max_position_embeddings", &S::max_seq_len, std::int64_t{512}},
+      {"type_vocab_size", &S::type_vocab_size, std::int64_t{2}},
+      {"layer_norm_eps", &S::norm_eps, 1e-12},
+      {"hidden_dropout_prob", &S::dropout, 0.1},
+      {"initializer_range", &S::init_std, 0.02},
+      {"tie_word_embeddings", &S::tie_embeddings, true},
+  };
+  return keys;
+}
+
 void read_config(const HfConfigReader& c, TransformerSpec& s) {
-  s.n_layer = c.get<std::int64_t>("num_hidden_layers");
-  s.n_head = s.n_kv_head = c.get<std::int64_t>("num_attention_heads");
-  s.d_model = c.get<std::int64_t>("hidden_size");
-  s.d_ff = c.get_or<std::int64_t>("intermediate_size", 4 * s.d_model);
-  s.vocab_size = c.get<std::int64_t>("vocab_size");
-  s.max_seq_len = c.get_or<std::int64_t>("max_position_embeddings", 512);
-  s.type_vocab_size = c.get_or<std::int64_t>("type_vocab_size", 2);
-  s.norm_eps = c.get_or<double>("layer_norm_eps", 1e-12);
-  s.dropout = c.get_or<double>("hidden_dropout_prob", 0.1);
+  read_keys(c, s, hf_keys());
+  s.n_kv_head = s.n_head;
   // attention_probs_dropout_prob (dropout on the attention probabilities) is not applied: the fused
   // attention kernels have no such dropout. It changes training noise only, never the model.
-  s.init_std = c.get_or<double>("initializer_range", 0.02);
-  s.tie_embeddings = c.get_or<bool>("tie_word_embeddings", true);
   const std::string act = c.get_or<std::string>("hidden_act", "gelu");
   TRIDENT_CHECK(act == "gelu", "'{}': hidden_act '{}' is not supported (trident's BERT uses the exact GELU, 'gelu')",
                 c.path(), act);
@@ -135,20 +145,10 @@ void read_config(const HfConfigReader& c, TransformerSpec& s) {
 }
 
 void write_config(const TransformerSpec& s, HfConfigWriter& c) {
+  write_keys(s, c, hf_keys());
   c.set("hidden_act", "gelu");
-  c.set("num_hidden_layers", s.n_layer);
-  c.set("num_attention_heads", s.n_head);
-  c.set("hidden_size", s.d_model);
-  c.set("intermediate_size", s.d_ff);
-  c.set("max_position_embeddings", s.max_seq_len);
-  c.set("type_vocab_size", s.type_vocab_size);
-  c.set("vocab_size", s.vocab_size);
-  c.set("layer_norm_eps", s.norm_eps);
-  c.set("hidden_dropout_prob", s.dropout);
   c.set("attention_probs_dropout_prob", 0.0);
   c.set("position_embedding_type", "absolute");
-  c.set("initializer_range", s.init_std);
-  c.set("tie_word_embeddings", s.tie_embeddings);
 }
 
 // "x.LayerNorm.weight" was "x.LayerNorm.gamma" in the original checkpoints (bert-base-uncased's among

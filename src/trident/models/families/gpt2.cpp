@@ -65,17 +65,27 @@ TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t D) {
   return s;
 }
 
+// GPT-2's config.json keys of the spec's fields, read in this order.
+const std::vector<HfKey>& hf_keys() {
+  using S = TransformerSpec;
+  static const std::vector<HfKey> keys = {
+      {"n_layer", &S::n_layer},
+      {"n_head", &S::n_head},
+      {"n_embd", &S::d_model},
+      {"n_inner", &S::d_ff, [](const S& s) { return 4 * s.d_model; }},
+      {"vocab_size", &S::vocab_size},
+      {"n_positions", &S::max_seq_len},
+      {"layer_norm_epsilon", &S::norm_eps, 1e-5},
+      {"resid_pdrop", &S::dropout, 0.0},
+      {"initializer_range", &S::init_std, 0.02},
+      {"tie_word_embeddings", &S::tie_embeddings, true},  // untied: GPT2LMHeadModel keeps its own lm_head.weight
+  };
+  return keys;
+}
+
 void read_config(const HfConfigReader& c, TransformerSpec& s) {
-  s.n_layer = c.get<std::int64_t>("n_layer");
-  s.n_head = s.n_kv_head = c.get<std::int64_t>("n_head");
-  s.d_model = c.get<std::int64_t>("n_embd");
-  s.d_ff = c.get_or<std::int64_t>("n_inner", 4 * s.d_model);
-  s.vocab_size = c.get<std::int64_t>("vocab_size");
-  s.max_seq_len = c.get<std::int64_t>("n_positions");
-  s.norm_eps = c.get_or<double>("layer_norm_epsilon", 1e-5);
-  s.dropout = c.get_or<double>("resid_pdrop", 0.0);
-  s.init_std = c.get_or<double>("initializer_range", 0.02);
-  s.tie_embeddings = c.get_or<bool>("tie_word_embeddings", true);
+  read_keys(c, s, hf_keys());
+  s.n_kv_head = s.n_head;
   const std::string act = c.get_or<std::string>("activation_function", "gelu_new");
   TRIDENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
                 "'{}': activation_function '{}' is not supported (trident's GPT-2 uses gelu_new)", c.path(), act);
@@ -88,20 +98,11 @@ void read_config(const HfConfigReader& c, TransformerSpec& s) {
 }
 
 void write_config(const TransformerSpec& s, HfConfigWriter& c) {
+  write_keys(s, c, hf_keys());
   c.set("activation_function", "gelu_new");
-  c.set("n_layer", s.n_layer);
-  c.set("n_head", s.n_head);
-  c.set("n_embd", s.d_model);
-  c.set("n_inner", s.d_ff);
-  c.set("n_positions", s.max_seq_len);
   c.set("n_ctx", s.max_seq_len);
-  c.set("vocab_size", s.vocab_size);
-  c.set("layer_norm_epsilon", s.norm_eps);
-  c.set("resid_pdrop", s.dropout);
   c.set("embd_pdrop", s.dropout);
   c.set("attn_pdrop", 0.0);
-  c.set("initializer_range", s.init_std);
-  c.set("tie_word_embeddings", s.tie_embeddings);  // untied: GPT2LMHeadModel keeps its own lm_head.weight
 }
 
 }  // namespace

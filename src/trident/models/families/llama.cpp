@@ -122,17 +122,25 @@ TransformerSpec llama_like_spec(const std::string& family, std::int64_t L, std::
   return s;
 }
 
+// The LLaMA-shaped families' config.json keys of the spec's fields, read in this order.
+std::vector<HfKey> llama_like_hf_keys(bool tie_default) {
+  using S = TransformerSpec;
+  return {
+      {"num_hidden_layers", &S::n_layer},
+      {"num_attention_heads", &S::n_head},
+      {"num_key_value_heads", &S::n_kv_head, [](const S& s) { return s.n_head; }},
+      {"hidden_size", &S::d_model},
+      {"intermediate_size", &S::d_ff},
+      {"vocab_size", &S::vocab_size},
+      {"max_position_embeddings", &S::max_seq_len},
+      {"rms_norm_eps", &S::norm_eps, 1e-6},
+      {"initializer_range", &S::init_std, 0.02},
+      {"tie_word_embeddings", &S::tie_embeddings, tie_default},
+  };
+}
+
 void read_llama_like_config(const HfConfigReader& c, TransformerSpec& s, bool tie_default) {
-  s.n_layer = c.get<std::int64_t>("num_hidden_layers");
-  s.n_head = c.get<std::int64_t>("num_attention_heads");
-  s.n_kv_head = c.get_or<std::int64_t>("num_key_value_heads", s.n_head);
-  s.d_model = c.get<std::int64_t>("hidden_size");
-  s.d_ff = c.get<std::int64_t>("intermediate_size");
-  s.vocab_size = c.get<std::int64_t>("vocab_size");
-  s.max_seq_len = c.get<std::int64_t>("max_position_embeddings");
-  s.norm_eps = c.get_or<double>("rms_norm_eps", 1e-6);
-  s.init_std = c.get_or<double>("initializer_range", 0.02);
-  s.tie_embeddings = c.get_or<bool>("tie_word_embeddings", tie_default);
+  read_keys(c, s, llama_like_hf_keys(tie_default));
   const std::string act = c.get_or<std::string>("hidden_act", "silu");
   TRIDENT_CHECK(act == "silu" || act == "swish",
                 "'{}': hidden_act '{}' is not supported (trident's {} MLP is SwiGLU, hidden_act silu)", c.path(), act,
@@ -142,18 +150,9 @@ void read_llama_like_config(const HfConfigReader& c, TransformerSpec& s, bool ti
 }
 
 void write_llama_like_config(const TransformerSpec& s, HfConfigWriter& c) {
+  write_keys(s, c, llama_like_hf_keys(false));  // every key is written: the fallback plays no part
   c.set("hidden_act", "silu");
-  c.set("num_hidden_layers", s.n_layer);
-  c.set("num_attention_heads", s.n_head);
-  c.set("num_key_value_heads", s.n_kv_head);
-  c.set("hidden_size", s.d_model);
-  c.set("intermediate_size", s.d_ff);
-  c.set("max_position_embeddings", s.max_seq_len);
-  c.set("vocab_size", s.vocab_size);
-  c.set("rms_norm_eps", s.norm_eps);
   c.rope(s.rope);
-  c.set("initializer_range", s.init_std);
-  c.set("tie_word_embeddings", s.tie_embeddings);
 }
 
 Family llama_like_family(const std::string& name, const std::string& display_name, const std::string& hf_model_type,

@@ -16,7 +16,9 @@
 
 #include "trident/core/error.h"
 #include "trident/core/text.h"
+#include "trident/train/config/config_domain.h"
 #include "trident/train/config/deepspeed_config.h"
+#include "trident/train/config/model_options.h"
 
 namespace trident::train {
 
@@ -114,22 +116,6 @@ std::string format_value(const T& v) {
   }
 }
 
-// The values a numeric key accepts (each element, for a list): checked when
-// the value is given, so the error names the file or --set it came from.
-struct Domain {
-  bool (*contains)(double);
-  const char* expected;  // "must be ..."
-};
-constexpr Domain kAny{[](double) { return true; }, ""};
-constexpr Domain kPositive{[](double v) { return v > 0; }, "positive"};
-constexpr Domain kAtLeastOne{[](double v) { return v >= 1; }, "at least 1"};
-constexpr Domain kNonNegative{[](double v) { return v >= 0; }, "0 or more"};
-constexpr Domain kPositiveFinite{[](double v) { return std::isfinite(v) && v > 0; }, "a positive finite number"};
-constexpr Domain kNonNegativeFinite{[](double v) { return std::isfinite(v) && v >= 0; }, "a finite number >= 0"};
-constexpr Domain kFraction{[](double v) { return v >= 0 && v < 1; }, "in [0, 1)"};
-constexpr Domain kProbability{[](double v) { return v > 0 && v <= 1; }, "in (0, 1]"};
-constexpr Domain kZeroStage{[](double v) { return v == 0 || v == 1 || v == 2 || v == 3; }, "0, 1, 2 or 3"};
-
 struct Field {
   std::string section;
   std::string name;
@@ -175,6 +161,30 @@ Field field(const char* section, const char* name, S Config::*sec, T S::*member,
   return f;
 }
 
+// A model.* key: a row of the model options' table (train/config/model_options.h), of its field's type.
+Field model_field(const ModelOption& option) {
+  Field f;
+  f.section = "model";
+  f.name = option.name;
+  const std::string key = f.key();
+  std::visit(
+      [&](const auto& initial) {
+        using T = std::decay_t<decltype(initial)>;
+        f.type = type_name<T>();
+        f.set = [&option, key](Config& c, const toml::node& node, const std::string& origin) {
+          T value = convert<T>(node, key, origin);
+          check_domain(value, option.domain, option.meaning, key, origin);
+          option.set(c.model, OptionValue{std::in_place_type<T>, std::move(value)});
+        };
+        f.get = [&option](const Config& c) {
+          const std::optional<OptionValue> value = option.get(c.model);
+          return value ? format_value(std::get<T>(*value)) : std::string();  // absent: to_toml leaves the key out
+        };
+      },
+      option.initial);
+  return f;
+}
+
 // log.tensorboard: a boolean (true = the run directory's "tensorboard") or a directory path.
 Field tensorboard_field() {
   Field f;
@@ -202,24 +212,8 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> all = [] {
     std::vector<Field> f;
     using C = Config;
-#define MODEL(n, ...) f.push_back(field("model", #n, &C::model, &ModelConfig::n __VA_OPT__(,) __VA_ARGS__))
-    const char* kDefault = " (0 = the preset's or the default)";
-    MODEL(arch); MODEL(preset); MODEL(n_layer, kNonNegative, kDefault); MODEL(n_head, kNonNegative, kDefault);
-    MODEL(n_kv_head, kNonNegative, " (0 = n_head)"); MODEL(d_model, kNonNegative, kDefault);
-    MODEL(d_ff, kNonNegative, kDefault); MODEL(vocab_size, kNonNegative, " (0 = the tokenizer's)");
-    MODEL(make_vocab_size_divisible_by, kAtLeastOne);
-    MODEL(max_seq_len, kNonNegative, kDefault); MODEL(dropout, kFraction); MODEL(norm_eps, kNonNegativeFinite);
-    MODEL(rope_theta, kPositiveFinite); MODEL(tie_embeddings); MODEL(from_pretrained);
-    MODEL(sliding_window, kNonNegative, " (0 = the preset's or none)");
-    MODEL(type_vocab_size, kNonNegative, " (0 = the preset's or the family's)"); MODEL(pooler);
-    MODEL(n_experts, kNonNegative, " (0 = the preset's or the family's)");
-    MODEL(experts_per_token, kNonNegative, " (0 = the preset's or the family's)");
-    MODEL(moe_aux_loss_coef, kNonNegativeFinite); MODEL(moe_z_loss_coef, kNonNegativeFinite);
-    MODEL(moe_capacity_factor, kNonNegativeFinite, " (0 = dropless)");
-    MODEL(moe_d_ff, kNonNegative, " (0 = the preset's, or d_ff)");
-    MODEL(moe_shared_d_ff, kNonNegative, " (0 = the preset's)"); MODEL(moe_norm_topk_prob);
-    MODEL(init_std, kPositiveFinite);
-#undef MODEL
+    for (const ModelOption& option : model_options())
+      if (option.unset != Unset::no_key) f.push_back(model_field(option));
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
     DATA(tokenizer); DATA(paths); DATA(weights, kNonNegativeFinite); DATA(split); DATA(valid_paths); DATA(cache_dir);
     DATA(prefetch, kNonNegative, " (0 = no background loading)"); DATA(eod_mask_loss);

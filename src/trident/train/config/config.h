@@ -9,41 +9,23 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "trident/models/spec.h"
+
 namespace trident::train {
 
-struct ModelConfig {
-  std::string arch = "gpt2";   // models::kDefaultFamily; a model family: gpt2 | llama | mistral | qwen2 | bert (models/family.h)
-  std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes below)
-  std::int64_t n_layer = 0;
-  std::int64_t n_head = 0;
-  std::int64_t n_kv_head = 0;  // 0 = n_head (no grouped-query attention)
-  std::int64_t d_model = 0;
-  std::int64_t d_ff = 0;       // 0 = architecture default (4·d for GPT-2, LLaMA's rounded 8/3·d)
-  std::int64_t vocab_size = 0; // 0 = the tokenizer's vocabulary size
-  std::int64_t make_vocab_size_divisible_by = 128;  // pad the vocabulary tables to a multiple of this × tp (Megatron's)
-  std::int64_t max_seq_len = 0;
-  double dropout = 0.0;
-  double norm_eps = 1e-5;
-  double rope_theta = 10000.0;
-  std::optional<bool> tie_embeddings;  // unset: the family's or preset's (GPT-2 ties, LLaMA unties)
-  std::int64_t sliding_window = 0;     // attention window in tokens (mistral, qwen2); 0 = the preset's or none
-  std::int64_t type_vocab_size = 0;    // token types (bert); 0 = the family's or preset's (BERT: 2)
-  bool pooler = false;                 // BertModel's pooler on the first token (bert; unused by the MLM loss)
-  // Mixture of experts (mixtral): 0 / unset = the preset's or the family's.
-  std::int64_t n_experts = 0;          // experts per MoE layer
-  std::int64_t experts_per_token = 0;  // top-k
-  std::optional<double> moe_aux_loss_coef;    // load-balancing loss coefficient (per layer, summed)
-  std::optional<double> moe_z_loss_coef;      // router z-loss coefficient
-  std::optional<double> moe_capacity_factor;  // 0: dropless; > 0: capacity per expert, the rest dropped
-  std::int64_t moe_d_ff = 0;                  // each expert's width (qwen2_moe); 0 = the preset's, or d_ff
-  std::int64_t moe_shared_d_ff = 0;           // the shared expert's width (qwen2_moe); 0 = the preset's
-  std::optional<bool> moe_norm_topk_prob;     // renormalise the top-k weights; unset = the family's
-  double init_std = 0.02;      // std of the normal initial weights (GPT-2's output projections: / sqrt(2·n_layer))
+// The model.* keys. An option's value is held in its models::TransformerSpec field: the table of model options
+// (train/config/model_options.cpp) names each key's field, what the key left unset means (mostly 0 = the preset's or
+// the family's), its values, and whether model.from_pretrained may set it and a resume must match it.
+// `family` is not a key (model.arch is).
+struct ModelConfig : models::TransformerSpec {
+  std::string arch = "gpt2";   // models::kDefaultFamily; a registered family (models/families/registry.cpp)
+  std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes)
   std::string from_pretrained; // Hugging Face directory to load weights from
+  std::set<std::string> given; // the options whose key may be absent (tie_embeddings, ...) that were given
 };
 
 struct DataConfig {
