@@ -10,24 +10,22 @@
 #include "trident/data/tokenizer/bpe_trainer.h"
 #include "trident/data/tokenizer/tokenizer.h"
 
-namespace trident::data::testing {
-
-using testing::TempDir;
+namespace trident::testing {
 
 // The message of the trident::Error `f` throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
-  return testing::thrown(f, "(no error)", [](const Error& e) { return e.message(); });
+  return thrown(f, "(no error)", [](const Error& e) { return e.message(); });
 }
 
 // A byte-level BPE of 300 tokens with <|endoftext|>, trained on `text` (a pair seen once is merged too).
-inline Tokenizer small_bpe(std::string_view text) {
-  BpeTrainerOptions o;
+inline data::Tokenizer small_bpe(std::string_view text) {
+  data::BpeTrainerOptions o;
   o.vocab_size = 300;
   o.special_tokens = {"<|endoftext|>"};
   o.min_frequency = 1;
-  BpeTrainer t(o);
+  data::BpeTrainer t(o);
   t.feed(text);
-  return Tokenizer::from_json(tokenizer_json(t.train()));
+  return data::Tokenizer::from_json(data::tokenizer_json(t.train()));
 }
 
-}  // namespace trident::data::testing
+}  // namespace trident::testing
