@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The BERT example's sbatch script (examples/bert_mlm/sbatch.sh, the seed's
-# shape: --nodes=1 --ntasks=4, srun --mpi=pmix, the seed's ZeRO-3 ds_config.json)
+# The BERT example's sbatch script (examples/bert_mlm/sbatch.sh, the DeepSpeed
+# job's shape: --nodes=1 --ntasks=4, srun --mpi=pmix, its ZeRO-3 ds_config.json)
 # submitted to Slurm with `sbatch --wait`, on the example's own data
 # (prepare_data.sh) with a smaller model and fewer steps: the job runs as 4
 # data-parallel ranks and its validation MLM loss falls. Skips (exit 77) unless
