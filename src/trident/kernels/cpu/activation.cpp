@@ -13,6 +13,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/exp.h"
 
 namespace trident::kernels::cpu {
 
@@ -20,52 +21,6 @@ namespace {
 
 constexpr std::int64_t kGrain = 1 << 14;
 
-// Rounds to T once (store<T> of core/dtype.h).
-template <typename T, typename A>
-inline T round_to(A v) noexcept {
-  return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
-}
-
-// e^x in f32 without a libm call. x = n ln2 + r with |r| <= ln2/2 (ln2 split in
-// two so n * kLn2Hi is exact), e^r by its Taylor series to degree 7 (truncation
-// below 1e-8 relative), 2^n built in the exponent bits (as 2^(n-1) * 2 so that
-// n = 128 stays finite). Above ln(FLT_MAX) the result is +inf; below -86.5 it
-// is flushed to 0 (e^-86.5 = 2.6e-38: no denormals); NaN stays NaN.
-// Not softmax.h's exp_f32, whose polynomial differs and which saturates at e^88
-// instead of reaching +inf: every activation's result would change in the last
-// bits, and sigmoid(x) for x below -88.7 would no longer be exactly 0.
-inline float exp_f32(float x) noexcept {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;  // 355/512: few bits, n * kLn2Hi is exact
-  constexpr float kLn2Lo = -2.12194440054690583e-4f;
-  constexpr float kShifter = 0x1.8p23f;   // adding it rounds to an integer held in the low mantissa bits
-  constexpr float kMax = 88.7228f, kMin = -86.5f;
-  const float xc = std::min(std::max(x, kMin), kMax);
-  const float shifted = xc * kLog2e + kShifter;
-  const float n = shifted - kShifter;
-  const std::int32_t ni = std::bit_cast<std::int32_t>(shifted) - std::bit_cast<std::int32_t>(kShifter);
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  float y = p * std::bit_cast<float>((ni + 126) << 23) * 2.0f;
-  y = x > kMax ? std::numeric_limits<float>::infinity() : y;
-  return x < kMin ? 0.0f : y;
-}
-
-template <typename A>
-inline A exp_acc(A x) noexcept {
-  if constexpr (std::is_same_v<A, float>) {
-    return exp_f32(x);
-  } else {
-    return std::exp(x);
-  }
-}
 
 template <typename A>
 inline A sigmoid(A x) noexcept {
@@ -164,14 +119,14 @@ struct Tanh {
 template <typename Act, typename T>
 void forward_loop(const T* x, T* y, std::int64_t n) {
   parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) y[i] = round_to<T>(Act::forward(load(x[i])));
+    for (std::int64_t i = lo; i < hi; ++i) y[i] = store<T>(Act::forward(load(x[i])));
   });
 }
 
 template <typename Act, typename T>
 void backward_loop(const T* dy, const T* x, T* dx, std::int64_t n) {
   parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) dx[i] = round_to<T>(load(dy[i]) * Act::derivative(load(x[i])));
+    for (std::int64_t i = lo; i < hi; ++i) dx[i] = store<T>(load(dy[i]) * Act::derivative(load(x[i])));
   });
 }
 
@@ -219,7 +174,7 @@ void tanh_backward(DType dtype, const void* dy, const void* y, void* dx, std::in
     auto* pdx = static_cast<scalar_t*>(dx);
     parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = lo; i < hi; ++i) {
-        pdx[i] = round_to<scalar_t>(load(pd[i]) * Tanh::derivative_from_output(load(py[i])));
+        pdx[i] = store<scalar_t>(load(pd[i]) * Tanh::derivative_from_output(load(py[i])));
       }
     });
   });
@@ -231,7 +186,7 @@ void swiglu_forward(DType dtype, const void* gate, const void* up, void* out, st
     const auto* u = static_cast<const scalar_t*>(up);
     auto* o = static_cast<scalar_t*>(out);
     parallel_for(0, n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t i = lo; i < hi; ++i) o[i] = round_to<scalar_t>(Silu::forward(load(g[i])) * load(u[i]));
+      for (std::int64_t i = lo; i < hi; ++i) o[i] = store<scalar_t>(Silu::forward(load(g[i])) * load(u[i]));
     });
   });
 }
@@ -249,8 +204,8 @@ void swiglu_backward(DType dtype, const void* dy, const void* gate, const void* 
       for (std::int64_t i = lo; i < hi; ++i) {
         const A gv = load(g[i]), dv = load(d[i]);
         const A s = sigmoid(gv);
-        dg[i] = round_to<scalar_t>(dv * load(u[i]) * (s * (A(1) + gv * (A(1) - s))));
-        du[i] = round_to<scalar_t>(dv * gv * s);
+        dg[i] = store<scalar_t>(dv * load(u[i]) * (s * (A(1) + gv * (A(1) - s))));
+        du[i] = store<scalar_t>(dv * gv * s);
       }
     });
   });
@@ -266,7 +221,7 @@ void bias_gelu_tanh_forward(DType dtype, const void* x, const void* bias, void* 
       for (std::int64_t r = lo; r < hi; ++r) {
         const scalar_t* xr = px + r * cols;
         scalar_t* yr = py + r * cols;
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = round_to<scalar_t>(GeluTanh::forward(load(xr[c]) + load(pb[c])));
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = store<scalar_t>(GeluTanh::forward(load(xr[c]) + load(pb[c])));
       }
     });
   });
@@ -283,7 +238,7 @@ void bias_gelu_tanh_backward(DType dtype, const void* dy, const void* x, const v
       for (std::int64_t r = lo; r < hi; ++r) {
         const std::int64_t o = r * cols;
         for (std::int64_t c = 0; c < cols; ++c) {
-          pdx[o + c] = round_to<scalar_t>(load(pd[o + c]) * GeluTanh::derivative(load(px[o + c]) + load(pb[c])));
+          pdx[o + c] = store<scalar_t>(load(pd[o + c]) * GeluTanh::derivative(load(px[o + c]) + load(pb[c])));
         }
       }
     });

@@ -370,8 +370,8 @@ void backward_kv_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, KvS
     const A* dks = w.dk.get() + j * g.Dp;
     const A* dvs = w.dv.get() + j * g.Dp;
     for (i64 d = 0; d < g.D; ++d) {
-      dkr[d] = store_fast<T>(dks[d]);
-      dvr[d] = store_fast<T>(dvs[d]);
+      dkr[d] = store<T>(dks[d]);
+      dvr[d] = store<T>(dvs[d]);
     }
   }
 }
@@ -407,7 +407,7 @@ void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScr
   for (i64 i = 0; i < nq; ++i) {
     T* dst = a.dq + g.q_offset(b, t0 + i, h);
     const A* src = w.dq.get() + i * g.Dp;
-    for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(src[d] * a.scale);
+    for (i64 d = 0; d < g.D; ++d) dst[d] = store<T>(src[d] * a.scale);
   }
 }
 

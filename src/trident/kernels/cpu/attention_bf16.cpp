@@ -325,7 +325,7 @@ void tile_softmax_grad(const Geometry& g, const Args& a, i64 b, const bf16* q_ro
 // rows [s0, s0 + n) of kv head hk (dk, dv) or query rows of head h (dq).
 void store_rows(const float* src, i64 n, i64 D, i64 Dp, float factor, bf16* dst, i64 dst_stride) {
   for (i64 i = 0; i < n; ++i)
-    for (i64 d = 0; d < D; ++d) dst[i * dst_stride + d] = store_fast<bf16>(src[i * Dp + d] * factor);
+    for (i64 d = 0; d < D; ++d) dst[i * dst_stride + d] = store<bf16>(src[i * Dp + d] * factor);
 }
 
 struct KvWork {

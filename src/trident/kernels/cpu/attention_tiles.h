@@ -329,7 +329,7 @@ void store_output_rows(const Geometry& g, const A* acc, const A* running_max, co
     const A* o = acc + i * g.Dp;
     const bool any = running_sum[i] > A(0);
     const A inv = any ? A(1) / running_sum[i] : A(0);
-    for (i64 d = 0; d < g.D; ++d) dst[d] = store_fast<T>(o[d] * inv);
+    for (i64 d = 0; d < g.D; ++d) dst[d] = store<T>(o[d] * inv);
     lse_row[i] = any ? running_max[i] + std::log(running_sum[i]) : kNegInf<A>;
   }
 }

@@ -17,6 +17,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/exp.h"
 #include "trident/kernels/cpu/lane_sum.h"
 
 namespace trident::kernels::cpu {
@@ -24,49 +25,6 @@ namespace trident::kernels::cpu {
 namespace {
 constexpr std::int64_t kGrain = 1 << 14;
 constexpr int kLanes = 32;
-
-// exp(x) for f32 in plain arithmetic that vectorises: Cody–Waite reduction
-// x = n ln2 + r (|r| <= ln2/2), a degree-6 minimax polynomial for e^r (Cephes'
-// coefficients), and 2^n assembled in the exponent bits straight from the
-// rounding constant's mantissa (no float-to-int conversion). Meant for x <= 0
-// (softmax arguments; larger x saturates near e^88); 0 below -87, where e^x
-// < 1.7e-38 no longer matters to a softmax; NaN stays NaN.
-// Not softmax.h's exp_f32: the same polynomial, but its last step is associated
-// differently (p·(r·r) here) and its cut-off is -87.3, so the two differ in the
-// last bit for some inputs; this one keeps cross-entropy's results bit for bit.
-inline float exp_f32(float x) {
-  const float xc = std::min(std::max(x, -87.0f), 88.0f);  // a NaN passes through both
-  constexpr float kRound = 12582912.0f;                    // 1.5 * 2^23: adding it rounds to an integer
-  const float t = xc * 1.44269504088896341f + kRound;
-  const float n = t - kRound;
-  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  // t's low mantissa bits hold n (two's complement); shifting them into the exponent field gives 2^n.
-  const std::uint32_t scale_bits = (std::bit_cast<std::uint32_t>(t) << 23) + (127u << 23);
-  const float y = p * std::bit_cast<float>(scale_bits);
-  return x < -87.0f ? 0.0f : y;
-}
-
-template <typename A>
-inline A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return exp_f32(x);
-  } else {
-    return std::exp(x);
-  }
-}
-
-// Rounds to T once (store<T> of core/dtype.h).
-template <typename T, typename A>
-inline T store_fast(A v) {
-  return store<T>(v);  // bf16 rounding is inline in core/dtype.h, so this vectorises
-}
 
 template <typename T>
 acc_t<T> row_max(const T* x, std::int64_t n) {
@@ -95,7 +53,7 @@ acc_t<T> row_sum_exp(const T* x, std::int64_t n, acc_t<T> shift) {
 // drow[j] = exp(row[j] - shift) * mul for j < n, rounded once: the softmax-gradient loop of both backwards.
 template <typename T>
 void scaled_exp_row(const T* row, T* drow, std::int64_t n, acc_t<T> shift, acc_t<T> mul) {
-  for (std::int64_t j = 0; j < n; ++j) drow[j] = store_fast<T>(exp_acc<acc_t<T>>(load(row[j]) - shift) * mul);
+  for (std::int64_t j = 0; j < n; ++j) drow[j] = store<T>(exp_acc<acc_t<T>>(load(row[j]) - shift) * mul);
 }
 
 template <typename T>
@@ -164,7 +122,7 @@ void cross_entropy_backward(DType dtype, DType target_dtype, const void* logits,
           }
           const A l = in_lse[r], gr = g[r];
           scaled_exp_row(row, drow, vocab, l, gr);
-          drow[t] = store_fast<scalar_t>((exp_acc<A>(load(row[t]) - l) - A(1)) * gr);
+          drow[t] = store<scalar_t>((exp_acc<A>(load(row[t]) - l) - A(1)) * gr);
         }
       });
     });
@@ -243,7 +201,7 @@ void vocab_parallel_backward(DType dtype, DType target_dtype, const void* logits
           scaled_exp_row(row, drow, valid, m, c);
           zero_row(drow + valid, cols - valid);
           const std::int64_t local = t - vocab_begin;
-          if (local >= 0 && local < valid) drow[local] = store_fast<scalar_t>(exp_acc<A>(load(row[local]) - m) * c - s);
+          if (local >= 0 && local < valid) drow[local] = store<scalar_t>(exp_acc<A>(load(row[local]) - m) * c - s);
         }
       });
     });

@@ -9,7 +9,6 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
-#include "trident/kernels/cpu/softmax.h"  // store_fast: vectorisable bf16 rounding
 
 namespace trident::kernels::cpu {
 
@@ -47,8 +46,8 @@ void rope_impl(const T* x, T* out, const std::int64_t* positions, std::int64_t B
                      T* orow = out + bt * row + h * D;
                      for (std::int64_t i = 0; i < half; ++i) {
                        const A x1 = load(xr[i]), x2 = load(xr[i + half]);
-                       orow[i] = store_fast<T>(x1 * c[i] - x2 * s[i]);
-                       orow[i + half] = store_fast<T>(x2 * c[i] + x1 * s[i]);
+                       orow[i] = store<T>(x1 * c[i] - x2 * s[i]);
+                       orow[i + half] = store<T>(x2 * c[i] + x1 * s[i]);
                      }
                    }
                  }

@@ -112,11 +112,11 @@ void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
       T* yr = y + r * cols;
       const A mx = row_max(xr, cols);
       if (mx == -std::numeric_limits<A>::infinity()) {
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = store_fast<T>(A(0));
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = store<T>(A(0));
         continue;
       }
       const A inv = A(1) / exp_and_sum(xr, cols, mx, ep);
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] = store_fast<T>(ep[c] * inv);
+      for (std::int64_t c = 0; c < cols; ++c) yr[c] = store<T>(ep[c] * inv);
     }
   });
 }
@@ -132,7 +132,7 @@ void softmax_backward_rows(const T* y, const T* dy, T* dx, std::int64_t rows, st
       A dot = 0;
 #pragma omp simd reduction(+ : dot)
       for (std::int64_t c = 0; c < cols; ++c) dot += load(yr[c]) * load(dyr[c]);
-      for (std::int64_t c = 0; c < cols; ++c) dxr[c] = store_fast<T>(load(yr[c]) * (load(dyr[c]) - dot));
+      for (std::int64_t c = 0; c < cols; ++c) dxr[c] = store<T>(load(yr[c]) * (load(dyr[c]) - dot));
     }
   });
 }
