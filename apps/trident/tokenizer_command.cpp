@@ -4,21 +4,28 @@
 //                            [--truncate] [--no-special-tokens] [--do-lower-case true|false]
 //       prints the ids of the text (stdin or FILE), separated by spaces; with
 //       --pair, of the pair (text, FILE) through the pair template; with
-//       --type-ids, a second line with each id's type id.
-//   trident tokenizer decode --tokenizer T [--ids "1 2 3"] [--skip-special-tokens]
-//       prints the bytes of whitespace-separated ids (stdin or --ids), as is.
+//       --type-ids, a second line with each id's type id. With --jsonl, the input
+//       is JSON Lines: each document (the --json-key string) is encoded alone
+//       and printed as one line of ids, as Hugging Face's encode_batch does.
+//   trident tokenizer decode --tokenizer T [--ids "1 2 3"] [--skip-special-tokens] [--jsonl]
+//       prints the bytes of whitespace-separated ids (stdin or --ids), as is;
+//       with --jsonl, each input line is one sequence and prints as one JSON string.
 //   trident tokenizer train [--model bpe|wordpiece] --input FILE... --vocab-size N
 //                           [--special-token TOK]... --output tokenizer.json
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.h"
 #include "trident/core/error.h"
+#include "trident/data/dataset/document_reader.h"
 #include "trident/data/tokenizer/bpe_trainer.h"
 #include "trident/data/tokenizer/tokenizer.h"
 #include "trident/data/tokenizer/wordpiece_trainer.h"
@@ -93,8 +100,8 @@ void add_tokenizer_command(CLI::App& app) {
   {
     auto* sub = cmd->add_subcommand("encode", "Print the token ids of text (stdin or --input)");
     struct Args {
-      std::string tokenizer, input, pair, lower;
-      bool no_special = false, type_ids = false, truncate = false;
+      std::string tokenizer, input, pair, lower, json_key = "text";
+      bool no_special = false, type_ids = false, truncate = false, jsonl = false;
     };
     auto args = std::make_shared<Args>();
     sub->add_option("--tokenizer,-t", args->tokenizer,
@@ -108,13 +115,38 @@ void add_tokenizer_command(CLI::App& app) {
     sub->add_flag("--no-special-tokens", args->no_special, "Do not add the post-processor's special tokens");
     sub->add_option("--do-lower-case", args->lower,
                     "vocab.txt only: true or false (default: tokenizer_config.json's, else true)");
+    sub->add_flag("--jsonl", args->jsonl,
+                  "The input is JSON Lines: encode each document alone and print one line of ids per document");
+    sub->add_option("--json-key", args->json_key, "With --jsonl: the key holding each document's text")
+        ->capture_default_str();
     sub->callback([args] {
+      TRIDENT_CHECK(!args->jsonl || (args->pair.empty() && !args->type_ids),
+                    "--jsonl encodes single documents: it cannot be combined with {}",
+                    args->pair.empty() ? "--type-ids" : "--pair");
       const auto tok = data::Tokenizer::load(args->tokenizer, lower_case_option(args->lower));
-      const std::string text = read_all(args->input);
       data::Encoder enc(tok);
       enc.set_truncate(args->truncate);
       std::vector<std::int32_t> ids;
       std::vector<std::uint32_t> types;
+      const std::string text = read_all(args->input);
+      if (args->jsonl) {
+        const std::filesystem::path source = args->input.empty() || args->input == "-" ? "standard input" : args->input;
+        fmt::memory_buffer buf;
+        data::RawDocument doc;
+        for (std::size_t pos = 0; pos < text.size();) {
+          const std::size_t end = std::min(text.find('\n', pos), text.size());
+          doc.content.assign(text, pos, end - pos);
+          ++doc.line;
+          pos = end + 1;
+          if (doc.content.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines, as preprocess
+          ids.clear();
+          enc.encode(data::extract_document_text(doc, data::InputFormat::jsonl, args->json_key, source), ids,
+                     !args->no_special);
+          print_numbers(buf, ids);
+        }
+        write_stdout({buf.data(), buf.size()});
+        return;
+      }
       if (!args->pair.empty()) {
         enc.encode_pair(text, read_file_option("--pair", args->pair), ids, !args->no_special, &types);
       } else {
@@ -133,7 +165,7 @@ void add_tokenizer_command(CLI::App& app) {
     auto* sub = cmd->add_subcommand("decode", "Print the text of whitespace-separated ids (stdin or --ids)");
     struct Args {
       std::string tokenizer, ids, lower;
-      bool have_ids = false, skip_special = false;
+      bool have_ids = false, skip_special = false, jsonl = false;
     };
     auto args = std::make_shared<Args>();
     sub->add_option("--tokenizer,-t", args->tokenizer, "tokenizer.json, GPT-2 vocab.json, vocab.txt, or a directory")
@@ -141,18 +173,37 @@ void add_tokenizer_command(CLI::App& app) {
     sub->add_option("--do-lower-case", args->lower, "vocab.txt only: true or false");
     auto* ids_opt = sub->add_option("--ids", args->ids, "The ids, e.g. \"15496 995\" (default: standard input)");
     sub->add_flag("--skip-special-tokens", args->skip_special, "Leave special tokens out of the text");
+    sub->add_flag("--jsonl", args->jsonl,
+                  "Each input line is one sequence of ids; print each one's text as a JSON string on its own line");
     sub->callback([args, ids_opt] {
       const auto tok = data::Tokenizer::load(args->tokenizer, lower_case_option(args->lower));
       const bool from_arg = ids_opt->count() > 0;
       const std::string text = from_arg ? args->ids : read_all("");
-      const auto ids = parse_ids(text, from_arg ? "--ids" : "standard input");
-      write_stdout(tok.decode(ids, args->skip_special));
+      const std::string source = from_arg ? "--ids" : "standard input";
+      if (!args->jsonl) {
+        write_stdout(tok.decode(parse_ids(text, source), args->skip_special));
+        return;
+      }
+      std::string out;
+      std::size_t line = 0;
+      for (std::size_t pos = 0; pos < text.size(); ++line) {
+        const std::size_t end = std::min(text.find('\n', pos), text.size());
+        const auto ids =
+            parse_ids(std::string_view(text).substr(pos, end - pos), fmt::format("{} line {}", source, line + 1));
+        // Invalid UTF-8 (byte tokens cut mid-character) is written as U+FFFD, as a Python str shows it.
+        out += nlohmann::json(tok.decode(ids, args->skip_special))
+                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        out += '\n';
+        pos = end + 1;
+      }
+      write_stdout(out);
     });
   }
 
   // train
   {
-    auto* sub = cmd->add_subcommand("train", "Train a byte-level BPE or a WordPiece tokenizer; write its tokenizer.json");
+    auto* sub =
+        cmd->add_subcommand("train", "Train a byte-level BPE or a WordPiece tokenizer; write its tokenizer.json");
     struct Args {
       std::vector<std::string> inputs, special_tokens;
       std::string output, model = "bpe";
@@ -168,8 +219,9 @@ void add_tokenizer_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--output,-o", args->output, "Where to write tokenizer.json")->required();
     sub->add_flag("--quiet,-q", args->quiet, "No progress output");
-    sub->add_option("--model", args->model,
-                    "bpe (byte-level, GPT-2 style) or wordpiece (BERT style: lowercase, [PAD] [UNK] [CLS] [SEP] [MASK])")
+    sub->add_option(
+           "--model", args->model,
+           "bpe (byte-level, GPT-2 style) or wordpiece (BERT style: lowercase, [PAD] [UNK] [CLS] [SEP] [MASK])")
         ->capture_default_str();
     sub->callback([args] {
       TRIDENT_CHECK(args->vocab_size > 0 && args->vocab_size < (1LL << 31), "--vocab-size {} is out of range",
@@ -202,7 +254,8 @@ void add_tokenizer_command(CLI::App& app) {
       const data::TrainedBpe result = trainer.train();
       data::write_tokenizer_json(result, args->output);
       if (!args->quiet) {
-        fmt::print(stderr, "wrote {} ({} tokens, {} merges)\n", args->output, result.vocab.size(), result.merges.size());
+        fmt::print(stderr, "wrote {} ({} tokens, {} merges)\n", args->output, result.vocab.size(),
+                   result.merges.size());
       }
     });
   }

@@ -1,4 +1,5 @@
 """Helpers shared by the interop scripts: running trident, generating text."""
+import json
 import os
 import random
 import shutil
@@ -174,6 +175,27 @@ def trident_encode(trident, tokenizer, path, special=True):
 
 def trident_decode(trident, tokenizer, ids):
     return run([trident, "tokenizer", "decode", "--tokenizer", tokenizer], stdin=" ".join(map(str, ids)).encode())
+
+
+def trident_encode_batch(trident, tokenizer, texts, special=True):
+    """Each text encoded alone (`tokenizer encode --jsonl`): one list of ids per text."""
+    cmd = [trident, "tokenizer", "encode", "--tokenizer", tokenizer, "--jsonl"]
+    if not special:
+        cmd.append("--no-special-tokens")
+    lines = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
+    out = run(cmd, stdin=lines).decode().split("\n")
+    assert len(out) == len(texts) + 1 and out[-1] == "", f"{len(texts)} texts gave {len(out) - 1} lines of ids"
+    return [[int(x) for x in line.split()] for line in out[:-1]]
+
+
+def trident_decode_batch(trident, tokenizer, seqs, skip_special=False):
+    """Each id sequence decoded alone (`tokenizer decode --jsonl`): one str per sequence."""
+    cmd = [trident, "tokenizer", "decode", "--tokenizer", tokenizer, "--jsonl"]
+    if skip_special:
+        cmd.append("--skip-special-tokens")
+    out = run(cmd, stdin="".join(" ".join(map(str, ids)) + "\n" for ids in seqs).encode()).decode().splitlines()
+    assert len(out) == len(seqs), f"{len(seqs)} id sequences gave {len(out)} texts"
+    return [json.loads(line) for line in out]
 
 
 def first_difference(a, b):

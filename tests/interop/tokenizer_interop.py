@@ -29,8 +29,8 @@ import shutil
 import subprocess
 import sys
 
-from common import (first_difference, require, run, trident_bpe, trident_decode, trident_encode, tricky_text,
-                    work_dir, write_text)
+from common import (first_difference, require, run, trident_bpe, trident_decode, trident_decode_batch, trident_encode,
+                    trident_encode_batch, tricky_text, work_dir, write_text)
 
 tokenizers = require("tokenizers")
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
@@ -378,28 +378,28 @@ def spm_check(name, normalizer, pre, decoder, byte_fallback=True, fuse_unk=True,
         json.dump(j, f, ensure_ascii=False)
     hf_tok = Tokenizer.from_file(path)
     compare(f"spm {name}: corpus", path, hf_tok, small_path, small)
+    # Each text encoded alone, every fourth without special tokens; one trident call per batch.
     bad = []
-    text_path = os.path.join(tmp, "spm_text.txt")
-    for i, text in enumerate(spm_texts):
-        write_text(text_path, text)
-        special = i % 4 != 3
-        want = hf_tok.encode(text, add_special_tokens=special).ids
-        got = trident_encode(trident, path, text_path, special)
-        if want != got:
-            bad.append(f"encode {text!r}: hf {want} trident {got}")
-            continue
-        hf_text = hf_tok.decode(want, skip_special_tokens=i % 2 == 0)
-        cmd = [trident, "tokenizer", "decode", "--tokenizer", path] + (["--skip-special-tokens"] if i % 2 == 0 else [])
-        tr_text = run(cmd, stdin=" ".join(map(str, want)).encode()).decode("utf-8", errors="replace")
-        if hf_text != tr_text:
-            bad.append(f"decode {want}: hf {hf_text!r} trident {tr_text!r}")
+    got = {}
+    for special in (True, False):
+        batch = [i for i in range(len(spm_texts)) if (i % 4 != 3) == special]
+        got.update(zip(batch, trident_encode_batch(trident, path, [spm_texts[i] for i in batch], special)))
+    want = {i: hf_tok.encode(text, add_special_tokens=i % 4 != 3).ids for i, text in enumerate(spm_texts)}
+    bad += [f"encode {spm_texts[i]!r}: hf {want[i]} trident {got[i]}" for i in want if want[i] != got[i]]
+    # The ids decoded back, every second one without special tokens.
+    for skip in (True, False):
+        batch = [i for i in range(len(spm_texts)) if (i % 2 == 0) == skip]
+        texts = trident_decode_batch(trident, path, [want[i] for i in batch], skip)
+        for i, tr_text in zip(batch, texts):
+            hf_text = hf_tok.decode(want[i], skip_special_tokens=skip)
+            if hf_text != tr_text:
+                bad.append(f"decode {want[i]}: hf {hf_text!r} trident {tr_text!r}")
     # Random id sequences, heavy in byte tokens: runs of invalid UTF-8 included.
     rnd = random.Random(len(name))
-    for _ in range(60):
-        ids = [rnd.choice([rnd.randint(3, 258), rnd.randint(0xC0 + 3, 0xF7 + 3), rnd.choice(spm_ids)])
-               for _ in range(rnd.randint(0, 16))]
+    seqs = [[rnd.choice([rnd.randint(3, 258), rnd.randint(0xC0 + 3, 0xF7 + 3), rnd.choice(spm_ids)])
+             for _ in range(rnd.randint(0, 16))] for _ in range(60)]
+    for ids, tr_text in zip(seqs, trident_decode_batch(trident, path, seqs)):
         hf_text = hf_tok.decode(ids, skip_special_tokens=False)
-        tr_text = trident_decode(trident, path, ids).decode("utf-8", errors="strict")
         if hf_text != tr_text:
             bad.append(f"decode {ids}: hf {hf_text!r} trident {tr_text!r}")
     if bad:
