@@ -359,8 +359,10 @@ void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
   }
   run.log->message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, run.state.step,
                                run.state.consumed_samples));
-  if (const std::string changed = changed_settings(resume_from, run.config, run.state.step); !changed.empty())
-    run.log->message(changed);
+  if (run.par.is_root()) {  // the rank that prints reads the checkpoint's config.toml
+    if (const std::string changed = changed_settings(resume_from, run.config, run.state.step); !changed.empty())
+      run.log->message(changed);
+  }
   // The steps after the checkpoint are done again: their old lines go, so metrics.jsonl is one curve.
   run.log->truncate_after(run.state.step);
 }
