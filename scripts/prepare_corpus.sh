@@ -99,7 +99,7 @@ for s in train valid test; do
   if [[ ! -s $out/kjv_$s.idx || ! -s $out/kjv_$s.bin ]]; then
     step "preprocessing $s"
     "$trident" preprocess --input "$out/$s.jsonl" --tokenizer "$out/tokenizer.json" \
-      --output-prefix "$out/kjv_$s" --json-key text --append-eod 2>&1 | tail -n 1
+      --output-prefix "$out/kjv_$s" --json-key text --append-eod --overwrite 2>&1 | tail -n 1
   fi
 done
 step "ready: $out/kjv_{train,valid,test}.{bin,idx} with $out/tokenizer.json"

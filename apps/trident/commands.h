@@ -49,6 +49,15 @@ std::string read_file_option(std::string_view flag, const std::string& path);
 // and is writable. Errors name the flag and the directory at fault, not a temporary file. (main.cpp)
 void prepare_output_option(std::string_view flag, const std::string& path, bool directory);
 
+// Megatron-LM's flag among argv (before a `--`) that CLI11 refused in `refused` (its "not expected"
+// message), as one line naming the trident key and the --set that does the same; "" for none.
+// (peer_flags.cpp)
+std::string peer_flag_hint(int argc, char** argv, std::string_view refused);
+
+// -v/--verbose, of the trident command or of a subcommand: error details, and the whole resolved
+// configuration at the start of training. (main.cpp)
+bool& verbose();
+
 // The status main exits with when the subcommand ran without an error (0 unless set: trident launch
 // sets mpirun's). (main.cpp)
 int& exit_status();

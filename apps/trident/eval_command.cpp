@@ -3,7 +3,8 @@
 // The loss and perplexity of a checkpoint on a token stream: a Megatron
 // dataset's documents in order (PREFIX.bin/.idx, as `trident preprocess`
 // writes them), or a text file encoded whole with the checkpoint's tokenizer
-// (its post-processor's tokens, such as a BOS, included). The stream of N
+// (its post-processor's tokens, such as a BOS, included); a JSONL or Parquet file's documents are their
+// --json-key strings, each followed by the end-of-document token. The stream of N
 // tokens is cut into windows of T input tokens with stride T (the last one
 // shorter), each predicting its next T tokens, so every token but the first is
 // predicted exactly once, from the context of its own window: the loss is the
@@ -31,6 +32,7 @@
 
 #include "commands.h"
 #include "trident/autograd/autograd.h"
+#include "trident/data/dataset/document_reader.h"
 #include "trident/data/dataset/indexed_dataset.h"
 #include "trident/data/dataset/loader.h"
 #include "trident/data/dataset/masked_lm.h"
@@ -43,6 +45,7 @@ struct EvalOptions {
   std::string checkpoint;
   std::string data;
   std::string text;
+  std::string json_key = "text";  // --text of a JSONL or Parquet file: the field holding each document
   std::int64_t seq_len = 0;  // 0 = the model's context
   std::int64_t batch_size = 4;
   std::int64_t max_tokens = 0;  // 0 = all
@@ -65,6 +68,10 @@ class TokenStream {
       return;
     }
     const std::string text = read_file_option("--text", o.text);
+    if (data::detect_input_format(o.text) != data::InputFormat::text) {
+      read_documents(o, tokenizer, encoder);
+      return;
+    }
     if (!encoder) {
       text_ids_ = tokenizer.encode(text);
       return;
@@ -81,6 +88,21 @@ class TokenStream {
         text_ids_.insert(text_ids_.end(), ids.begin(), ids.end());
       }
       begin = end + 1;
+    }
+  }
+
+  // A JSONL (or Parquet) file's documents, the string at --json-key of each, never the raw records: a
+  // decoder's each followed by the end-of-document token when the tokenizer has one (`trident preprocess
+  // --append-eod`'s stream), an encoder's each framed by the template.
+  void read_documents(const EvalOptions& o, const data::Tokenizer& tokenizer, bool encoder) {
+    data::DocumentReader reader({o.text}, std::nullopt, o.json_key);
+    data::RawDocument doc;
+    while (reader.next(doc)) {
+      const std::string body = data::extract_document_text(doc, reader.format_of(doc.file_index), o.json_key, o.text);
+      if (body.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+      const std::vector<std::int32_t> ids = tokenizer.encode(body);
+      text_ids_.insert(text_ids_.end(), ids.begin(), ids.end());
+      if (!encoder && tokenizer.eod_id()) text_ids_.push_back(*tokenizer.eod_id());
     }
   }
 
@@ -233,7 +255,11 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint directory, or a run directory")->required();
   auto* data = cmd->add_option("--data", o->data, "Dataset prefix (PREFIX.bin/.idx): its documents in order");
-  auto* text = cmd->add_option("--text", o->text, "Text file, encoded whole with the checkpoint's tokenizer");
+  auto* text = cmd->add_option("--text", o->text,
+                               "Text file, encoded whole with the checkpoint's tokenizer; a .jsonl/.json (or "
+                               ".parquet) file: the --json-key field of each document");
+  cmd->add_option("--json-key", o->json_key, "--text of a JSONL or Parquet file: the key (column) of the text")
+      ->capture_default_str();
   data->excludes(text);
   cmd->add_option("--seq-len", o->seq_len, "Window length in tokens (0 = the model's context)")
       ->check(CLI::NonNegativeNumber)

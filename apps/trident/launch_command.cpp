@@ -1,4 +1,4 @@
-// trident launch -n N [--hostfile FILE] [--] COMMAND...
+// trident launch -n N [--hostfile FILE] [--] COMMAND...   (-np N, mpirun's spelling, is rewritten to -n N in main.cpp)
 //
 // A convenience wrapper over Open MPI's mpirun: adds --oversubscribe when N
 // exceeds the cores (CPU ranks share cores; each rank then uses
@@ -460,7 +460,7 @@ void launch(const LaunchOptions& o) {
 void add_launch_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("launch", "Run a command on N ranks through mpirun (e.g. trident train)");
   auto o = std::make_shared<LaunchOptions>();
-  cmd->add_option("-n,--ranks", o->ranks, "Number of ranks")->required();
+  cmd->add_option("-n,--ranks", o->ranks, "Number of ranks (mpirun's -np N works too)")->required();
   cmd->add_option("--hostfile", o->hostfile,
                   "Run on several machines: Open MPI's hostfile, one host a line with its ranks ('node1 slots=2'); "
                   "ranks fill the hosts in order. mpirun reaches the other hosts by ssh (or OMPI_MCA_plm_rsh_agent); "

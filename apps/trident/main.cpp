@@ -92,6 +92,11 @@ void trident::cli::prepare_output_option(std::string_view flag, const std::strin
                 parent.string(), std::strerror(errno));
 }
 
+bool& trident::cli::verbose() {
+  static bool on = false;
+  return on;
+}
+
 int& trident::cli::exit_status() {
   static int status = 0;
   return status;
@@ -104,8 +109,9 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"trident: train large language models with 3D parallelism", "trident"};
   app.set_version_flag("--version", std::string("trident ") + trident::kVersion);
-  bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "Print error details (source location)");
+  bool& verbose = trident::cli::verbose();
+  app.add_flag("-v,--verbose", verbose,
+               "Print error details (source location), and at the start of training the whole resolved config");
   app.require_subcommand(1);
 
   trident::cli::add_info_command(app);
@@ -123,6 +129,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view word = argv[i];
     if (word.starts_with('-')) continue;  // the top-level options (-v, --help, --version)
+    // mpirun's spelling, `trident launch -np 4`, among launch's own options (before its command).
+    if (word == "launch") {
+      static char n_flag[] = "-n";
+      for (int j = i + 1; j < argc && std::string_view(argv[j]) != "--"; ++j)
+        if (std::string_view(argv[j]) == "-np") argv[j] = n_flag;
+    }
     std::string names;
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
@@ -145,6 +157,13 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
       sub = sub->get_subcommands().front();
       command += " " + sub->get_name();
+    }
+    // A flag from Megatron-LM's command line: name the trident key that does the same.
+    if (const std::string hint = e.get_exit_code() == static_cast<int>(CLI::ExitCodes::ExtrasError)
+                                     ? trident::cli::peer_flag_hint(argc, argv, e.what())
+                                     : std::string();
+        !hint.empty()) {
+      fail(fmt::format("{} (see trident train --help-config)", hint), e.get_exit_code());
     }
     fail(fmt::format("{} (see {} --help)", e.what(), command), e.get_exit_code());
   } catch (const trident::dist::CollectiveTimeout& e) {

@@ -36,6 +36,14 @@ void check_positive(const char* flag, double value, bool zero_ok = false) {
                 "{}={}: expected a positive number", flag, value);
 }
 
+// A FLOP rate in the unit that shows its digits: a busy CPU's few GFLOP/s read "0.0 TFLOP/s" before.
+std::string flop_rate(long double flops) {
+  const auto f = static_cast<double>(flops);
+  if (f >= 1e12) return fmt::format("{:.1f} TFLOP/s", f / 1e12);
+  if (f >= 1e9) return fmt::format("{:.1f} GFLOP/s", f / 1e9);
+  return fmt::format("{:.3g} MFLOP/s", f / 1e6);
+}
+
 // The configuration names a layout when it sets any of the parallel sizes.
 bool names_layout(const train::Config& c) {
   return c.dist.data_parallel_size > 0 || c.dist.tensor_parallel_size > 1 || c.dist.pipeline_parallel_size > 1 ||
@@ -50,7 +58,9 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
   check_positive("--intra-node-gbps", o.intra_gbps);
   TRIDENT_CHECK(o.node_size > 0, "--node-size={}: expected a positive number of ranks per node", o.node_size);
   TRIDENT_CHECK(o.top > 0, "--top={}: expected a positive number of rows", o.top);
-  const train::Config config = train::load_config(o.config, o.overrides);
+  std::vector<std::string> notes;  // a preset against explicit keys (train/config/config.h)
+  const train::Config config = train::load_config(o.config, o.overrides, &notes);
+  for (const std::string& line : notes) fmt::print("{}\n", line);
   const models::TransformerSpec spec = train::planned_spec(config);
   train::Hardware h;
   // The FLOP rate: --flops-tflops, else train.peak_gflops, else this machine's matmul peak in the
@@ -69,8 +79,8 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
   const long double memory = o.memory_gb > 0 ? o.memory_gb * 1e9L : train::host_memory_bytes();
   const std::string limit =
       o.memory_gb > 0 ? fmt::format("--memory-gb={}", o.memory_gb) : std::string("this host's memory");
-  fmt::print("{:.1f} TFLOP/s per rank ({}), links {} Gb/s between nodes of {} ranks, {} Gb/s within\n",
-             static_cast<double>(h.flops) / 1e12, flops_source, o.link_gbps, o.node_size, o.intra_gbps);
+  fmt::print("{} per rank ({}), links {} Gb/s between nodes of {} ranks, {} Gb/s within\n", flop_rate(h.flops),
+             flops_source, o.link_gbps, o.node_size, o.intra_gbps);
   if (o.ranks > 0 && !names_layout(config)) {
     const auto fits = train::search_layouts(config, spec, o.ranks, memory, h);
     fmt::print("{}", train::format_search(fits, static_cast<std::size_t>(o.top), o.ranks, memory));

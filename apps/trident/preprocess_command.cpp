@@ -2,11 +2,16 @@
 //
 //   trident preprocess --input FILE... --tokenizer tokenizer.json --output-prefix PREFIX
 //                      [--json-key text] [--append-eod] [--workers N] [--format auto|text|jsonl|parquet|file]
-//                      [--skip-bad-lines] [--eod-token TOK] [--no-special-tokens] [--encoder] [--quiet]
+//                      [--skip-bad-lines] [--eod-token TOK] [--no-special-tokens] [--encoder] [--quiet] [--overwrite]
+//
+// SIGINT/SIGTERM stop it at the next document: nothing is written (the temporary files go), an existing
+// dataset stays, and it exits 128 + the signal's number after one line saying so.
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 
 #include <filesystem>
@@ -18,12 +23,39 @@
 
 namespace trident::cli {
 
+namespace {
+
+std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};
+extern "C" void on_preprocess_stop_signal(int sig) {
+  stop_signal.store(sig, std::memory_order_relaxed);
+  stop_requested.store(true, std::memory_order_relaxed);
+}
+
+// SIGINT/SIGTERM set the stop flag for the command's duration; the previous handlers come back after.
+class StopOnSignals {
+ public:
+  StopOnSignals() : int_(std::signal(SIGINT, on_preprocess_stop_signal)), term_(std::signal(SIGTERM, on_preprocess_stop_signal)) {}
+  ~StopOnSignals() {
+    std::signal(SIGINT, int_);
+    std::signal(SIGTERM, term_);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  void (*int_)(int);
+  void (*term_)(int);
+};
+
+}  // namespace
+
 void add_preprocess_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("preprocess", "Tokenize text/JSONL/Parquet into a Megatron .bin/.idx dataset");
   struct Args {
     std::vector<std::string> inputs;
     std::string tokenizer, prefix, json_key = "text", format = "auto", eod_token, lower;
-    bool append_eod = false, skip_bad = false, no_special = false, encoder = false, quiet = false;
+    bool append_eod = false, skip_bad = false, no_special = false, encoder = false, quiet = false, overwrite = false;
     int workers = 0;
   };
   auto args = std::make_shared<Args>();
@@ -53,7 +85,8 @@ void add_preprocess_command(CLI::App& app) {
                 "([CLS] doc [SEP]) instead of an end-of-document token, as Hugging Face run_mlm does; documents with "
                 "no tokens are skipped. Train on non-overlapping seq_len windows (docs/data.md, masked LM)");
   cmd->add_option("--workers,-j", args->workers, "Encoding threads (default: cores / ranks on this node, as trident info shows)");
-  cmd->add_flag("--quiet,-q", args->quiet, "No progress line or summary");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress line: the one-line summary only");
+  cmd->add_flag("--overwrite", args->overwrite, "Replace an existing PREFIX.bin/.idx (else an error)");
   cmd->callback([args] {
     data::PreprocessOptions o;
     for (const auto& f : args->inputs) o.inputs.emplace_back(f);
@@ -76,6 +109,8 @@ void add_preprocess_command(CLI::App& app) {
     o.add_special_tokens = !args->no_special;
     o.encoder = args->encoder;
     o.workers = args->workers;
+    o.overwrite = args->overwrite;
+    o.stop = &stop_requested;
     TRIDENT_CHECK(args->workers >= 0, "--workers {} is negative", args->workers);
     const auto tok = data::Tokenizer::load(
         args->tokenizer, args->lower.empty() ? std::nullopt : std::optional<bool>(args->lower == "true"));
@@ -88,16 +123,33 @@ void add_preprocess_command(CLI::App& app) {
                  static_cast<double>(p.total_bytes) / 1e6, p.documents, p.tokens,
                  p.seconds > 0 ? static_cast<double>(p.bytes_read) / 1e6 / p.seconds : 0.0, tty ? "" : "\n");
     };
-    const auto s = data::preprocess(tok, o, progress);
-    if (!args->quiet) {
-      if (tty) fmt::print(stderr, "\n");
-      fmt::print(stderr,
-                 "preprocess: {} documents, {} tokens ({}), {:.1f} MB in {:.2f} s = {:.1f} MB/s with {} workers; "
-                 "skipped {} empty documents, {} bad lines{} -> {}.bin/.idx\n",
-                 s.documents, s.tokens, data::token_dtype_name(s.dtype), static_cast<double>(s.input_bytes) / 1e6,
-                 s.seconds, s.megabytes_per_second(), s.workers, s.empty_documents, s.bad_lines,
-                 s.null_rows ? fmt::format(", {} null rows", s.null_rows) : "", args->prefix);
+    std::vector<std::filesystem::path> stale;
+    data::PreprocessSummary s;
+    {
+      const StopOnSignals on_signals;
+      try {
+        s = data::preprocess(tok, o, progress, &stale);
+      } catch (const Error& e) {
+        if (!stop_requested.load()) throw;
+        const int sig = stop_signal.load();
+        std::fflush(stdout);
+        fmt::print(stderr, "{}trident: preprocess: stopped by {}: {}.bin/.idx not written (no temporary file left)\n",
+                   tty && !args->quiet ? "\n" : "", sig == SIGINT ? "SIGINT" : "SIGTERM", args->prefix);
+        exit_status() = 128 + sig;
+        return;
+      }
     }
+    // The one-line summary, with --quiet too (it only drops the progress line).
+    if (tty && !args->quiet) fmt::print(stderr, "\n");
+    fmt::print(stderr,
+               "preprocess: {} documents, {} tokens ({}), {:.1f} MB in {:.2f} s = {:.1f} MB/s with {} workers; "
+               "skipped {} empty documents, {} bad lines{} -> {}.bin/.idx{}\n",
+               s.documents, s.tokens, data::token_dtype_name(s.dtype), static_cast<double>(s.input_bytes) / 1e6,
+               s.seconds, s.megabytes_per_second(), s.workers, s.empty_documents, s.bad_lines,
+               s.null_rows ? fmt::format(", {} null rows", s.null_rows) : "", args->prefix,
+               stale.empty() ? ""
+                             : fmt::format(" (removed {} temporary file(s) a killed run had left: {})", stale.size(),
+                                           stale.front().filename().string()));
   });
 }
 

@@ -1,4 +1,4 @@
-// trident train CONFIG [--deepspeed ds_config.json] [--set section.key=value]... [--run-dir DIR] [--resume]
+// trident train [CONFIG] [--deepspeed ds_config.json] [--set section.key=value]... [--run-dir DIR] [--resume] [-v]
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -12,7 +12,8 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a model as a TOML config describes");
   auto options = std::make_shared<train::TrainOptions>();
   auto help_config = std::make_shared<bool>(false);
-  cmd->add_option("config", options->config_path, "TOML config file (see configs/)");
+  cmd->add_option("config", options->config_path,
+                  "TOML config file (see configs/); with --resume, default: the run directory's config.toml");
   cmd->add_option("--set", options->overrides, "Override a config key: section.key=value (repeatable)");
   auto deepspeed = std::make_shared<std::string>();
   cmd->add_option("--deepspeed", *deepspeed,
@@ -22,6 +23,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--resume", options->resume, "Continue from the run's latest checkpoint");
   cmd->add_flag("--help-config", *help_config, "List every config key with its type");
+  cmd->add_flag("-v,--verbose", verbose(), "Print the whole resolved config at the start (and error details)");
   cmd->callback([options, help_config, deepspeed] {
     if (!deepspeed->empty()) {
       // The same as setting the key: it names the file however its path is spelled (a TOML string).
@@ -33,6 +35,7 @@ void add_train_command(CLI::App& app) {
       for (const auto& k : train::config_keys()) fmt::print("{:<36} {}\n", k.key, k.type);
       return;
     }
+    options->verbose = verbose();
     const train::TrainSummary s = train::train(*options);
     // Once per job (every rank stopped at the same step with the same checkpoint).
     if (s.interrupted && error_rank() <= 0) {

@@ -40,7 +40,7 @@ for split in train valid; do
   if [[ ! -s $out/$split.idx || ! -s $out/$split.bin ]]; then
     echo "prepare_data: preprocessing $split"
     "$trident" preprocess --input "$kjv/$split.jsonl" --json-key text --tokenizer "$out/tokenizer.json" \
-      --output-prefix "$out/.$split.tmp" --encoder --quiet
+      --output-prefix "$out/.$split.tmp" --encoder --quiet --overwrite
     mv "$out/.$split.tmp.bin" "$out/$split.bin"
     mv "$out/.$split.tmp.idx" "$out/$split.idx"
   fi

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <fstream>
 #include <optional>
 
@@ -49,6 +52,39 @@ TEST(Preprocess, NoDocumentsIsAnErrorThatWritesNothing) {
       EXPECT_EQ(entry.path().string().find("out.bin.tmp"), std::string::npos) << entry.path();
     }
   }
+}
+
+// Issue 48: without overwrite an existing dataset is refused, a stop request (a signal's flag) writes
+// nothing and leaves the existing dataset whole, and the temporaries a killed run left are removed.
+TEST(Preprocess, RefusesToOverwriteStopsCleanlyAndRemovesStaleTemporaries) {
+  TempDir dir("trident-pre-stop");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "in.txt", "one line\nand another\n");
+  PreprocessOptions o;
+  o.inputs = {dir / "in.txt"};
+  o.output_prefix = dir / "out";
+  preprocess(tok, o);
+  const std::string bin = read(dir / "out.bin"), idx = read(dir / "out.idx");
+  o.overwrite = false;
+  EXPECT_EQ(error_of([&] { preprocess(tok, o); }),
+            fmt::format("--output-prefix '{}': {}.bin already exists; give --overwrite to replace the dataset, or "
+                        "another prefix",
+                        o.output_prefix, o.output_prefix));
+  std::atomic<bool> stop{true};
+  o.overwrite = true;
+  o.stop = &stop;
+  EXPECT_THAT(error_of([&] { preprocess(tok, o); }), HasSubstr("interrupted: " + o.output_prefix + ".bin/.idx not written"));
+  EXPECT_EQ(read(dir / "out.bin"), bin);
+  EXPECT_EQ(read(dir / "out.idx"), idx);
+  // A temporary of a process that is gone (pid 2^22 + 1 is above Linux's largest) goes; this process's stays.
+  write(dir / "out.bin.tmp.4194305.0", "stale");
+  write(dir / fmt::format("out.idx.tmp.{}.7", ::getpid()), "mine");
+  o.stop = nullptr;
+  std::vector<std::filesystem::path> stale;
+  preprocess(tok, o, {}, &stale);
+  EXPECT_EQ(stale, (std::vector<std::filesystem::path>{dir / "out.bin.tmp.4194305.0"}));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.bin.tmp.4194305.0"));
+  EXPECT_TRUE(std::filesystem::exists(dir / fmt::format("out.idx.tmp.{}.7", ::getpid())));
 }
 
 TEST(Preprocess, MissingOutputDirectoryIsMadeOrNamed) {

@@ -93,6 +93,17 @@ TEST(Config, WrongTypeNamesKeyAndExpectation) {
             "cannot read config file '" + dir + "': it is a directory, not a TOML file");
 }
 
+// Issue 48: a single value where a list goes shows the list's syntax, in the form it came in.
+TEST(Config, ASingleValueForAListShowsTheListSyntax) {
+  Config c;
+  EXPECT_EQ(testing::error_message([&] { apply_override(c, "data.paths=corpus"); }),
+            "--set data.paths=corpus: key 'data.paths' must be a list of strings, got \"corpus\" (a list is written in "
+            "brackets: --set 'data.paths=[\"corpus\"]')");
+  EXPECT_EQ(testing::error_message([&] { apply_toml(c, "[optim]\nbetas = 0.9\n", "run.toml"); }),
+            "run.toml:2: key 'optim.betas' must be a list of floats, got 0.9 (a list is written in brackets: betas = "
+            "[0.9])");
+}
+
 TEST(Config, AWrongValueIsNamedOnOneLine) {
   // A table where a value belongs is a wrong type, not an unknown key, and the
   // message stays on one line however the table was written.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 
 #include "trident/models/family.h"
@@ -85,6 +86,42 @@ TEST(ModelOptions, TheSpecIsThePresetThenTheKeysThenTheDerivedSizes) {
   const models::TransformerSpec moe = spec_of({"model.preset=mixtral-tiny", "model.moe_capacity_factor=1.5"});
   EXPECT_EQ(moe.moe_capacity_factor, 1.5);
   EXPECT_EQ(moe.moe_aux_loss_coef, models::preset("mixtral-tiny").moe_aux_loss_coef);  // absent: the preset's
+}
+
+// Issue 48: a preset with explicit size keys in the same file: the keys win, and one line says so; a
+// --set model.preset is later and more explicit than the file: it replaces the file's model, and --set
+// size keys still apply on top of it.
+TEST(ModelOptions, APresetAgainstExplicitKeysSaysWhichWins) {
+  const std::string path = ::testing::TempDir() + "/preset_and_keys.toml";
+  {
+    std::ofstream f(path);
+    f << "[model]\npreset = \"gpt2\"\nn_layer = 2\nn_head = 2\nd_model = 64\n";
+  }
+  std::vector<std::string> notes;
+  const Config same_file = load_config(path, {}, &notes);
+  EXPECT_EQ(detail::model_spec(same_file.model, 300, 32).n_layer, 2);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "model.preset 'gpt2' and explicit keys set the same sizes; the explicit keys win: model.n_layer = "
+                      "2 (the preset's 12), model.n_head = 2 (the preset's 12), model.d_model = 64 (the preset's 768)");
+
+  {
+    std::ofstream f(path);
+    f << "[model]\narch = \"llama\"\nn_layer = 2\nn_head = 2\nd_model = 64\n";
+  }
+  notes.clear();
+  const Config replaced = load_config(path, {"model.preset=llama2-7b"}, &notes);
+  const models::TransformerSpec big = detail::model_spec(replaced.model, 300, 32);
+  EXPECT_EQ(big.n_layer, models::preset("llama2-7b").n_layer);
+  EXPECT_EQ(big.d_model, models::preset("llama2-7b").d_model);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "--set model.preset=llama2-7b: the preset replaces the model of " + path +
+                          ", whose model.arch = 'llama', model.n_layer = 2, model.n_head = 2, model.d_model = 64 are "
+                          "dropped (a --set is later and more explicit than the file; --set a key to keep it)");
+  // A --set size key still applies on top, whatever its place among the --set options.
+  notes.clear();
+  const Config mixed = load_config(path, {"model.n_layer=3", "model.preset=llama2-7b"}, &notes);
+  EXPECT_EQ(detail::model_spec(mixed.model, 300, 32).n_layer, 3);
+  EXPECT_EQ(detail::model_spec(mixed.model, 300, 32).d_model, models::preset("llama2-7b").d_model);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "corpus_suite.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/dist/self_communicator.h"
+#include "trident/train/best_checkpoints.h"
 #include "trident/train/evaluate.h"
 #include "trident/train/run.h"
 #include "trident/train/step.h"
@@ -30,6 +31,28 @@ TEST(StopPolicy, ReasonFromInputs) {
   EXPECT_EQ(stop_reason(true, 1.0, 5.0), StopReason::signal);
   // Early stopping finishes the run: it outranks the time limit and a signal.
   EXPECT_EQ(stop_reason(true, 6.0, 5.0, true), StopReason::early_stopping);
+}
+
+// Issue 48: the best step by min_delta's rule (step 2) is one keep_best pruned for a later step a little
+// lower (step 4, better by less than min_delta): the early-stopping line names the checkpoint that is kept.
+TEST(StopPolicy, EarlyStoppingNamesTheBestCheckpointKept) {
+  Config c;
+  c.checkpoint.keep_best = 1;
+  c.train.early_stopping_patience = 2;
+  c.train.early_stopping_min_delta = 0.1;
+  MonitorState m;
+  observe(m, c, 2, 3.0);
+  observe(m, c, 4, 2.95);
+  observe(m, c, 6, 2.99);
+  ASSERT_TRUE(patience_exhausted(m, c));
+  EXPECT_EQ(early_stop_message(m, c, 6),
+            "stopped after step 6: val loss has not improved by more than 0.1 for 2 evaluations (best 3.0000 at step "
+            "2; its checkpoint is not among the checkpoint.keep_best=1 kept, the best of which is step 4 (val loss "
+            "2.9500: checkpoints/best))");
+  c.checkpoint.keep_best = 0;  // nothing pruned: the line as before
+  MonitorState plain;
+  observe(plain, c, 2, 3.0);
+  EXPECT_EQ(early_stop_message(plain, c, 2).find("keep_best"), std::string::npos);
 }
 
 TEST(StopPolicy, AgreementKeepsTheLargestReason) {

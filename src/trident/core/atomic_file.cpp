@@ -1,11 +1,13 @@
 #include "trident/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -15,12 +17,37 @@
 namespace trident {
 namespace {
 
+constexpr std::string_view kTempInfix = ".tmp.";
+
 std::filesystem::path temp_name(const std::filesystem::path& target) {
   static std::atomic<std::uint64_t> counter{0};
-  return target.string() + fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
+  return target.string() + fmt::format("{}{}.{}", kTempInfix, ::getpid(), counter.fetch_add(1));
 }
 
 }  // namespace
+
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> removed;
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + std::string(kTempInfix);
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    // "<target>.tmp.<pid>.<counter>" (temp_name)
+    const std::string rest = name.substr(prefix.size());
+    const auto dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos ||
+        rest.find_first_not_of("0123456789.") != std::string::npos || rest.size() - dot < 2)
+      continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) removed.push_back(it->path());
+  }
+  return removed;
+}
 
 AtomicOutputFile::AtomicOutputFile(std::filesystem::path target) : target_(std::move(target)) {
   if (target_.has_parent_path()) {
@@ -29,7 +56,7 @@ AtomicOutputFile::AtomicOutputFile(std::filesystem::path target) : target_(std::
   }
   temp_ = temp_name(target_);
   file_ = std::fopen(temp_.c_str(), "wb");
-  TRIDENT_CHECK(file_ != nullptr, "cannot create '{}': {}", temp_.string(), std::strerror(errno));
+  TRIDENT_CHECK(file_ != nullptr, "cannot write '{}': {}", target_.string(), std::strerror(errno));
   static_cast<void>(std::setvbuf(file_, nullptr, _IOFBF, 1 << 20));
 }
 
@@ -44,17 +71,17 @@ AtomicOutputFile::~AtomicOutputFile() {
 void AtomicOutputFile::write(const void* data, std::size_t bytes) {
   TRIDENT_CHECK(file_ != nullptr && !committed_, "write to '{}' after commit", target_.string());
   if (bytes == 0) return;
-  TRIDENT_CHECK(std::fwrite(data, 1, bytes, file_) == bytes, "error writing '{}': {}", temp_.string(),
+  TRIDENT_CHECK(std::fwrite(data, 1, bytes, file_) == bytes, "error writing '{}': {}", target_.string(),
                 std::strerror(errno));
 }
 
 void AtomicOutputFile::commit() {
   TRIDENT_CHECK(file_ != nullptr && !committed_, "'{}' committed twice", target_.string());
-  TRIDENT_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0, "error flushing '{}': {}", temp_.string(),
-                std::strerror(errno));
+  TRIDENT_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0, "error writing '{}': {}",
+                target_.string(), std::strerror(errno));
   const int rc = std::fclose(file_);
   file_ = nullptr;
-  TRIDENT_CHECK(rc == 0, "error closing '{}': {}", temp_.string(), std::strerror(errno));
+  TRIDENT_CHECK(rc == 0, "error writing '{}': {}", target_.string(), std::strerror(errno));
   TRIDENT_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0, "cannot rename '{}' to '{}': {}", temp_.string(),
                 target_.string(), std::strerror(errno));
   committed_ = true;

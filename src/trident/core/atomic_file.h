@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trident {
 
@@ -37,6 +38,11 @@ class AtomicOutputFile {
   std::FILE* file_ = nullptr;
   bool committed_ = false;
 };
+
+// Removes the temporaries of `target` that AtomicOutputFiles of processes no longer running on this host
+// left behind (killed before they could remove them: SIGKILL, a power cut) and returns their paths. A
+// temporary names its writer's process id; one whose process still runs is kept.
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& target);
 
 // Writes `content` to `path` through an AtomicOutputFile.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);

@@ -41,10 +41,23 @@ bool patience_exhausted(const MonitorState& state, const Config& config) {
 std::string early_stop_message(const MonitorState& state, const Config& config, std::int64_t step) {
   const bool ppl = config.checkpoint.monitor == "val_ppl";
   const double best = state.best ? monitored_value(config, *state.best) : NAN;
-  return fmt::format(
-      "stopped after step {}: {} has not improved by more than {} for {} evaluations (best {} at step {})",
-      step, ppl ? "val ppl" : "val loss", config.train.early_stopping_min_delta, state.evaluations_without_improvement,
-      ppl ? fmt::format("{:.2f}", best) : fmt::format("{:.4f}", best), state.best_step);
+  const auto value = [&](double v) { return ppl ? fmt::format("{:.2f}", v) : fmt::format("{:.4f}", v); };
+  // The best step by min_delta's rule may be one keep_best (which ranks by the value alone) has pruned: a
+  // later step a little lower, by less than min_delta, took its place. Name the checkpoint that is kept.
+  std::string kept;
+  const bool pruned = !state.kept.empty() && std::none_of(state.kept.begin(), state.kept.end(), [&](const auto& e) {
+    return e.second == state.best_step;
+  });
+  if (config.checkpoint.keep_best > 0 && pruned) {
+    kept = fmt::format("; its checkpoint is not among the checkpoint.keep_best={} kept, the best of which is step {} "
+                       "({} {}: checkpoints/best)",
+                       config.checkpoint.keep_best, state.kept.front().second, ppl ? "val ppl" : "val loss",
+                       value(monitored_value(config, state.kept.front().first)));
+  }
+  return fmt::format("stopped after step {}: {} has not improved by more than {} for {} evaluations (best {} at step "
+                     "{}{})",
+                     step, ppl ? "val ppl" : "val loss", config.train.early_stopping_min_delta,
+                     state.evaluations_without_improvement, value(best), state.best_step, kept);
 }
 
 std::vector<std::string> kept_best_names(const MonitorState& state) {

@@ -123,6 +123,20 @@ std::string resume_directory(const Config& config, const TrainOptions& options, 
   return config.checkpoint.resume;
 }
 
+// `trident train --run-dir R --resume` with no config file: the run's own R/config.toml (the resolved
+// configuration it saved at its start) is the file, and --set goes on top of it.
+TrainOptions with_run_config(TrainOptions options) {
+  if (!options.config_path.empty() || !options.resume) return options;
+  const fs::path saved = fs::path(options.run_dir) / "config.toml";
+  std::error_code ec;
+  TRIDENT_CHECK(fs::is_regular_file(saved, ec),
+                "--resume without a config file reads the run's own config.toml, and '{}' has none (no run started "
+                "in --run-dir '{}'): give the config file, or the --run-dir of the run to continue",
+                options.run_dir, options.run_dir);
+  options.config_path = saved.string();
+  return options;
+}
+
 // The run directory's tag in its TensorBoard files' names: 8 hex digits of its absolute path's hash, so
 // that a resume (from any working directory) knows its own run's files in a shared directory.
 std::string run_tag(const std::string& run_dir) {
@@ -159,8 +173,20 @@ void open_run_dir(Run& run, const TrainOptions& options) {
   par.world->barrier();
   if (!par.is_root()) run.log = std::make_unique<MetricsLogger>(metrics_path, log.progress, false);
   for (const std::string& line : run.config_notes) run.log->message(line);
-  run.log->message("# resolved configuration (also in " + (fs::path(run.run_dir) / "config.toml").string() + ")\n" +
-                   to_toml(run.config));
+}
+
+// The resolved configuration is the run directory's config.toml: the start names it in one line, and
+// prints it whole only with --verbose.
+void log_config(const Run& run, const TrainOptions& options) {
+  const std::string saved = (fs::path(run.run_dir) / "config.toml").string();
+  if (options.verbose) {
+    run.log->message("# resolved configuration (also in " + saved + ")\n" + to_toml(run.config));
+    return;
+  }
+  const std::string from = options.config_path.empty()  ? "resolved from the defaults and --set"
+                           : options.config_path == saved ? "the run's own"
+                                                          : "resolved from " + options.config_path;
+  run.log->message(fmt::format("config: {} ({}; -v prints it)", saved, from));
 }
 
 // The model's sizes and the datasets, after every check that needs no allocation.
@@ -266,6 +292,37 @@ std::string agree_resume_directory(Run& run, const TrainOptions& options) {
   return chosen;
 }
 
+// One line naming the settings that differ from those the checkpoint in `dir` was saved with
+// ("optim.lr 0.003 → 0.001; train.steps 40 → 60"), and what that does to the learning rate of the next
+// step: the checkpoint keeps the state, the configuration decides the rest (docs/guide/checkpoints.md,
+// "What a resume keeps"). "" when nothing changed, or when the checkpoint has no config.toml this
+// version reads.
+std::string changed_settings(const std::string& dir, const Config& config, std::int64_t step) {
+  const fs::path saved_path = fs::path(dir) / "config.toml";
+  if (!fs::exists(saved_path)) return "";
+  Config saved;
+  try {
+    apply_file(saved, saved_path.string());
+  } catch (const Error&) {
+    return "";  // written by another version: nothing to compare against
+  }
+  std::vector<std::string> changes;
+  for (const ConfigKey& k : config_keys()) {
+    const std::string was = key_value(saved, k.key), now = key_value(config, k.key);
+    if (was != now) changes.push_back(fmt::format("{} {} → {}", k.key, was.empty() ? "unset" : was, now.empty() ? "unset" : now));
+  }
+  if (changes.empty()) return "";
+  const double lr_was = optim::learning_rate(schedule_options(saved), step + 1);
+  const double lr_now = optim::learning_rate(schedule_options(config), step + 1);
+  const std::string schedule =
+      lr_was == lr_now
+          ? fmt::format("step {}'s learning rate stays {:.3g}", step + 1, lr_now)
+          : fmt::format("step {}'s learning rate is {:.3g}, where the checkpoint's settings give {:.3g}: the schedule "
+                        "follows these settings",
+                        step + 1, lr_now, lr_was);
+  return fmt::format("changed since the checkpoint: {} ({})", fmt::join(changes, "; "), schedule);
+}
+
 // The model's weights before the optimizer exists (ZeRO-3 then keeps only its shards), the optimizer,
 // then its state and the run's.
 void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
@@ -302,6 +359,10 @@ void resume_and_make_optimizer(Run& run, const std::string& resume_from) {
   }
   run.log->message(fmt::format("resumed from {} at step {} ({} samples consumed)", resume_from, run.state.step,
                                run.state.consumed_samples));
+  if (run.par.is_root()) {  // the rank that prints reads the checkpoint's config.toml
+    if (const std::string changed = changed_settings(resume_from, run.config, run.state.step); !changed.empty())
+      run.log->message(changed);
+  }
   // The steps after the checkpoint are done again: their old lines go, so metrics.jsonl is one curve.
   run.log->truncate_after(run.state.step);
 }
@@ -370,7 +431,65 @@ double labels_in(const Run& run, const data::SampleSource& source, data::EpochOr
       data::trained_labels(source, order, first, count, run.loader_options), 1));
 }
 
-std::unique_ptr<Run> build_run(const TrainOptions& options) {
+namespace {
+
+// The paths a run adds to its directory, noted before it opens it: those that did not exist then, which a
+// run refused before its first step removes again (rank 0, which wrote them).
+class NewRunFiles {
+ public:
+  NewRunFiles(const std::string& run_dir, const LogConfig& log) {
+    const fs::path dir(run_dir);
+    std::vector<fs::path> paths = {dir, dir / log.metrics_file, dir / "train.lock", dir / "config.toml"};
+    if (!log.tensorboard.empty()) paths.push_back(dir / log.tensorboard);
+    std::error_code ec;
+    for (const fs::path& p : paths)
+      if (!fs::exists(fs::symlink_status(p, ec))) new_.push_back(p);
+  }
+  // The run directory last, and only when nothing else is left in it.
+  void remove() const noexcept {
+    std::error_code ec;
+    for (auto p = new_.rbegin(); p != new_.rend(); ++p) {
+      if (*p == new_.front() && p + 1 == new_.rend()) {
+        fs::remove(*p, ec);  // a directory that is not empty stays
+      } else {
+        fs::remove_all(*p, ec);
+      }
+    }
+  }
+
+ private:
+  std::vector<fs::path> new_;
+};
+
+// The part of building a run after its directory is open: the model, the data, the resume and the loader.
+void open_the_rest(Run& run, const TrainOptions& options) {
+  const Config& config = run.config;
+  run.micro_batch = config.train.micro_batch_size;
+  run.accum = accumulation_steps(config, run.par.dp_size);
+  run.global_batch = run.micro_batch * run.accum * run.par.dp_size;
+  run.seq_len = config.train.seq_len;
+  open_model_and_data(run);
+
+  run.compute_dtype = compute_dtype(config.train.precision);
+  run.fp16 = run.compute_dtype == DType::f16;
+  build_model(run);
+  resume_and_make_optimizer(run, agree_resume_directory(run, options));
+  // Only now: a run refused above (another run's checkpoints, a bad resume) leaves the earlier config.toml.
+  if (run.par.is_root()) write_file_atomically(fs::path(run.run_dir) / "config.toml", to_toml(config));
+  log_config(run, options);
+
+  run.peak_gflops = config.train.peak_gflops > 0 ? config.train.peak_gflops : measured_peak_gflops(run);
+  log_description(run);
+  run.schedule = schedule_options(config);
+  open_loader(run);
+  run.flops_per_token = run.runner->chunks().front()->flops_per_token(run.seq_len);
+  run.tokens_per_step = static_cast<double>(run.global_batch * run.seq_len);
+}
+
+}  // namespace
+
+std::unique_ptr<Run> build_run(const TrainOptions& given) {
+  const TrainOptions options = with_run_config(given);
   auto run = std::make_unique<Run>();
   run->job_start = std::chrono::steady_clock::now();
   // The job's size before the configuration is final: a DeepSpeed config's batch keys are checked
@@ -389,29 +508,21 @@ std::unique_ptr<Run> build_run(const TrainOptions& options) {
   run->run_dir = options.run_dir;
   run->ckpt_root =
       config.checkpoint.dir.empty() ? (fs::path(run->run_dir) / "checkpoints").string() : config.checkpoint.dir;
-  open_run_dir(*run, options);
   // The peer check of a timed-out collective reads the other ranks' notes here (docs: flight_recorder.h).
   if (world->size() > 1) dist::flight::set_directory((fs::path(run->run_dir) / "flight").string());
-
-  run->micro_batch = config.train.micro_batch_size;
-  run->accum = accumulation_steps(config, run->par.dp_size);
-  run->global_batch = run->micro_batch * run->accum * run->par.dp_size;
-  run->seq_len = config.train.seq_len;
-  open_model_and_data(*run);
-
-  run->compute_dtype = compute_dtype(config.train.precision);
-  run->fp16 = run->compute_dtype == DType::f16;
-  build_model(*run);
-  resume_and_make_optimizer(*run, agree_resume_directory(*run, options));
-  // Only now: a run refused above (another run's checkpoints, a bad resume) leaves the earlier config.toml.
-  if (run->par.is_root()) write_file_atomically(fs::path(run->run_dir) / "config.toml", to_toml(config));
-
-  run->peak_gflops = config.train.peak_gflops > 0 ? config.train.peak_gflops : measured_peak_gflops(*run);
-  log_description(*run);
-  run->schedule = schedule_options(config);
-  open_loader(*run);
-  run->flops_per_token = run->runner->chunks().front()->flops_per_token(run->seq_len);
-  run->tokens_per_step = static_cast<double>(run->global_batch * run->seq_len);
+  // A run refused before its first step (its data, its tokenizer, its memory, its resume) leaves the run
+  // directory as it found it: no empty metrics.jsonl or train.lock of a run that never was.
+  const NewRunFiles added(run->run_dir, config.log);
+  try {
+    open_run_dir(*run, options);
+    open_the_rest(*run, options);
+  } catch (...) {
+    if (run->par.is_root()) {
+      run->log.reset();  // closes metrics.jsonl and the TensorBoard file
+      added.remove();
+    }
+    throw;
+  }
   return run;
 }
 

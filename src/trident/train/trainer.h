@@ -30,6 +30,7 @@ struct TrainOptions {
   std::string run_dir = "runs/default";
   bool resume = false;                  // continue from the run's latest checkpoint
   bool quiet = false;                   // no progress output (tests)
+  bool verbose = false;                 // the start prints the whole resolved configuration (else its path)
   // The job's communicator; null = MPI's world when launched by mpirun/srun,
   // else a single process. Tests pass dist::self_communicator() to run the
   // single-process reference inside an MPI job.

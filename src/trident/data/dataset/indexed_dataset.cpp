@@ -344,6 +344,10 @@ void IndexedDatasetBuilder::finalize() {
     for (std::size_t i = 0; i < k; ++i) out[i] = static_cast<std::int64_t>(base + i);
     idx.write(out.data(), 8 * k);
   }
+  // The index goes last, and an older one first: a reader never pairs this .bin with an earlier .idx
+  // (a crash in between leaves a .bin without its index, which reads as no dataset).
+  std::error_code ec;
+  std::filesystem::remove(impl_->prefix + ".idx", ec);
   impl_->bin.commit();
   idx.commit();
   impl_->finalized = true;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/data/dataset/indexed_dataset.h"
@@ -107,7 +108,8 @@ class Pipeline {
 }  // namespace
 
 PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions& options,
-                             const std::function<void(const PreprocessProgress&)>& progress) {
+                             const std::function<void(const PreprocessProgress&)>& progress,
+                             std::vector<std::filesystem::path>* stale) {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   TRIDENT_CHECK(!options.output_prefix.empty(), "no output prefix");
@@ -147,6 +149,18 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
     TRIDENT_CHECK(::access(dir.c_str(), W_OK) == 0, "--output-prefix '{}': cannot write in the directory '{}': {}",
                   options.output_prefix, dir.string(), std::strerror(errno));
   }
+  const std::string bin = options.output_prefix + ".bin", idx = options.output_prefix + ".idx";
+  for (const std::string& target : {bin, idx}) {
+    for (const std::filesystem::path& p : remove_stale_temporaries(target))
+      if (stale) stale->push_back(p);
+  }
+  TRIDENT_CHECK(options.overwrite || (!std::filesystem::exists(bin) && !std::filesystem::exists(idx)),
+                "--output-prefix '{}': {} already exists; give --overwrite to replace the dataset, or another prefix",
+                options.output_prefix, std::filesystem::exists(bin) ? bin : idx);
+  const auto stopped = [&] {
+    TRIDENT_CHECK(!options.stop || !options.stop->load(std::memory_order_relaxed),
+                  "interrupted: {}.bin/.idx not written (the temporary files are removed)", options.output_prefix);
+  };
   DocumentReader reader(options.inputs, options.format, options.json_key);
   PreprocessSummary summary;
   summary.dtype = best_fitting_dtype(tokenizer.vocab_size());
@@ -223,6 +237,7 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
     RawDocument doc;
     bool more = true;
     while (more) {
+      stopped();
       more = reader.next(doc);
       if (more) {
         batch_bytes += doc.content.size();
@@ -248,6 +263,7 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   for (auto& t : pool) t.join();
   writer.join();
   if (auto e = pipe.error()) std::rethrow_exception(e);
+  stopped();
   // A dataset of no documents is refused by training anyway: say so now, and write nothing (the
   // builder's destructor removes its temporary file).
   if (builder.documents() == 0) {

@@ -8,6 +8,7 @@
 // are in flight. Empty documents (after tokenization) are skipped and counted.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -35,6 +36,11 @@ struct PreprocessOptions {
   bool encoder = false;
   bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
   int workers = 0;                       // 0: trident::num_threads()
+  // Replace an existing PREFIX.bin/.idx; false makes one an error (`trident preprocess` without --overwrite).
+  bool overwrite = true;
+  // When it turns true (a signal handler's flag), preprocessing stops at the next document with an Error
+  // and writes nothing: the temporary files are removed, an existing dataset is left as it was.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct PreprocessProgress {
@@ -58,8 +64,12 @@ struct PreprocessSummary {
   double megabytes_per_second() const { return seconds > 0 ? static_cast<double>(input_bytes) / 1e6 / seconds : 0; }
 };
 
-// `progress` (optional) is called from the calling thread about once a second.
+// `progress` (optional) is called from the calling thread about once a second. The temporary files of
+// an earlier run on the same prefix that was killed (its process gone) are removed first: the paths
+// go to `stale` when given.
+
 PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions& options,
-                             const std::function<void(const PreprocessProgress&)>& progress = {});
+                             const std::function<void(const PreprocessProgress&)>& progress = {},
+                             std::vector<std::filesystem::path>* stale = nullptr);
 
 }  // namespace trident::data

@@ -93,6 +93,13 @@ std::vector<std::string> WordPieceTrainer::train() const {
     id_of(s);
     id_of(std::string(kPrefix) + s);
   }
+  // Every character (and its ## form) must be a token, or a word of it would encode to [UNK]: a smaller
+  // vocabulary is refused, as the BPE trainer refuses one below its 256 byte tokens.
+  TRIDENT_CHECK(static_cast<std::int64_t>(tokens.size()) <= options_.vocab_size,
+                "vocabulary size {} is smaller than the {} special tokens + the corpus's {} characters, each with "
+                "its ## form, = {}",
+                options_.vocab_size, std::size(kWordPieceSpecialTokens), alphabet.size() + invalid.size(),
+                tokens.size());
   struct Word {
     std::vector<std::int32_t> symbols;
     std::int64_t count;

@@ -16,6 +16,7 @@
 
 #include "trident/core/error.h"
 #include "trident/core/text.h"
+#include "trident/models/family.h"
 #include "trident/train/config/config_domain.h"
 #include "trident/train/config/deepspeed_config.h"
 #include "trident/train/config/model_options.h"
@@ -62,7 +63,15 @@ T convert(const toml::node& node, const std::string& key, const std::string& ori
   auto fail = [&]() -> T {
     const std::string type = type_name<T>();
     const char* article = type == "integer" ? "an" : "a";
-    TRIDENT_FAIL("{}: key '{}' must be {} {}, got {}", origin, key, article, type, describe_node(node));
+    // A single value where a list goes: show the list's syntax, as the value came (a file or --set).
+    std::string hint;
+    if (type.starts_with("list") && !node.is_array() && !node.is_table()) {
+      const std::string list = "[" + describe_node(node) + "]";
+      hint = origin.starts_with("--set ")
+                 ? fmt::format(" (a list is written in brackets: --set '{}={}')", key, list)
+                 : fmt::format(" (a list is written in brackets: {} = {})", key.substr(key.rfind('.') + 1), list);
+    }
+    TRIDENT_FAIL("{}: key '{}' must be {} {}, got {}{}", origin, key, article, type, describe_node(node), hint);
   };
   if constexpr (std::is_same_v<T, std::int64_t>) {
     if (auto v = node.value_exact<std::int64_t>()) return *v;
@@ -403,10 +412,76 @@ void apply_override(Config& config, const std::string& assignment) {
   f->set(config, *parsed.get("v"), origin);
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+namespace {
+
+// The model keys a preset fills that a file may also set: the architecture a resume must match, held in
+// the configuration (model.arch left at its default follows the preset).
+bool preset_fills(const ModelOption& o) {
+  return o.resume_must_match && (o.unset == Unset::keeps || o.unset == Unset::absent || o.name == "arch");
+}
+
+bool sets_preset(const std::string& assignment) {
+  const std::string key = assignment.substr(0, assignment.find('='));
+  const auto first = key.find_first_not_of(" \t");
+  return first != std::string::npos && key.substr(first, key.find_last_not_of(" \t") - first + 1) == "model.preset";
+}
+
+// The overrides in order, on top of the file `path` (and a DeepSpeed config). A `--set model.preset` first
+// drops the file's architecture keys: the command line names another model than the file's, and a preset
+// under the file's sizes would silently be the file's model.
+void apply_overrides(Config& config, const std::vector<std::string>& overrides, const std::string& path,
+                     std::vector<std::string>* notes) {
+  const auto preset = std::find_if(overrides.begin(), overrides.end(), sets_preset);
+  if (preset != overrides.end() && !path.empty()) {
+    const Config defaults;
+    std::vector<std::string> dropped;
+    for (const ModelOption& o : model_options()) {
+      const std::string key = "model." + o.name;
+      if (!preset_fills(o) || key_value(config, key) == key_value(defaults, key)) continue;
+      dropped.push_back(fmt::format("{} = {}", key, key_value(config, key)));
+      o.set(config.model, o.initial);
+      config.model.given.erase(o.name);
+    }
+    if (notes && !dropped.empty()) {
+      notes->push_back(fmt::format("--set {}: the preset replaces the model of {}, whose {} are dropped (a --set is "
+                                   "later and more explicit than the file; --set a key to keep it)",
+                                   *preset, path, fmt::join(dropped, ", ")));
+    }
+  }
+  for (const auto& o : overrides) apply_override(config, o);
+}
+
+// One line when model.preset and explicit keys both set a size: the explicit key wins.
+void note_preset_and_keys(const Config& config, std::vector<std::string>* notes) {
+  if (!notes || config.model.preset.empty() || !config.model.from_pretrained.empty()) return;
+  models::TransformerSpec preset;
+  try {
+    preset = models::preset(config.model.preset);
+  } catch (const Error&) {
+    return;  // an unknown preset is refused, by name, where the model is built
+  }
+  std::vector<std::string> won;
+  for (const ModelOption& o : model_options()) {
+    if (!preset_fills(o) || o.name == "arch") continue;
+    models::TransformerSpec given = preset;
+    o.apply(config.model, given);
+    const std::string mine = to_string(o.compared(given)), its = to_string(o.compared(preset));
+    if (mine != its) won.push_back(fmt::format("model.{} = {} (the preset's {})", o.name, mine, its));
+  }
+  if (!won.empty()) {
+    notes->push_back(fmt::format("model.preset '{}' and explicit keys set the same sizes; the explicit keys win: {}",
+                                 config.model.preset, fmt::join(won, ", ")));
+  }
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   std::vector<std::string>* notes) {
   Config config;
   if (!path.empty()) apply_file(config, path);
-  for (const auto& o : overrides) apply_override(config, o);
+  apply_overrides(config, overrides, path, notes);
+  note_preset_and_keys(config, notes);
   return config;
 }
 
@@ -415,7 +490,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   // First without the DeepSpeed config: which file it is (the TOML file's or an override's), and the
   // parallel sizes that give the data-parallel size its batch keys are checked against.
   const Config plain = load_config(path, overrides);
-  if (plain.train.deepspeed_config.empty()) return plain;
+  if (plain.train.deepspeed_config.empty()) return load_config(path, overrides, notes);
   const std::string ds_path = plain.train.deepspeed_config;
   const std::int64_t tp = plain.dist.tensor_parallel_size, pp = plain.dist.pipeline_parallel_size;
   std::int64_t dp = plain.dist.data_parallel_size;
@@ -427,7 +502,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   Config config;
   if (!path.empty()) apply_file(config, path);
   std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp);
-  for (const auto& o : overrides) apply_override(config, o);
+  apply_overrides(config, overrides, path, &lines);
+  note_preset_and_keys(config, &lines);
   // Its values are now in the configuration: the resolved config (config.toml) stands on its own.
   config.train.deepspeed_config.clear();
   config.applied_deepspeed_config = ds_path;

@@ -151,8 +151,13 @@ void apply_file(Config& config, const std::string& path);
 // Applies one "section.key=value" override; the value is TOML (a bare word is taken as a string).
 void apply_override(Config& config, const std::string& assignment);
 
-// Loads `path` (may be empty for defaults only), then the overrides in order.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// Loads `path` (may be empty for defaults only), then the overrides in order. A `--set model.preset=P`
+// is later and more explicit than the file: it replaces the model the file describes (the file's
+// architecture keys are dropped; `--set` size keys still apply on top). When model.preset and explicit
+// size keys both set a size, the explicit key wins. Each of these, when it happens, is one line appended
+// to `notes` (docs/guide/configuration.md, "Presets and explicit keys").
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   std::vector<std::string>* notes = nullptr);
 // The same, and when train.deepspeed_config names a DeepSpeed JSON config (in the file or an override),
 // maps it in between: the TOML file, then the DeepSpeed config, then the overrides (docs/deepspeed.md).
 // `world_size` is the job's rank count (the batch checks need the data-parallel size); the mapping's
