@@ -200,6 +200,25 @@ TEST_F(TorchFileTest, DamagedArchivesAreNamed) {
   EXPECT_NE(open_error(path("script.pt")).find("TorchScript module"), std::string::npos);
 }
 
+// A broadcast view (stride 0) claims more elements than its storage holds: it parses (BERT's
+// position_ids buffer is an expanded view, of a size-1 dimension) but is not read beyond its storage.
+TEST_F(TorchFileTest, BroadcastViewsLargerThanTheirStorageAreNotAllocated) {
+  testing::write_torch_zip(path("wide.bin"),
+                           testing::state_dict_pickle({{"ids", "FloatStorage", "0", 3, 0, {1, 3}, {0, 1}},
+                                                       {"wide", "FloatStorage", "0", 3, 0, {1LL << 40, 3}, {0, 1}}}),
+                           {{"0", floats({0, 1, 2})}});
+  const TorchFile f = TorchFile::open(path("wide.bin"));
+  EXPECT_EQ(f.tensor("ids").to_vector<float>(), (std::vector<float>{0, 1, 2}));
+  try {
+    f.tensor("wide");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("repeats the 3 elements of its storage (a broadcast view, stride [0, 1])"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
 TEST_F(TorchFileTest, StoragesTridentHasNoDtypeForParseButDoNotRead) {
   testing::write_torch_zip(path("mask.bin"),
                            testing::state_dict_pickle({{"mask", "BoolStorage", "0", 4, 0, {2, 2}, {2, 1}},

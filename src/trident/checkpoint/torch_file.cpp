@@ -199,6 +199,12 @@ Tensor TorchFile::read_box(const std::string& name, const std::vector<std::int64
                 "Float, Double, Half, BFloat16, Long, Int and Byte storages)",
                 path_, name, r.type->name);
   check_box(path_, name, r.shape, offsets, shape);
+  // Only a broadcast view (a zero stride) holds more elements than its storage: such a size is not
+  // allocated on the file's word.
+  TRIDENT_CHECK(shape.numel() <= r.storage_numel,
+                "'{}': tensor '{}' of shape {} repeats the {} elements of its storage (a broadcast view, stride [{}]), "
+                "which trident does not read",
+                path_, name, r.shape, r.storage_numel, fmt::join(r.stride, ", "));
   Tensor out = Tensor::empty(shape, r.type->dtype);
   if (out.numel() == 0) return out;
   // The storage elements the box spans (inside the storage: the whole view was checked when parsed).
