@@ -196,7 +196,7 @@ TEST_F(TorchFileTest, DamagedArchivesAreNamed) {
   // A zip without data.pkl; a TorchScript archive.
   testing::write_zip(path("other.zip"), {{"a/readme.txt", "x"}});
   EXPECT_NE(open_error(path("other.zip")).find("has no ARCHIVE/data.pkl"), std::string::npos);
-  testing::write_zip(path("script.pt"), {{"m/constants.pkl", "x"}, {"m/code/m.py", "x"}});
+  testing::write_zip(path("script.pt"), {{"m/data.pkl", pickle}, {"m/constants.pkl", "x"}, {"m/code/m.py", "x"}});
   EXPECT_NE(open_error(path("script.pt")).find("TorchScript module"), std::string::npos);
 }
 

@@ -118,9 +118,9 @@ TorchFile TorchFile::open(const std::string& path) {
     if (rest == "data.pkl" && archive->prefix.empty()) archive->prefix = name.substr(0, slash + 1);
     torchscript = torchscript || rest == "constants.pkl";
   }
-  TRIDENT_CHECK(!archive->prefix.empty(), "'{}': the zip archive has no ARCHIVE/data.pkl{}", path,
-                torchscript ? ": it is a TorchScript module (torch.jit.save), not a state dict from torch.save"
-                            : ", so torch.save did not write it");
+  TRIDENT_CHECK(!torchscript, "'{}' is a TorchScript module (torch.jit.save), not a state dict from torch.save", path);
+  TRIDENT_CHECK(!archive->prefix.empty(),
+                "'{}': the zip archive has no ARCHIVE/data.pkl, so torch.save did not write it", path);
 
   const zip_uint64_t pkl = archive->locate(archive->prefix + "data.pkl");
   const zip_uint64_t pkl_size = archive->size_of(pkl);
