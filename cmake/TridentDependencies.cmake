@@ -15,6 +15,8 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# libzip: PyTorch's zip checkpoints, pytorch_model.bin (checkpoint/torch_file.h).
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 # TensorBoard event files (train/log/tensorboard.h): protobuf messages compiled by protoc at build time, and
 # Boost.CRC (header-only) for TFRecord's CRC32C.
 find_package(Protobuf REQUIRED)

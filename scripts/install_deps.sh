@@ -14,6 +14,8 @@ packages=(
   libopenmpi-dev openmpi-bin
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libxxhash-dev libzstd-dev
+  # libzip: PyTorch's zip checkpoints (pytorch_model.bin; checkpoint/torch_file.h).
+  libzip-dev
   # libicu-dev: Unicode normalization (the NFC normalizer of Qwen2's tokenizer.json).
   libicu-dev
   # TensorBoard event files (log.tensorboard): protobuf for the Event messages, compiled at build

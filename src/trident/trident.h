@@ -13,7 +13,8 @@
 //               pipeline schedules
 //   models      the family registry and TransformerLM; Hugging Face configs and weights; from_pretrained and
 //               save_pretrained under any layout, merged or sharded (models/pretrained.h)
-//   checkpoint  safetensors files and sharded checkpoints that load under any layout
+//   checkpoint  safetensors files and sharded checkpoints that load under any layout; PyTorch's
+//               pytorch_model.bin (read only, by an allow-list unpickler)
 //   data        tokenizers, preprocessing into Megatron's indexed format, GPT samples, blending, loaders
 //   train       ParallelModel (a model over a layout, stepped by the program's own loop), the groups of
 //               a layout (make_groups), the configuration and the trainer the command runs
@@ -24,6 +25,7 @@
 #include "trident/autograd/autograd.h"
 #include "trident/checkpoint/safetensors.h"
 #include "trident/checkpoint/sharded.h"
+#include "trident/checkpoint/torch_file.h"
 #include "trident/core/core.h"
 #include "trident/data/data.h"
 #include "trident/dist/communicator.h"

@@ -1,15 +1,17 @@
 // Writes seed inputs for the fuzzers: a valid tokenizer.json (trained on a
-// sentence) and a valid .idx image prefixed by its .bin size.
-// usage: make_seeds TOKENIZER_CORPUS_DIR IDX_CORPUS_DIR
+// sentence), a valid .idx image prefixed by its .bin size, and the data.pkl of a
+// state dict as torch.save writes it (views of a shared storage, two dtypes).
+// usage: make_seeds TOKENIZER_CORPUS_DIR IDX_CORPUS_DIR PICKLE_CORPUS_DIR
 #include <cstdint>
 #include <fstream>
 #include <string>
 
 #include "trident/data/tokenizer/bpe_trainer.h"
 #include "trident/data/dataset/indexed_dataset.h"
+#include "testing/torch_zip.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
+  if (argc != 4) return 2;
   trident::data::BpeTrainerOptions o;
   o.vocab_size = 290;
   o.min_frequency = 1;
@@ -26,5 +28,9 @@ int main(int argc, char** argv) {
   std::ofstream out(std::string(argv[2]) + "/seed.idx", std::ios::binary);
   out.write(reinterpret_cast<const char*>(&bin), 8);
   out << trident::data::serialize_index(c);
+  std::ofstream(std::string(argv[3]) + "/seed.pkl", std::ios::binary)
+      << trident::testing::state_dict_pickle({{"w", "FloatStorage", "0", 12, 0, {3, 4}, {4, 1}},
+                                              {"w.t", "FloatStorage", "0", 12, 1, {2, 3}, {1, 4}},
+                                              {"b", "BFloat16Storage", "1", 4, 0, {4}, {1}}});
   return 0;
 }

@@ -32,23 +32,26 @@ if [[ ! -f $build/build.ninja ]]; then
     echo "fuzz: configuring the clang build failed; log follows"; tail -n 40 "$log"; exit 1
   fi
 fi
-if ! ninja -C "$build" -j "$jobs" fuzz_tokenizer_json fuzz_idx_reader fuzz_make_seeds >"$log" 2>&1; then
+if ! ninja -C "$build" -j "$jobs" fuzz_tokenizer_json fuzz_idx_reader fuzz_torch_pickle fuzz_make_seeds >"$log" 2>&1; then
   echo "fuzz: building the fuzz targets failed; log follows"; tail -n 40 "$log"; exit 1
 fi
 
 corpus=$build/corpus
-mkdir -p "$corpus/tokenizer_json" "$corpus/idx_reader" "$build/artifacts"
-"$build/fuzz/fuzz_make_seeds" "$corpus/tokenizer_json" "$corpus/idx_reader" || { echo "fuzz: seed generation failed"; exit 1; }
+mkdir -p "$corpus/tokenizer_json" "$corpus/idx_reader" "$corpus/torch_pickle" "$build/artifacts"
+"$build/fuzz/fuzz_make_seeds" "$corpus/tokenizer_json" "$corpus/idx_reader" "$corpus/torch_pickle" \
+  || { echo "fuzz: seed generation failed"; exit 1; }
 
 status=0
 runs=$((seconds * 10000))  # about `seconds` of fuzzing on the development machine
-for name in tokenizer_json idx_reader; do
+for name in tokenizer_json idx_reader torch_pickle; do
   out=$build/fuzz_$name.log
+  n=$runs
+  [[ $name == torch_pickle ]] && n=$((seconds * 3000))  # a small, fast parser: a third of the runs keeps CI short
   # -rss_limit_mb guards against a parser that allocates by a corrupt header's counts.
   # A fixed seed and run count make the test deterministic (the same inputs on
   # every machine, so CI cannot turn red by luck); the time limit only caps a
   # slow machine. Inputs that once crashed live in regressions/ and run first.
-  if "$build/fuzz/fuzz_$name" "$corpus/$name" "$src/tests/fuzz/regressions/$name" -seed=1 -runs="$runs" \
+  if "$build/fuzz/fuzz_$name" "$corpus/$name" "$src/tests/fuzz/regressions/$name" -seed=1 -runs="$n" \
       -max_total_time="$((seconds * 4))" -rss_limit_mb=2048 -max_len=65536 \
       -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 >"$out" 2>&1; then
     echo "ok   fuzz_$name: $(grep -E '^stat::number_of_executed_units' "$out" | awk '{print $2}') runs (seed 1), no crash"

@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "trident/checkpoint/safetensors.h"
 #include "trident/core/error.h"
 #include "trident/dist/self_communicator.h"
 #include "trident/models/pretrained.h"
+#include "testing/torch_zip.h"
 
 namespace trident::models {
 namespace {
@@ -93,6 +96,91 @@ TEST_F(PretrainedTest, StagesSavedTogetherLoadWholeAndWholeLoadsIntoStages) {
   expect_same(*from_pretrained(path("stages")), *model_);
   const auto back = from_pretrained(path("stages"), {}, ranges[1]);
   expect_same(*back, last);
+}
+
+// transformers' pytorch_model.bin (torch.save's zip of a state dict; testing/torch_zip.h writes it as
+// torch does, the tied head a view of the embedding's storage): alone, sharded with its index, in bf16,
+// and beside safetensors, which wins.
+TEST_F(PretrainedTest, PytorchModelBinLoadsAsSafetensorsDo) {
+  save_hf(*model_, path("hf"));
+  const auto st = checkpoint::SafetensorsFile::open(path("hf/model.safetensors"));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : st.names()) tensors.emplace_back(name, st.tensor(name));
+  tensors.emplace_back("lm_head.weight", st.tensor("transformer.wte.weight"));
+  const std::map<std::string, std::string> tied = {{"lm_head.weight", "transformer.wte.weight"}};
+  auto bin_dir = [&](const std::string& name) {
+    fs::create_directories(path(name));
+    fs::copy_file(path("hf/config.json"), path(name + "/config.json"));
+    return path(name);
+  };
+  testing::write_state_dict(bin_dir("bin") + "/pytorch_model.bin", tensors, tied);
+  expect_same(*from_pretrained(path("bin")), *model_);
+
+  // Sharded: pytorch_model-0000k-of-00002.bin and pytorch_model.bin.index.json.
+  bin_dir("sharded");
+  const std::size_t half = tensors.size() / 2;
+  nlohmann::json weight_map;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    weight_map[tensors[i].first] = i < half ? "pytorch_model-00001-of-00002.bin" : "pytorch_model-00002-of-00002.bin";
+  testing::write_state_dict(path("sharded/pytorch_model-00001-of-00002.bin"),
+                            {tensors.begin(), tensors.begin() + half});
+  testing::write_state_dict(path("sharded/pytorch_model-00002-of-00002.bin"),
+                            {tensors.begin() + half, tensors.end()});
+  std::ofstream(path("sharded/pytorch_model.bin.index.json")) << nlohmann::json{{"weight_map", weight_map}}.dump();
+  expect_same(*from_pretrained(path("sharded")), *model_);
+
+  // bf16 weights read as the bf16 safetensors export reads.
+  std::vector<std::pair<std::string, Tensor>> bf16;
+  for (const auto& [name, t] : tensors) bf16.emplace_back(name, t.to(DType::bf16));
+  testing::write_state_dict(bin_dir("bf16") + "/pytorch_model.bin", bf16, tied);
+  save_hf(*model_, path("hf-bf16"), DType::bf16);
+  expect_same(*from_pretrained(path("bf16")), *from_pretrained(path("hf-bf16")));
+
+  // Beside model.safetensors the .bin (here another model's) is not read.
+  TransformerLM other(preset("gpt2-tiny"));
+  other.initialize(7);
+  save_hf(other, path("both"));
+  testing::write_state_dict(path("both/pytorch_model.bin"), tensors, tied);
+  expect_same(*from_pretrained(path("both")), other);
+
+  fs::create_directories(path("empty"));
+  fs::copy_file(path("hf/config.json"), path("empty/config.json"));
+  try {
+    from_pretrained(path("empty"));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("empty' has no weights: expected model.safetensors, model.safetensors.index.json, "
+                               "pytorch_model.bin or pytorch_model.bin.index.json"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
+// BERT's pytorch_model.bin files converted from TensorFlow name the norms LayerNorm.gamma and .beta;
+// transformers reads them as .weight and .bias, and so does trident.
+TEST_F(PretrainedTest, LegacyLayerNormNamesLoad) {
+  TransformerLM bert(preset("bert-tiny"));
+  bert.initialize(3);
+  save_hf(bert, path("hf"));
+  const auto st = checkpoint::SafetensorsFile::open(path("hf/model.safetensors"));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  int renamed = 0;
+  for (std::string name : st.names()) {
+    const Tensor t = st.tensor(name);
+    for (auto [now, then] : {std::pair{std::string("LayerNorm.weight"), std::string("LayerNorm.gamma")},
+                             {std::string("LayerNorm.bias"), std::string("LayerNorm.beta")}}) {
+      if (name.ends_with(now)) {
+        name = name.substr(0, name.size() - now.size()) + then;
+        ++renamed;
+      }
+    }
+    tensors.emplace_back(name, t);
+  }
+  ASSERT_GT(renamed, 2);
+  fs::create_directories(path("bin"));
+  fs::copy_file(path("hf/config.json"), path("bin/config.json"));
+  testing::write_state_dict(path("bin/pytorch_model.bin"), tensors);
+  expect_same(*from_pretrained(path("bin")), bert);
 }
 
 TEST_F(PretrainedTest, ErrorsNameTheDirectoryAndTheTensor) {

@@ -15,6 +15,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "trident/checkpoint/box.h"
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 
@@ -202,14 +203,7 @@ Tensor SafetensorsFile::read_box(const std::string& name, const std::vector<std:
                                  const Shape& shape) const {
   const TensorInfo& ti = info(name);
   const std::size_t r = ti.shape.rank();
-  TRIDENT_CHECK(offsets.size() == r && shape.rank() == r,
-                "'{}': tensor '{}' has shape {}; cannot read a box of shape {} at {} offsets", path_, name, ti.shape,
-                shape, offsets.size());
-  for (std::size_t d = 0; d < r; ++d) {
-    TRIDENT_CHECK(offsets[d] >= 0 && shape[d] >= 0 && shape[d] <= ti.shape[d] - offsets[d],  // cannot overflow
-                  "'{}': box {} at offsets [{}] exceeds tensor '{}' of shape {}", path_, shape,
-                  fmt::join(offsets, ", "), name, ti.shape);
-  }
+  check_box(path_, name, ti.shape, offsets, shape);
   Tensor out = Tensor::empty(shape, ti.dtype);
   if (out.numel() == 0) return out;
   const std::size_t esz = dtype_size(ti.dtype);

@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "trident/checkpoint/safetensors.h"
+#include "trident/checkpoint/torch_file.h"
 #include "trident/core/atomic_file.h"
 #include "trident/core/memory.h"
 #include "trident/models/family.h"
@@ -36,6 +38,55 @@ json read_json(const std::string& path) {
 bool is_weight_file(const std::string& name) {
   return name == "model.safetensors" || name == "model.safetensors.index.json" ||
          (name.starts_with("model-") && name.ends_with(".safetensors") && name.find("-of-") != std::string::npos);
+}
+
+// One weight file of a Hugging Face directory: safetensors, or PyTorch's zip (pytorch_model.bin).
+using WeightFile = std::variant<checkpoint::SafetensorsFile, checkpoint::TorchFile>;
+
+WeightFile open_weight_file(const std::string& path, bool pickled) {
+  if (pickled) return checkpoint::TorchFile::open(path);
+  return checkpoint::SafetensorsFile::open(path);
+}
+
+// Which file of DIR holds each tensor.
+struct HfWeights {
+  std::map<std::string, std::string> file_of;
+  bool pickled = false;                                       // pytorch_model*.bin files
+  std::map<std::string, std::shared_ptr<WeightFile>> opened;  // the single file, once read for its names
+};
+
+// transformers' order of preference: model.safetensors, model.safetensors.index.json, pytorch_model.bin,
+// pytorch_model.bin.index.json. So safetensors wins over .bin files beside it, and a single file over an
+// index (a sharded save followed by an unsharded one into the same directory removes the shards but
+// leaves the index).
+HfWeights find_hf_weights(const std::string& dir) {
+  HfWeights w;
+  for (const char* single : {"model.safetensors", "pytorch_model.bin"}) {
+    const std::string path = (fs::path(dir) / single).string();
+    if (!fs::exists(path)) continue;
+    w.pickled = std::string_view(single).ends_with(".bin");
+    auto f = std::make_shared<WeightFile>(open_weight_file(path, w.pickled));
+    for (const auto& n : std::visit([](const auto& file) { return file.names(); }, *f)) w.file_of[n] = path;
+    w.opened[path] = f;
+    return w;
+  }
+  for (const char* index_name : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+    const std::string index = (fs::path(dir) / index_name).string();
+    if (!fs::exists(index)) continue;
+    w.pickled = std::string_view(index_name).starts_with("pytorch_model");
+    const json j = read_json(index);
+    TRIDENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "'{}': missing weight_map", index);
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      TRIDENT_CHECK(it.value().is_string(), "'{}': weight_map.{} is {} (expected a file name)", index, it.key(),
+                    it.value().dump());
+      w.file_of[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
+    }
+    return w;
+  }
+  TRIDENT_FAIL(
+      "'{}' has no weights: expected model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+      "pytorch_model.bin.index.json",
+      dir);
 }
 
 // Moves the finished export in `staging` to `dir`. A new `dir` is the staging directory renamed, whole
@@ -188,36 +239,30 @@ void save_hf(const TransformerLM& model, const std::string& dir, DType dtype, st
 }
 
 void load_hf_weights(TransformerLM& model, const std::string& dir) {
-  // Which file holds each tensor: the single file when there is one, else the index of a sharded save —
-  // transformers' order, which matters where both are there (a sharded save followed by an unsharded one
-  // into the same directory removes the shards but leaves the index).
-  std::map<std::string, std::string> file_of;
-  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  const fs::path single = fs::path(dir) / "model.safetensors";
-  if (fs::exists(single)) {
-    auto f = checkpoint::SafetensorsFile::open(single.string());
-    for (const auto& n : f.names()) file_of[n] = single.string();
-  } else {
-    TRIDENT_CHECK(fs::exists(index), "'{}' has neither model.safetensors nor model.safetensors.index.json", dir);
-    const json j = read_json(index.string());
-    TRIDENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "'{}': missing weight_map", index.string());
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      file_of[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
-    }
-  }
-  std::map<std::string, std::shared_ptr<checkpoint::SafetensorsFile>> open_files;
-  auto file = [&](const std::string& path) -> const checkpoint::SafetensorsFile& {
+  const HfWeights weights = find_hf_weights(dir);
+  const std::map<std::string, std::string>& file_of = weights.file_of;
+  std::map<std::string, std::shared_ptr<WeightFile>> open_files = weights.opened;
+  auto file = [&](const std::string& path) -> const WeightFile& {
     auto& slot = open_files[path];
-    if (!slot) slot = std::make_shared<checkpoint::SafetensorsFile>(checkpoint::SafetensorsFile::open(path));
+    if (!slot) slot = std::make_shared<WeightFile>(open_weight_file(path, weights.pickled));
     return *slot;
   };
   // The first of the family's Hugging Face names for the tensor that the files hold (GPT-2 files
-  // saved from GPT2Model name them without GPT2LMHeadModel's "transformer." prefix).
+  // saved from GPT2Model name them without GPT2LMHeadModel's "transformer." prefix). Like transformers,
+  // for any model, a norm's LayerNorm.weight and .bias may be stored as LayerNorm.gamma and .beta (the
+  // names of models converted from TensorFlow, such as BERT's pytorch_model.bin on the Hub).
   const Family& fam = model.family();
   auto stored_name = [&](const std::string& name) {
     const std::vector<std::string> names = fam.hf_names(name);
     for (const std::string& n : names) {
       if (file_of.count(n)) return n;
+      for (auto [now, then] :
+           {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}}) {
+        const std::string_view suffix = now;
+        if (!n.ends_with(suffix)) continue;
+        const std::string legacy = n.substr(0, n.size() - suffix.size()) + then;
+        if (file_of.count(legacy)) return legacy;
+      }
     }
     return names.front();
   };
@@ -228,19 +273,23 @@ void load_hf_weights(TransformerLM& model, const std::string& dir) {
     if (it == file_of.end() && fam.optional_in_hf(p->name)) continue;  // keeps its initial values
     TRIDENT_CHECK(it != file_of.end(), "'{}': tensor '{}' not found (expected shape {})", dir, p->name,
                   p->global_shape);
-    const auto& f = file(it->second);
-    const auto& info = f.info(name);
-    TRIDENT_CHECK(info.shape == p->global_shape, "'{}': tensor '{}' has shape {} but the model expects {}", it->second,
-                  name, info.shape, p->global_shape);
+    const WeightFile& f = file(it->second);
+    TRIDENT_CHECK(std::visit([&](const auto& w) { return w.contains(name); }, f),
+                  "'{}': tensor '{}' is not in '{}', where the index places it", dir, name, it->second);
+    const Shape shape = std::visit([&](const auto& w) { return w.info(name).shape; }, f);
+    TRIDENT_CHECK(shape == p->global_shape, "'{}': tensor '{}' has shape {} but the model expects {}", it->second, name,
+                  shape, p->global_shape);
     TRIDENT_CHECK(p->var.defined(), "load_hf_weights: parameter '{}' is not initialised", p->name);
     const DType dtype = p->var.dtype();
     Tensor local;
     if (p->shard.is_whole()) {
-      local = f.tensor(name).to(dtype).clone();
+      local = std::visit([&](const auto& w) { return w.tensor(name); }, f).to(dtype).clone();
     } else {
       local = Tensor::zeros(p->local_shape(), dtype);  // vocabulary padding rows stay zero
       for (const nn::ShardPiece& piece : p->shard.pieces) {
-        nn::copy_box_into(local, f.read_box(name, piece.global_offsets, piece.extent).to(dtype), piece.local_offsets);
+        const Tensor box =
+            std::visit([&](const auto& w) { return w.read_box(name, piece.global_offsets, piece.extent); }, f);
+        nn::copy_box_into(local, box.to(dtype), piece.local_offsets);
       }
     }
     p->var.set_data(local);

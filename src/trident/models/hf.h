@@ -1,4 +1,4 @@
-// Hugging Face interchange: config.json and safetensors weights.
+// Hugging Face interchange: config.json and safetensors weights (and pytorch_model.bin, read only).
 //
 // trident's parameter names and shapes are those of GPT2LMHeadModel and
 // LlamaForCausalLM, so saving and loading is a one-to-one copy: GPT-2's Conv1D
@@ -45,8 +45,8 @@ std::vector<std::string> write_hf(const TransformerSpec& spec, const std::string
 void save_hf(const TransformerLM& model, const std::string& dir, DType dtype = DType::f32,
              std::uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
-// Loads weights from DIR (model.safetensors, or model.safetensors.index.json with
-// shards) into an initialised model, each parameter reading only its own shard.
+// Loads weights from DIR (model.safetensors, its index, pytorch_model.bin, its index: the first there,
+// as transformers looks) into an initialised model, each parameter reading only its own shard.
 // Missing tensors and shape mismatches are errors naming the tensor and both shapes.
 void load_hf_weights(TransformerLM& model, const std::string& dir);
 

@@ -3,7 +3,7 @@
 //
 // A model directory is one of two kinds, both with a config.json (transformers' keys):
 //   merged   a Hugging Face directory: model.safetensors (or model-0000N-of-0000M.safetensors and
-//            model.safetensors.index.json), what transformers' from_pretrained reads;
+//            model.safetensors.index.json; read also: pytorch_model.bin), what transformers reads;
 //   sharded  trident's checkpoint layout (checkpoint/sharded.h): meta.json and one
 //            shard-RRRRR.safetensors per rank holding the boxes of the global tensors that rank
 //            owned, each stored with its canonical name, global shape and offsets. Every rank
