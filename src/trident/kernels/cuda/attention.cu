@@ -93,22 +93,52 @@ __device__ __forceinline__ void tile_products2(const A* x1, const A* x2, const A
   }
 }
 
-// lse and Di of the query tile's BQ rows from t0 into shared memory (−inf and 0 past the nq real rows).
-template <int BQ, typename A>
-__device__ __forceinline__ void load_row_stats(const Geometry& g, const A* __restrict__ lse,
-                                               const A* __restrict__ di, i64 b, i64 h, i64 t0, int nq, A* lse_s,
-                                               A* di_s) {
+// K and V rows [s0, s0 + nk) of kv head hk into ks and vs ([BK][Dp+1], zero past the nk real rows).
+template <int BK, int Dp, typename A>
+__device__ __forceinline__ void load_kv_rows(const Geometry& g, const A* __restrict__ k, const A* __restrict__ v, i64 b,
+                                             i64 hk, i64 s0, int nk, A* ks, A* vs) {
+  load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, static_cast<int>(g.D), ks, Dp + 1, A(1));
+  load_rows<BK, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, static_cast<int>(g.D), vs, Dp + 1, A(1));
+}
+
+// What a backward kernel reads of query rows [t0, t0 + nq) of head h: Q·scale and dO into qs and dos
+// ([BQ][Dp+1]), lse and Di into lse_s and di_s (−inf and 0 past the nq real rows).
+template <int BQ, int Dp, typename A>
+__device__ __forceinline__ void load_query_rows(const Geometry& g, const A* __restrict__ q, const A* __restrict__ dout,
+                                                const A* __restrict__ lse, const A* __restrict__ di, i64 b, i64 h,
+                                                i64 t0, int nq, A* qs, A* dos, A* lse_s, A* di_s) {
+  load_rows<BQ, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, static_cast<int>(g.D), qs, Dp + 1, static_cast<A>(g.scale));
+  load_rows<BQ, Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, static_cast<int>(g.D), dos, Dp + 1, A(1));
   for (int r = static_cast<int>(threadIdx.x); r < BQ; r += kFmaThreads) {
     lse_s[r] = r < nq ? lse[g.stat(b, h, t0 + r)] : negative_infinity<A>();
     di_s[r] = r < nq ? di[g.stat(b, h, t0 + r)] : A(0);
   }
 }
 
+// Thread (tr, tc)'s part of an [I·16 rows][Dp] accumulator tile, written out: row r = tr + 16i (r < n) and
+// column d = tc + 16j (d < D) go to row_start(r)[d] as acc[i][j]·factor(r).
+template <int I, int J, typename A, typename Row, typename Factor>
+__device__ __forceinline__ void store_tile(const A (&acc)[I][J], int tr, int tc, int n, int D, Row row_start,
+                                           Factor factor) {
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int r = tr + 16 * i;
+    if (r >= n) continue;
+    A* dst = row_start(r);
+    const A f = factor(r);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int d = tc + 16 * j;
+      if (d < D) dst[d] = acc[i][j] * f;
+    }
+  }
+}
+
 // P = exp(score + mask − lse) recomputed for query t and key s, 0 where t does not see s or its row has no
 // visible key.
 template <typename A>
-__device__ __forceinline__ A recomputed_probability(const Geometry& g, const A* __restrict__ mask, i64 b, i64 t,
-                                                    i64 s, A score, A row_lse) {
+__device__ __forceinline__ A recomputed_probability(const Geometry& g, const A* __restrict__ mask, i64 b, i64 t, i64 s,
+                                                    A score, A row_lse) {
   A p = 0;
   if (row_lse != negative_infinity<A>() && g.sees(b, t, s)) p = exp_acc(score + mask_value(mask, g, t, s) - row_lse);
   return p;
@@ -131,7 +161,8 @@ __global__ void __launch_bounds__(kFmaThreads)
   A* row_alpha = row_sum + BQ;
 
   const int tid = static_cast<int>(threadIdx.x), tr = tid / 16, tc = tid % 16, warp = tid / 32, lane = tid % 32;
-  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, BQ);
+  const QueryTile tile = query_tile(g, q_tiles, BQ);  // named: C++17 lambdas cannot capture the bindings
+  const auto& [b, h, hk, t0, nq] = tile;
   const int D = static_cast<int>(g.D);
   const A neg_inf = negative_infinity<A>();
 
@@ -144,10 +175,8 @@ __global__ void __launch_bounds__(kFmaThreads)
   const i64 kv_end = g.kv_end(t0, nq);
   __syncthreads();
   for (i64 s0 = g.kv_begin(t0) / BK * BK; s0 < kv_end; s0 += BK) {
-    const int nk = static_cast<int>(imin(BK, g.S - s0));
     __syncthreads();
-    load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, LD, A(1));
-    load_rows<BK, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, LD, A(1));
+    load_kv_rows<BK, Dp>(g, k, v, b, hk, s0, static_cast<int>(imin(BK, g.S - s0)), ks, vs);
     __syncthreads();
 
     A acc[RI][CJ] = {};
@@ -196,31 +225,25 @@ __global__ void __launch_bounds__(kFmaThreads)
     tile_product<RI, DJ, BK, LDP, 1, LD>(ps, vs, tr, tc, o);  // O += P·V
   }
 
-#pragma unroll
-  for (int i = 0; i < RI; ++i) {
-    const int r = tr + 16 * i;
-    if (r >= nq) continue;
-    const A l = row_sum[r];
-    const A inv = l > A(0) ? A(1) / l : A(0);
-#pragma unroll
-    for (int j = 0; j < DJ; ++j) {
-      const int d = tc + 16 * j;
-      if (d < D) out[g.q_row(b, t0 + r, h) + d] = o[i][j] * inv;
-    }
-  }
+  store_tile(
+      o, tr, tc, nq, D, [&](int r) { return out + g.q_row(tile.b, tile.t0 + r, tile.h); },
+      [&](int r) { return row_sum[r] > A(0) ? A(1) / row_sum[r] : A(0); });
   for (int r = tid; r < nq; r += kFmaThreads) {
     lse[g.stat(b, h, t0 + r)] = row_sum[r] > A(0) ? row_max[r] + log_acc(row_sum[r]) : neg_inf;
   }
 }
 
+// The backward kernels' tensors (attention.h's layouts), one value for both kernels and their launches.
+template <typename A>
+struct BackwardTensors {
+  const A *q, *k, *v, *mask, *dout, *lse, *di;
+  A *dq, *dk, *dv;
+};
+
 // Block (b, kv head, key tile of BK keys): dK and dV over the group's heads and the query tiles, in order.
 // Shared: K, V [BK][Dp+1]; Q·scale, dO [BQ][Dp+1]; Pᵀ, dSᵀ [BK][BQ+1]; lse, Di [BQ].
 template <typename A, int Dp, int BK, int BQ>
-__global__ void __launch_bounds__(kFmaThreads)
-    backward_kv_fma_kernel(Geometry g, int k_tiles, const A* __restrict__ q, const A* __restrict__ k,
-                           const A* __restrict__ v, const A* __restrict__ mask, const A* __restrict__ dout,
-                           const A* __restrict__ lse, const A* __restrict__ di, A* __restrict__ dk,
-                           A* __restrict__ dv) {
+__global__ void __launch_bounds__(kFmaThreads) backward_kv_fma_kernel(Geometry g, int k_tiles, BackwardTensors<A> t) {
   constexpr int LD = Dp + 1, LDP = BQ + 1, KI = BK / 16, QJ = BQ / 16, DJ = Dp / 16;
   extern __shared__ __align__(16) unsigned char smem[];
   A* ks = reinterpret_cast<A*>(smem);
@@ -238,10 +261,8 @@ __global__ void __launch_bounds__(kFmaThreads)
   const i64 s0 = kt * BK;
   const int nk = static_cast<int>(imin(BK, g.S - s0));
   const int D = static_cast<int>(g.D);
-  const A scale = static_cast<A>(g.scale);
 
-  load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, LD, A(1));
-  load_rows<BK, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, LD, A(1));
+  load_kv_rows<BK, Dp>(g, t.k, t.v, b, hk, s0, nk, ks, vs);
 
   A dk_acc[KI][DJ] = {}, dv_acc[KI][DJ] = {};
   const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);  // the queries that see a key of the tile
@@ -249,9 +270,7 @@ __global__ void __launch_bounds__(kFmaThreads)
     for (i64 t0 = t_first / BQ * BQ; t0 < t_end; t0 += BQ) {
       const int nq = static_cast<int>(imin(BQ, g.T - t0));
       __syncthreads();
-      load_rows<BQ, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, LD, scale);
-      load_rows<BQ, Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, LD, A(1));
-      load_row_stats<BQ>(g, lse, di, b, h, t0, nq, lse_s, di_s);
+      load_query_rows<BQ, Dp>(g, t.q, t.dout, t.lse, t.di, b, h, t0, nq, qs, dos, lse_s, di_s);
       __syncthreads();
 
       A st[KI][QJ] = {}, dpt[KI][QJ] = {};
@@ -261,7 +280,7 @@ __global__ void __launch_bounds__(kFmaThreads)
 #pragma unroll
         for (int j = 0; j < QJ; ++j) {
           const int kr = tr + 16 * i, qc = tc + 16 * j;
-          const A p = recomputed_probability(g, mask, b, t0 + qc, s0 + kr, st[i][j], lse_s[qc]);
+          const A p = recomputed_probability(g, t.mask, b, t0 + qc, s0 + kr, st[i][j], lse_s[qc]);
           pt[kr * LDP + qc] = p;
           dst[kr * LDP + qc] = p * (dpt[i][j] - di_s[qc]);
         }
@@ -273,28 +292,17 @@ __global__ void __launch_bounds__(kFmaThreads)
     }
   }
 
-#pragma unroll
-  for (int i = 0; i < KI; ++i) {
-    const int kr = tr + 16 * i;
-    if (kr >= nk) continue;
-#pragma unroll
-    for (int j = 0; j < DJ; ++j) {
-      const int d = tc + 16 * j;
-      if (d < D) {
-        dk[g.kv_row(b, s0 + kr, hk) + d] = dk_acc[i][j];
-        dv[g.kv_row(b, s0 + kr, hk) + d] = dv_acc[i][j];
-      }
-    }
-  }
+  const auto one = [](int) { return A(1); };
+  store_tile(
+      dk_acc, tr, tc, nk, D, [&](int r) { return t.dk + g.kv_row(b, s0 + r, hk); }, one);
+  store_tile(
+      dv_acc, tr, tc, nk, D, [&](int r) { return t.dv + g.kv_row(b, s0 + r, hk); }, one);
 }
 
 // Block (b, h, query tile of BQ rows): dQ = scale · Σ_key tiles dS·K, in order.
 // Shared: Q·scale, dO [BQ][Dp+1]; K, V [BK][Dp+1]; dS [BQ][BK+1]; lse, Di [BQ].
 template <typename A, int Dp, int BQ, int BK>
-__global__ void __launch_bounds__(kFmaThreads)
-    backward_q_fma_kernel(Geometry g, int q_tiles, const A* __restrict__ q, const A* __restrict__ k,
-                          const A* __restrict__ v, const A* __restrict__ mask, const A* __restrict__ dout,
-                          const A* __restrict__ lse, const A* __restrict__ di, A* __restrict__ dq) {
+__global__ void __launch_bounds__(kFmaThreads) backward_q_fma_kernel(Geometry g, int q_tiles, BackwardTensors<A> t) {
   constexpr int LD = Dp + 1, LDS = BK + 1, QI = BQ / 16, KJ = BK / 16, DJ = Dp / 16;
   extern __shared__ __align__(16) unsigned char smem[];
   A* qs = reinterpret_cast<A*>(smem);
@@ -306,21 +314,18 @@ __global__ void __launch_bounds__(kFmaThreads)
   A* di_s = lse_s + BQ;
 
   const int tid = static_cast<int>(threadIdx.x), tr = tid / 16, tc = tid % 16;
-  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, BQ);
+  const QueryTile tile = query_tile(g, q_tiles, BQ);  // named: C++17 lambdas cannot capture the bindings
+  const auto& [b, h, hk, t0, nq] = tile;
   const int D = static_cast<int>(g.D);
   const A scale = static_cast<A>(g.scale);
 
-  load_rows<BQ, Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, LD, scale);
-  load_rows<BQ, Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, LD, A(1));
-  load_row_stats<BQ>(g, lse, di, b, h, t0, nq, lse_s, di_s);
+  load_query_rows<BQ, Dp>(g, t.q, t.dout, t.lse, t.di, b, h, t0, nq, qs, dos, lse_s, di_s);
 
   A acc[QI][DJ] = {};
   const i64 kv_end = g.kv_end(t0, nq);
   for (i64 s0 = g.kv_begin(t0) / BK * BK; s0 < kv_end; s0 += BK) {
-    const int nk = static_cast<int>(imin(BK, g.S - s0));
     __syncthreads();
-    load_rows<BK, Dp>(k + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, ks, LD, A(1));
-    load_rows<BK, Dp>(v + g.kv_row(b, s0, hk), g.Hkv * g.D, nk, D, vs, LD, A(1));
+    load_kv_rows<BK, Dp>(g, t.k, t.v, b, hk, s0, static_cast<int>(imin(BK, g.S - s0)), ks, vs);
     __syncthreads();
 
     A sc[QI][KJ] = {}, dp[QI][KJ] = {};
@@ -330,7 +335,7 @@ __global__ void __launch_bounds__(kFmaThreads)
 #pragma unroll
       for (int j = 0; j < KJ; ++j) {
         const int qr = tr + 16 * i, kc = tc + 16 * j;
-        const A p = recomputed_probability(g, mask, b, t0 + qr, s0 + kc, sc[i][j], lse_s[qr]);
+        const A p = recomputed_probability(g, t.mask, b, t0 + qr, s0 + kc, sc[i][j], lse_s[qr]);
         dss[qr * LDS + kc] = p * (dp[i][j] - di_s[qr]);
       }
     }
@@ -339,16 +344,9 @@ __global__ void __launch_bounds__(kFmaThreads)
     tile_product<QI, DJ, BK, LDS, 1, LD>(dss, ks, tr, tc, acc);  // dQ += dS·K
   }
 
-#pragma unroll
-  for (int i = 0; i < QI; ++i) {
-    const int qr = tr + 16 * i;
-    if (qr >= nq) continue;
-#pragma unroll
-    for (int j = 0; j < DJ; ++j) {
-      const int d = tc + 16 * j;
-      if (d < D) dq[g.q_row(b, t0 + qr, h) + d] = acc[i][j] * scale;
-    }
-  }
+  store_tile(
+      acc, tr, tc, nq, D, [&](int r) { return t.dq + g.q_row(tile.b, tile.t0 + r, tile.h); },
+      [&](int) { return scale; });
 }
 
 // ======================================================================================================
@@ -398,10 +396,11 @@ void backward_fma(const Geometry& g, const A* q, const A* k, const A* v, const A
     const std::size_t smem =
         (static_cast<std::size_t>(4 * BT) * (Dp + 1) + static_cast<std::size_t>(2 * BT) * (BT + 1) + 2 * BT) *
         sizeof(A);
+    const BackwardTensors<A> t{q, k, v, mask, dout, lse, di, dq, dk, dv};
     launch(backward_kv_fma_kernel<A, Dp, BT, BT>, k_tiles * g.Hkv * g.B, kFmaThreads, smem,
-           "attention_backward (dk, dv)", g, static_cast<int>(k_tiles), q, k, v, mask, dout, lse, di, dk, dv);
+           "attention_backward (dk, dv)", g, static_cast<int>(k_tiles), t);
     launch(backward_q_fma_kernel<A, Dp, BT, BT>, q_tiles * g.H * g.B, kFmaThreads, smem, "attention_backward (dq)", g,
-           static_cast<int>(q_tiles), q, k, v, mask, dout, lse, di, dq);
+           static_cast<int>(q_tiles), t);
   });
 }
 }  // namespace
@@ -411,34 +410,17 @@ void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const
   using namespace attention_detail;
   const Geometry g = make_geometry(dims, key_mask);
   if (g.B == 0 || g.H == 0 || g.T == 0) return;
-  switch (dtype) {
-    case DType::bf16: {
-      using T = __nv_bfloat16;
-      forward_mma(g, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                  static_cast<const T*>(mask), static_cast<T*>(out), static_cast<float*>(lse));
-      return;
+  dispatch_floating(dtype, "attention", [&](auto tag) {
+    using T = decltype(tag);
+    const T* tq = static_cast<const T*>(q);
+    const T* tk = static_cast<const T*>(k);
+    const T* tv = static_cast<const T*>(v);
+    if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
+      forward_mma(g, tq, tk, tv, static_cast<const T*>(mask), static_cast<T*>(out), static_cast<float*>(lse));
+    } else {
+      forward_fma(g, tq, tk, tv, static_cast<const T*>(mask), static_cast<T*>(out), static_cast<T*>(lse));
     }
-    case DType::f16: {
-      using T = __half;
-      forward_mma(g, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                  static_cast<const T*>(mask), static_cast<T*>(out), static_cast<float*>(lse));
-      return;
-    }
-    case DType::f32: {
-      using A = float;
-      forward_fma(g, static_cast<const A*>(q), static_cast<const A*>(k), static_cast<const A*>(v),
-                  static_cast<const A*>(mask), static_cast<A*>(out), static_cast<A*>(lse));
-      return;
-    }
-    case DType::f64: {
-      using A = double;
-      forward_fma(g, static_cast<const A*>(q), static_cast<const A*>(k), static_cast<const A*>(v),
-                  static_cast<const A*>(mask), static_cast<A*>(out), static_cast<A*>(lse));
-      return;
-    }
-    default:
-      unsupported_dtype("attention", dtype, "f32, f64, bf16 or f16");
-  }
+  });
 }
 
 void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,

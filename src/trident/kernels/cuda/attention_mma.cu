@@ -229,11 +229,31 @@ __device__ __forceinline__ void mma_pairs2(float (&acc1)[2 * N][4], float (&acc2
   }
 }
 
+// acc (one warp's 16 rows × Dp) += X · tile, where X (16 × 64) is held as accumulators x (the S, P or dS
+// of this warp, so its A fragments come from registers) and tile is a [64][Dp] row-major tile whose rows
+// are the k index (V in O += P·V, K in dQ += dS·K), read transposed by ldmatrix.
+template <typename T, int Dp>
+__device__ __forceinline__ void accumulate_by_tile(float (&acc)[Dp / 8][4], const float (&x)[8][4], const T* tile,
+                                                   int lane) {
+#pragma unroll
+  for (int j = 0; j < kMmaTile / 16; ++j) {
+    std::uint32_t a[4];
+    accumulators_to_a<T>(a, x[2 * j], x[2 * j + 1]);
+#pragma unroll
+    for (int np = 0; np < Dp / 16; ++np) {
+      std::uint32_t b[4];
+      ldsm_bt(b, tile, MmaLayout<Dp>::ld, np * 16, j * 16, lane);
+      mma16816<T>(acc[2 * np], a, b[0], b[1]);
+      mma16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 // The two score products of a backward kernel, one warp's 16 rows × the 64 columns of the tile:
 // acc1 = A1·B1ᵀ and acc2 = A2·B2ᵀ over the head dims (rows of A1, A2 and B1, B2 are [row][d] tiles).
 template <typename T, int Dp>
-__device__ __forceinline__ void score_products2(const T* a1, const T* a2, const T* b1, const T* b2, int warp,
-                                                int lane, float (&acc1)[8][4], float (&acc2)[8][4]) {
+__device__ __forceinline__ void score_products2(const T* a1, const T* a2, const T* b1, const T* b2, int warp, int lane,
+                                                float (&acc1)[8][4], float (&acc2)[8][4]) {
   using L = MmaLayout<Dp>;
 #pragma unroll
   for (int kc = 0; kc < Dp / 16; ++kc) {
@@ -248,8 +268,7 @@ __device__ __forceinline__ void score_products2(const T* a1, const T* a2, const 
 // (already in base 2): no test on a whole tile, else 0 where t does not see s or its row has no visible key.
 template <typename T>
 __device__ __forceinline__ float recomputed_probability(bool whole, const Geometry& g, const T* __restrict__ mask,
-                                                        i64 b, i64 t, i64 s, float score, float scale2,
-                                                        float row_lse) {
+                                                        i64 b, i64 t, i64 s, float score, float scale2, float row_lse) {
   float p = 0.0f;
   if (whole) {
     p = exp2f(score * scale2 - row_lse);
@@ -257,6 +276,71 @@ __device__ __forceinline__ float recomputed_probability(bool whole, const Geomet
     p = exp2f(score * scale2 + mask_value(mask, g, t, s) * kLog2e - row_lse);
   }
   return p;
+}
+
+// Where a thread of a query-tile block (the forward and dQ kernels) stands: the tile, the two query rows
+// it holds (warp w owns rows 16w..16w+15 of the tile, the thread rows lane/4 and lane/4 + 8 of those) and
+// [first, kv_end), the 64-key tiles that any row of the tile sees.
+struct MmaQueryRows {
+  int warp, lane, tc;
+  i64 b, h, hk, t0;
+  int nq, D;
+  float scale2;  // scale·log2(e): scores in base 2
+  i64 first, kv_end;
+  i64 t_row[2];
+};
+__device__ __forceinline__ MmaQueryRows mma_query_rows(const Geometry& g, int q_tiles) {
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, kMmaTile);
+  const i64 row = t0 + warp * 16 + (lane >> 2);
+  return MmaQueryRows{warp,
+                      lane,
+                      lane & 3,
+                      b,
+                      h,
+                      hk,
+                      t0,
+                      nq,
+                      static_cast<int>(g.D),
+                      static_cast<float>(g.scale) * kLog2e,
+                      g.kv_begin(t0) / kMmaTile * kMmaTile,
+                      g.kv_end(t0, nq),
+                      {row, row + 8}};
+}
+
+// One step of a loop over the key tiles [.., kv_end) double-buffered in ks and vs: waits for the tile at s0
+// (in buffer buf), then, every warp being done with the other buffer, starts the next tile's copy into it.
+// Returns the tile's K and V.
+template <typename T>
+struct KvTile {
+  const T* k;
+  const T* v;
+};
+template <int Dp, typename T>
+__device__ __forceinline__ KvTile<T> next_kv_tile(const Geometry& g, const T* __restrict__ k, const T* __restrict__ v,
+                                                  i64 b, i64 hk, i64 s0, i64 kv_end, T* ks, T* vs, int buf, bool vec) {
+  using L = MmaLayout<Dp>;
+  cp_async_wait_all();
+  __syncthreads();
+  if (s0 + kMmaTile < kv_end) {
+    load_kv_tiles<Dp>(g, k, v, b, hk, s0 + kMmaTile, ks + (buf ^ 1) * L::rows, vs + (buf ^ 1) * L::rows, vec);
+  }
+  cp_async_commit();
+  return {ks + buf * L::rows, vs + buf * L::rows};
+}
+
+// The elements of a warp's 16 × Dp accumulator block that this thread holds: acc[nt][i] is in row r = i / 2
+// of the thread's two, column d = nt·8 + 2·(lane % 4) + i % 2; f(r, d, value) for each one with d < D.
+template <int Dp, typename F>
+__device__ __forceinline__ void for_each_held(const float (&acc)[Dp / 8][4], int tc, int D, F&& f) {
+#pragma unroll
+  for (int nt = 0; nt < Dp / 8; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int d = nt * 8 + 2 * tc + (i & 1);
+      if (d < D) f(i >> 1, d, acc[nt][i]);
+    }
+  }
 }
 
 // Block (b, h, query tile), 4 warps; warp w owns query rows 16w..16w+15 of the tile and this thread rows
@@ -273,37 +357,25 @@ __global__ void __launch_bounds__(kMmaThreads)
   T* ks = qs + L::rows;
   T* vs = ks + 2 * L::rows;
 
-  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const int gr = lane >> 2, tc = lane & 3;
-  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, kMmaTile);
-  const int D = static_cast<int>(g.D);
-  const float scale2 = static_cast<float>(g.scale) * kLog2e;
+  const MmaQueryRows at = mma_query_rows(g, q_tiles);  // named: C++17 lambdas cannot capture the bindings
+  const auto& [warp, lane, tc, b, h, hk, t0, nq, D, scale2, first, kv_end, t_row] = at;
   const float neg_inf = negative_infinity<float>();
   const bool has_mask = mask != nullptr;
 
-  const i64 first = g.kv_begin(t0) / kMmaTile * kMmaTile, kv_end = g.kv_end(t0, nq);
   load_tile<Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, vec);
   if (first < kv_end) load_kv_tiles<Dp>(g, k, v, b, hk, first, ks, vs, vec);
   cp_async_commit();
 
-  const i64 t_row[2] = {t0 + warp * 16 + gr, t0 + warp * 16 + gr + 8};
   std::uint32_t qf[Dp / 16][4];
   float o[Dp / 8][4] = {};
   float m_run[2] = {neg_inf, neg_inf}, l_run[2] = {0.0f, 0.0f};  // m in base 2: max of scale·log2(e)·s
   int buf = 0;
   for (i64 s0 = first; s0 < kv_end; s0 += kMmaTile, buf ^= 1) {
-    cp_async_wait_all();
-    __syncthreads();  // this tile landed; every warp is done with the other buffer
+    const auto [kb, vb] = next_kv_tile<Dp>(g, k, v, b, hk, s0, kv_end, ks, vs, buf, vec);
     if (s0 == first) {
 #pragma unroll
       for (int kc = 0; kc < Dp / 16; ++kc) ldsm_a(qf[kc], qs, L::ld, warp * 16, kc * 16, lane);
     }
-    if (s0 + kMmaTile < kv_end) {
-      load_kv_tiles<Dp>(g, k, v, b, hk, s0 + kMmaTile, ks + (buf ^ 1) * L::rows, vs + (buf ^ 1) * L::rows, vec);
-    }
-    cp_async_commit();
-    const T* kb = ks + buf * L::rows;
-    const T* vb = vs + buf * L::rows;
 
     // S = Q·Kᵀ: 16 rows × 64 keys per warp.
     float sc[8][4] = {};
@@ -369,33 +441,16 @@ __global__ void __launch_bounds__(kMmaThreads)
       o[nt][3] *= alpha[1];
     }
 
-    // O += P·V.
-#pragma unroll
-    for (int j = 0; j < kMmaTile / 16; ++j) {
-      std::uint32_t a[4];
-      accumulators_to_a<T>(a, sc[2 * j], sc[2 * j + 1]);
-#pragma unroll
-      for (int np = 0; np < Dp / 16; ++np) {
-        std::uint32_t bb[4];
-        ldsm_bt(bb, vb, L::ld, np * 16, j * 16, lane);
-        mma16816<T>(o[2 * np], a, bb[0], bb[1]);
-        mma16816<T>(o[2 * np + 1], a, bb[2], bb[3]);
-      }
-    }
+    accumulate_by_tile<T, Dp>(o, sc, vb, lane);  // O += P·V
   }
   cp_async_wait_all();  // nothing in flight at exit (no tile: the Q copy)
 
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) inv[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
-#pragma unroll
-  for (int nt = 0; nt < Dp / 8; ++nt) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = i >> 1, d = nt * 8 + 2 * tc + (i & 1);
-      if (t_row[r] < g.T && d < D) out[g.q_row(b, t_row[r], h) + d] = to_storage<T>(o[nt][i] * inv[r]);
-    }
-  }
+  for_each_held<Dp>(o, tc, D, [&](int r, int d, float x) {
+    if (at.t_row[r] < g.T) out[g.q_row(at.b, at.t_row[r], at.h) + d] = to_storage<T>(x * inv[r]);
+  });
   if (tc == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -406,7 +461,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 
 // Block (b, kv head, key tile), 4 warps; warp w owns keys 16w..16w+15 of the tile and accumulates their
 // dK and dV over the group's heads and their query tiles, in order. Per query tile it forms Sᵀ = K·Qᵀ and
-// dPᵀ = V·dOᵀ (keys × queries), so Pᵀ and dSᵀ are A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q. Shared: K, V [64][Dp+8]; Q, dO [2][64][Dp+8]; lse·log2(e) and Di [2][64] f32.
+// dPᵀ = V·dOᵀ (keys × queries), so Pᵀ and dSᵀ are A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q. Shared: K, V [64][Dp+8];
+// Q, dO [2][64][Dp+8]; lse·log2(e) and Di [2][64] f32.
 template <typename T, int Dp>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_kv_kernel(Geometry g, int k_tiles, const T* __restrict__ q, const T* __restrict__ k,
@@ -494,18 +550,12 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
   cp_async_wait_all();
 
-#pragma unroll
-  for (int nt = 0; nt < Dp / 8; ++nt) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const i64 s = key[i >> 1];
-      const int d = nt * 8 + 2 * tc + (i & 1);
-      if (s < g.S && d < D) {
-        dk[g.kv_row(b, s, hk) + d] = to_storage<T>(dk_acc[nt][i] * static_cast<float>(g.scale));
-        dv[g.kv_row(b, s, hk) + d] = to_storage<T>(dv_acc[nt][i]);
-      }
-    }
-  }
+  for_each_held<Dp>(dk_acc, tc, D, [&](int r, int d, float x) {
+    if (key[r] < g.S) dk[g.kv_row(b, key[r], hk) + d] = to_storage<T>(x * static_cast<float>(g.scale));
+  });
+  for_each_held<Dp>(dv_acc, tc, D, [&](int r, int d, float x) {
+    if (key[r] < g.S) dv[g.kv_row(b, key[r], hk) + d] = to_storage<T>(x);
+  });
 }
 
 // Block (b, h, query tile), 4 warps × 16 query rows; dQ = scale · Σ_key tiles dS·K, in order. Shared: Q, dO [64][Dp+8];
@@ -514,8 +564,7 @@ template <typename T, int Dp>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_q_kernel(Geometry g, int q_tiles, const T* __restrict__ q, const T* __restrict__ k,
                             const T* __restrict__ v, const T* __restrict__ mask, const T* __restrict__ dout,
-                            const float* __restrict__ lse, const float* __restrict__ di, T* __restrict__ dq,
-                            bool vec) {
+                            const float* __restrict__ lse, const float* __restrict__ di, T* __restrict__ dq, bool vec) {
   using L = MmaLayout<Dp>;
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);
@@ -523,21 +572,16 @@ __global__ void __launch_bounds__(kMmaThreads)
   T* ks = dos + L::rows;
   T* vs = ks + 2 * L::rows;
 
-  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const int gr = lane >> 2, tc = lane & 3;
-  const auto [b, h, hk, t0, nq] = query_tile(g, q_tiles, kMmaTile);
-  const int D = static_cast<int>(g.D);
-  const float scale2 = static_cast<float>(g.scale) * kLog2e;
-  const float neg_inf = negative_infinity<float>();
+  const MmaQueryRows at = mma_query_rows(g, q_tiles);  // named: C++17 lambdas cannot capture the bindings
+  const auto& [warp, lane, tc, b, h, hk, t0, nq, D, scale2, first, kv_end, t_row] = at;
   const bool has_mask = mask != nullptr;
 
-  const i64 first = g.kv_begin(t0) / kMmaTile * kMmaTile, kv_end = g.kv_end(t0, nq);
   load_tile<Dp>(q + g.q_row(b, t0, h), g.H * g.D, nq, D, qs, vec);
   load_tile<Dp>(dout + g.q_row(b, t0, h), g.H * g.D, nq, D, dos, vec);
   if (first < kv_end) load_kv_tiles<Dp>(g, k, v, b, hk, first, ks, vs, vec);
   cp_async_commit();
 
-  const i64 t_row[2] = {t0 + warp * 16 + gr, t0 + warp * 16 + gr + 8};
+  const float neg_inf = negative_infinity<float>();
   float row_lse[2], row_di[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -547,14 +591,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   float dq_acc[Dp / 8][4] = {};
   int buf = 0;
   for (i64 s0 = first; s0 < kv_end; s0 += kMmaTile, buf ^= 1) {
-    cp_async_wait_all();
-    __syncthreads();
-    if (s0 + kMmaTile < kv_end) {
-      load_kv_tiles<Dp>(g, k, v, b, hk, s0 + kMmaTile, ks + (buf ^ 1) * L::rows, vs + (buf ^ 1) * L::rows, vec);
-    }
-    cp_async_commit();
-    const T* kb = ks + buf * L::rows;
-    const T* vb = vs + buf * L::rows;
+    const auto [kb, vb] = next_kv_tile<Dp>(g, k, v, b, hk, s0, kv_end, ks, vs, buf, vec);
 
     // S = Q·Kᵀ and dP = dO·Vᵀ: 16 rows × 64 keys per warp.
     float sc[8][4] = {}, dp[8][4] = {};
@@ -570,32 +607,13 @@ __global__ void __launch_bounds__(kMmaThreads)
         dp[nt][i] = p * (dp[nt][i] - row_di[r]);
       }
     }
-    // dQ += dS·K (K read transposed: keys are the k index).
-#pragma unroll
-    for (int j = 0; j < kMmaTile / 16; ++j) {
-      std::uint32_t a[4];
-      accumulators_to_a<T>(a, dp[2 * j], dp[2 * j + 1]);
-#pragma unroll
-      for (int np = 0; np < Dp / 16; ++np) {
-        std::uint32_t bk[4];
-        ldsm_bt(bk, kb, L::ld, np * 16, j * 16, lane);
-        mma16816<T>(dq_acc[2 * np], a, bk[0], bk[1]);
-        mma16816<T>(dq_acc[2 * np + 1], a, bk[2], bk[3]);
-      }
-    }
+    accumulate_by_tile<T, Dp>(dq_acc, dp, kb, lane);  // dQ += dS·K
   }
   cp_async_wait_all();
 
-#pragma unroll
-  for (int nt = 0; nt < Dp / 8; ++nt) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = i >> 1, d = nt * 8 + 2 * tc + (i & 1);
-      if (t_row[r] < g.T && d < D) {
-        dq[g.q_row(b, t_row[r], h) + d] = to_storage<T>(dq_acc[nt][i] * static_cast<float>(g.scale));
-      }
-    }
-  }
+  for_each_held<Dp>(dq_acc, tc, D, [&](int r, int d, float x) {
+    if (at.t_row[r] < g.T) dq[g.q_row(at.b, at.t_row[r], at.h) + d] = to_storage<T>(x * static_cast<float>(g.scale));
+  });
 }
 
 // Shared memory of a kernel: `tiles` row-major tiles and `floats` f32 values.
