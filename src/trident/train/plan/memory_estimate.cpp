@@ -20,7 +20,9 @@ namespace {
 
 using LD = long double;
 
-LD ld(std::int64_t v) { return static_cast<LD>(v); }
+LD ld(std::int64_t v) {
+  return static_cast<LD>(v);
+}
 
 // The parts of the parameter count, each with the keys that size it.
 struct ParameterPart {
@@ -32,11 +34,11 @@ std::vector<ParameterPart> parameter_parts(const models::TransformerSpec& s) {
   const models::Family& f = models::family(s.family);
   const LD D = ld(s.d_model), V = ld(s.vocab_size);
   std::vector<ParameterPart> parts;
-  parts.push_back({V * D * (s.tie_embeddings ? 1 : 2), fmt::format("model.vocab_size={} × model.d_model={}",
-                                                                    s.vocab_size, s.d_model)});
+  parts.push_back({V * D * (s.tie_embeddings ? 1 : 2),
+                   fmt::format("model.vocab_size={} × model.d_model={}", s.vocab_size, s.d_model)});
   if (!f.names.position_embedding.empty()) {
-    parts.push_back({ld(s.max_seq_len) * D, fmt::format("model.max_seq_len={} × model.d_model={}", s.max_seq_len,
-                                                        s.d_model)});
+    parts.push_back(
+        {ld(s.max_seq_len) * D, fmt::format("model.max_seq_len={} × model.d_model={}", s.max_seq_len, s.d_model)});
   }
   parts.push_back({ld(s.n_layer) * f.block_parameters(s) + f.other_parameters(s),
                    fmt::format("model.n_layer={} × (model.d_model={}, model.d_ff={})", s.n_layer, s.d_model, s.d_ff)});
@@ -68,7 +70,8 @@ std::string MemoryEstimate::describe() const {
 std::string MemoryLayout::describe() const {
   std::string s = fmt::format("dp{} tp{} pp{}", dp, tp, pp);
   if (ep > 1) s += fmt::format(" ep{}", ep);
-  if (pp > 1) s += virtual_stages > 1 ? fmt::format(" ({} v{})", schedule, virtual_stages) : fmt::format(" ({})", schedule);
+  if (pp > 1)
+    s += virtual_stages > 1 ? fmt::format(" ({} v{})", schedule, virtual_stages) : fmt::format(" ({})", schedule);
   if (zero_stage > 0) s += fmt::format(" zero{}", zero_stage);
   if (sequence_parallel && tp > 1) s += " sp";
   if (checkpointing) s += " ckpt";
@@ -89,7 +92,8 @@ MemoryLayout memory_layout(const Config& c, int world_size) {
   l.checkpointing = c.train.activation_checkpointing;
   const LD per_step = ld(std::max<std::int64_t>(c.train.micro_batch_size, 1)) * ld(l.dp);
   const LD accum = c.train.global_batch_size > 0 ? ld(c.train.global_batch_size) / per_step : 1;
-  l.accumulation = accum >= 9e18L ? std::int64_t{9'000'000'000'000'000'000} : std::max<std::int64_t>(1, static_cast<std::int64_t>(accum));
+  l.accumulation = accum >= 9e18L ? std::int64_t{9'000'000'000'000'000'000}
+                                  : std::max<std::int64_t>(1, static_cast<std::int64_t>(accum));
   return l;
 }
 
@@ -155,7 +159,8 @@ RankParameters rank_parameters(const models::TransformerSpec& s, const MemoryLay
   const LD Fe = ld(s.expert_d_ff());
   const LD experts = f.moe ? ld(s.n_experts) * 3 * D * Fe : 0;
   // An MoE block's router and shared expert run whole on every tensor-parallel rank, like its experts.
-  const LD moe_whole = f.moe ? D * ld(s.n_experts) + (s.moe_shared_d_ff > 0 ? 3 * D * ld(s.moe_shared_d_ff) + D : 0) : 0;
+  const LD moe_whole =
+      f.moe ? D * ld(s.n_experts) + (s.moe_shared_d_ff > 0 ? 3 * D * ld(s.moe_shared_d_ff) + D : 0) : 0;
   const LD layers = ld(st.layers);
   p.block = (block - experts - moe_whole) / tp + moe_whole + experts / ld(l.ep);
   p.dense += layers * ((block - experts - moe_whole) / tp + moe_whole);
@@ -193,7 +198,8 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   const models::Family::SavedValues saved = f.block_activations(s);
   // Dropless routing does not bound the rows an expert-parallel rank receives: the busiest is taken
   // as 1.3× the mean (the measured spread of the test's routers); a capacity factor bounds it.
-  const LD imbalance = l.ep > 1 ? (s.moe_capacity_factor > 0 ? std::min<LD>(s.moe_capacity_factor, ld(l.ep)) : 1.3L) : 1;
+  const LD imbalance =
+      l.ep > 1 ? (s.moe_capacity_factor > 0 ? std::min<LD>(s.moe_capacity_factor, ld(l.ep)) : 1.3L) : 1;
   const LD per_layer_sp = saved.replicated / tp + saved.split / tp + saved.experts * imbalance;
   const LD per_layer = l.sequence_parallel ? per_layer_sp : per_layer_sp + saved.replicated * (1 - 1 / tp);
   const LD backward = saved.backward / tp;
@@ -221,8 +227,8 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
     m.activations_per_micro_batch_checkpointed = tokens * value * ld(m.layers) * layer_input;
     m.activations_per_micro_batch_sequence_parallel = tokens * value * ld(m.layers) * per_layer_sp;
     m.in_flight = in_flight(l, static_cast<std::int64_t>(r));
-    m.activations = m.in_flight * (recompute ? m.activations_per_micro_batch_checkpointed
-                                              : m.activations_per_micro_batch);
+    m.activations =
+        m.in_flight * (recompute ? m.activations_per_micro_batch_checkpointed : m.activations_per_micro_batch);
     // Beside them: the logits and their gradient (last stage), or one block's backward, recomputed first
     // under checkpointing. Under ZeRO-3 the first block's backward also holds its gathered weights and
     // the other blocks' whole gradients, which build up during the backward before the reduce-scatter.
@@ -238,8 +244,9 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
     m.reduce = buffers + (l.zero_stage >= 2 ? 4 * m.parameter_count : 0);
     e.stages.push_back(m);
   }
-  const StageMemory& peak = *std::max_element(e.stages.begin(), e.stages.end(),
-                                              [](const StageMemory& a, const StageMemory& b) { return a.total() < b.total(); });
+  const StageMemory& peak =
+      *std::max_element(e.stages.begin(), e.stages.end(),
+                        [](const StageMemory& a, const StageMemory& b) { return a.total() < b.total(); });
   e.parameters = peak.weights + peak.compute_copies;
   e.gradients = peak.gradients;
   e.optimizer = peak.optimizer;
@@ -260,6 +267,49 @@ long double host_memory_bytes() {
   return pages > 0 && page > 0 ? ld(pages) * ld(page) : 0;
 }
 
+namespace {
+
+// The sizes that drive an estimate dominated by activations, as "key=value × key=value": each size is
+// doubled in turn, and those whose doubling grows the estimate by at least half as much as the largest
+// growth are named, in this order. So a vocabulary of billions (the logits) or a feed-forward width (the
+// blocks' saved values) is named where it is the cause, beside the batch and sequence that multiply it.
+std::string activation_keys(const Config& c, const models::TransformerSpec& s, const MemoryLayout& l, LD total) {
+  struct Size {
+    const char* key;
+    std::int64_t value;
+    void (*twice)(Config&, models::TransformerSpec&);
+  };
+  const Size sizes[] = {
+      {"train.micro_batch_size", c.train.micro_batch_size,
+       [](Config& x, models::TransformerSpec&) { x.train.micro_batch_size *= 2; }},
+      {"train.seq_len", c.train.seq_len, [](Config& x, models::TransformerSpec&) { x.train.seq_len *= 2; }},
+      {"model.n_layer", s.n_layer, [](Config&, models::TransformerSpec& t) { t.n_layer *= 2; }},
+      {"model.d_model", s.d_model, [](Config&, models::TransformerSpec& t) { t.d_model *= 2; }},
+      {"model.d_ff", s.d_ff, [](Config&, models::TransformerSpec& t) { t.d_ff *= 2; }},
+      {"model.moe_d_ff", s.moe_d_ff, [](Config&, models::TransformerSpec& t) { t.moe_d_ff *= 2; }},
+      {"model.vocab_size", s.vocab_size, [](Config&, models::TransformerSpec& t) { t.vocab_size *= 2; }},
+  };
+  std::vector<std::pair<const Size*, LD>> growth;
+  LD most = 0;
+  for (const Size& size : sizes) {
+    if (size.value <= 0 || size.value > (std::int64_t{1} << 61)) continue;  // unset, or no room to double
+    Config c2 = c;
+    models::TransformerSpec s2 = s;
+    size.twice(c2, s2);
+    const LD g = estimate_memory(c2, s2, l).total() - total;
+    growth.emplace_back(&size, g);
+    most = std::max(most, g);
+  }
+  std::string keys;
+  for (const auto& [size, g] : growth) {
+    if (g < most / 2) continue;
+    keys += fmt::format("{}{}={}", keys.empty() ? "" : " × ", size->key, size->value);
+  }
+  return keys;
+}
+
+}  // namespace
+
 void check_memory_fits(const Config& c, const models::TransformerSpec& s, const MemoryLayout& l, long double available,
                        const std::string& where, bool parameters_only) {
   if (available <= 0) return;
@@ -268,12 +318,11 @@ void check_memory_fits(const Config& c, const models::TransformerSpec& s, const 
   // Name the keys of the largest part.
   std::string keys;
   if (!parameters_only && e.activations >= e.parameters + e.gradients + e.optimizer) {
-    keys = fmt::format("train.micro_batch_size={} × train.seq_len={} tokens × model.n_layer={} × model.d_model={}",
-                       c.train.micro_batch_size, c.train.seq_len, s.n_layer, s.d_model);
+    keys = activation_keys(c, s, l, e.total());
   } else {
     const std::vector<ParameterPart> parts = parameter_parts(s);
-    const auto largest = std::max_element(parts.begin(), parts.end(),
-                                          [](const ParameterPart& a, const ParameterPart& b) { return a.count < b.count; });
+    const auto largest = std::max_element(
+        parts.begin(), parts.end(), [](const ParameterPart& a, const ParameterPart& b) { return a.count < b.count; });
     keys = largest->keys;
   }
   TRIDENT_FAIL(
