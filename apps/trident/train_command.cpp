@@ -39,11 +39,13 @@ void add_train_command(CLI::App& app) {
     const train::TrainSummary s = train::train(*options);
     // Once per job (every rank stopped at the same step with the same checkpoint).
     if (s.interrupted && error_rank() <= 0) {
-      fmt::print("trident: interrupted at step {}; checkpoint {}{}\n", s.steps_done, s.last_checkpoint,
-                 s.stopped == train::StopCause::signal
-                     ? fmt::format(" (exit status {}: the run did not finish; resume with --resume)",
-                                   train::kExitInterrupted)
-                     : "");
+      fmt::print(
+          "trident: interrupted at step {}; {}{}\n", s.steps_done,
+          s.last_checkpoint.empty() ? std::string("no checkpoint written by this run")
+                                    : "checkpoint " + s.last_checkpoint,
+          s.stopped == train::StopCause::signal
+              ? fmt::format(" (exit status {}: the run did not finish; resume with --resume)", train::kExitInterrupted)
+              : "");
     }
     // A signal (Slurm's preemption, scancel, the time limit's --signal) leaves the run unfinished: a job
     // chain must not take it for done. train.exit_duration_minutes is a deliberate stop: 0.

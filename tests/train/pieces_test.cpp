@@ -70,16 +70,16 @@ TEST(StopPolicy, StepLimitRequestsAndTime) {
     EXPECT_FALSE(stop_requested());
     EXPECT_FALSE(policy.reached_step_limit(2));
     EXPECT_TRUE(policy.reached_step_limit(3));
-    EXPECT_FALSE(policy.stop_before_micro_batch());
+    EXPECT_FALSE(policy.signalled());
     EXPECT_EQ(policy.after_step(), StopReason::none);
     request_stop();
-    EXPECT_TRUE(policy.stop_before_micro_batch());
+    EXPECT_TRUE(policy.signalled());
     EXPECT_EQ(policy.after_step(), StopReason::signal);
   }
   // A job that started an hour ago with a one-minute limit.
   StopPolicy late(*self, 3, 1.0, StopPolicy::Clock::now() - std::chrono::hours(1));
   EXPECT_EQ(late.after_step(), StopReason::time_limit);
-  EXPECT_FALSE(late.stop_before_micro_batch());  // between micro-batches only signals count
+  EXPECT_FALSE(late.signalled());  // between micro-batches only signals count
 }
 
 class Pieces : public testing::CorpusSuite<Pieces> {
@@ -144,9 +144,9 @@ TEST_F(Pieces, EvaluationIsTrainsStepZeroValidationLoss) {
   const std::unique_ptr<detail::Run> run = build_run(options("eval-piece", eval));
   Evaluator evaluator(*run);
   EXPECT_EQ(evaluator.micro_batches(), 4);  // 2 global batches of 2 micro-batches
-  const double first = evaluator.evaluate();
+  const double first = *evaluator.evaluate();
   EXPECT_EQ(first, whole.val_losses.front().second);
-  EXPECT_EQ(evaluator.evaluate(), first);  // the same samples every time, no dropout
+  EXPECT_EQ(*evaluator.evaluate(), first);  // the same samples every time, no dropout
   EXPECT_TRUE(std::isfinite(first));
   EXPECT_GT(first, 0);
 }

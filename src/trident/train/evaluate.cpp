@@ -12,7 +12,7 @@ Evaluator::Evaluator(Run& run) : run_(run), eval_steps_(std::max<std::int64_t>(r
   TRIDENT_DCHECK(run.data.valid != nullptr, "Evaluator without validation data");
 }
 
-double Evaluator::evaluate() {
+std::optional<double> Evaluator::evaluate(const std::function<bool()>& stop) {
   data::LoaderOptions vo = run_.loader_options;
   vo.consumed_samples = 0;
   vo.prefetch = 0;
@@ -23,9 +23,14 @@ double Evaluator::evaluate() {
   }
   data::DataLoader* next = loader.get();
   BatchMover& on_device = *run_.on_device;
-  return run_.runner->evaluate(
-      micro_batches(), [next, &on_device] { return on_device(next->next()); },
-      [this](std::int64_t) { return evaluation_context(run_); }, labels_);
+  double loss = 0;
+  for (std::int64_t g = 0; g < eval_steps_; ++g) {
+    if (g > 0 && stop && stop()) return std::nullopt;
+    loss += run_.runner->evaluate(
+        run_.accum, [next, &on_device] { return on_device(next->next()); },
+        [this](std::int64_t) { return evaluation_context(run_); }, labels_);
+  }
+  return loss;
 }
 
 }  // namespace trident::train::detail

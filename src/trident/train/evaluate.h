@@ -2,8 +2,12 @@
 //
 // An evaluation reads train.eval_steps global batches of the validation stream
 // from its start (the same samples under every layout and at every call) and
-// returns their token-mean loss, the same on every rank.
+// returns their token-mean loss, the same on every rank. It runs one global
+// batch at a time, so that a signal stops a long evaluation within a batch.
 #pragma once
+
+#include <functional>
+#include <optional>
 
 #include "trident/train/run.h"
 
@@ -14,7 +18,8 @@ class Evaluator {
   // Over `run`'s model and validation data (run.data.valid, which must exist).
   explicit Evaluator(Run& run);
 
-  double evaluate();
+  // The loss, or nullopt when `stop` (asked between global batches, on every rank) says to stop.
+  std::optional<double> evaluate(const std::function<bool()>& stop = {});
   // The batches one evaluation runs on each data-parallel rank.
   std::int64_t micro_batches() const noexcept { return eval_steps_ * run_.accum; }
 

@@ -42,19 +42,27 @@ bool stop_requested() noexcept {
   return g_stop.load();
 }
 
-StopPolicy::StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start)
-    : world_(world), steps_(steps), limit_minutes_(limit_minutes), job_start_(job_start) {
+StopSignals::StopSignals() {
   g_stop.store(false);
   int_ = std::signal(SIGINT, on_stop_signal);
   term_ = std::signal(SIGTERM, on_stop_signal);
 }
 
-StopPolicy::~StopPolicy() {
+StopSignals::~StopSignals() {
   std::signal(SIGINT, int_);
   std::signal(SIGTERM, term_);
 }
 
-bool StopPolicy::stop_before_micro_batch() {
+StopPolicy::StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start)
+    : world_(world), steps_(steps), limit_minutes_(limit_minutes), job_start_(job_start) {
+  own_signals_.emplace();
+}
+
+StopPolicy::StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start,
+                       const StopSignals&)
+    : world_(world), steps_(steps), limit_minutes_(limit_minutes), job_start_(job_start) {}
+
+bool StopPolicy::signalled() {
   return world_.all_reduce_scalar(stop_requested() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
 }
 

@@ -8,12 +8,13 @@
 // loss, which every rank holds, so the ranks agree already; it goes through the
 // same all-reduce all the same, so that no rank can stop alone. After a step
 // early stopping (the run is finished) outranks the time limit, which outranks a signal;
-// between the micro-batches of a step only signals count (see
-// ModelRunner::train_step).
+// between the micro-batches of a step and the batches of an evaluation only
+// signals count (see ModelRunner::train_step and Evaluator::evaluate).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "trident/dist/communicator.h"
 
@@ -32,32 +33,48 @@ StopReason agree_stop(dist::Communicator& world, StopReason mine);
 // Whether SIGINT/SIGTERM or request_stop() asked for a stop since the current StopPolicy was made.
 bool stop_requested() noexcept;
 
-// The stop policy of one training: clears a pending request and handles SIGINT/SIGTERM while it lives
-// (the first signal asks for a checkpoint and a clean stop; the handler then steps aside, so a second
-// one ends a stop that hangs). Not copyable: one at a time.
+// While it lives, SIGINT and SIGTERM ask for a stop (stop_requested()) instead of ending the process: the
+// first signal asks for a checkpoint and a clean stop; the handler then steps aside, so a second one ends a
+// stop that hangs. Clears a pending request when made. Not copyable: one at a time.
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  using Handler = void (*)(int);
+  Handler int_, term_;
+};
+
+// The stop policy of one training. Made alone, it handles the signals itself (a StopSignals of its own);
+// made with `signals` (which must outlive it), it acts on a request made since those were installed, so
+// that a signal during the set-up before it is not lost.
 class StopPolicy {
  public:
   using Clock = std::chrono::steady_clock;
   // `steps`: train.steps; `limit_minutes`: train.exit_duration_minutes (0 = none), counted from `job_start`.
   StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start);
-  ~StopPolicy();
+  StopPolicy(dist::Communicator& world, std::int64_t steps, double limit_minutes, Clock::time_point job_start,
+             const StopSignals& signals);
   StopPolicy(const StopPolicy&) = delete;
   StopPolicy& operator=(const StopPolicy&) = delete;
 
   // The step limit: true once `step` optimizer steps are done.
   bool reached_step_limit(std::int64_t step) const noexcept { return step >= steps_; }
-  // Before micro-batch m >= 1 of a step: true when a stop was requested on any rank (all ranks agree).
-  bool stop_before_micro_batch();
+  // Whether a stop was requested on any rank (all ranks agree: one scalar all-reduce). Asked before
+  // micro-batch m >= 1 of a step and between the global batches of an evaluation.
+  bool signalled();
   // After a step: the reason every rank stops for, or none. `early_stop`: this rank's early-stopping verdict.
   StopReason after_step(bool early_stop = false);
 
  private:
-  using Handler = void (*)(int);
   dist::Communicator& world_;
   std::int64_t steps_;
   double limit_minutes_;
   Clock::time_point job_start_;
-  Handler int_, term_;
+  std::optional<StopSignals> own_signals_;
 };
 
 }  // namespace trident::train::detail

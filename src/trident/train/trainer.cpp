@@ -1,5 +1,7 @@
 #include "trident/train/trainer.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -8,6 +10,7 @@
 #include "trident/core/memory.h"
 #include "trident/train/best_checkpoints.h"
 #include "trident/train/evaluate.h"
+#include "trident/train/log/metrics.h"
 #include "trident/train/run.h"
 #include "trident/train/step.h"
 #include "trident/train/stop_policy.h"
@@ -36,9 +39,32 @@ std::optional<double> test_slow_rank_delay(int rank) {
   if (std::stoi(s.substr(0, colon)) != rank) return std::nullopt;
   return std::stod(s.substr(colon + 1)) / 1e3;
 }
+// The run's last line, as a DeepSpeed or Lightning script ends its job: the wall time since the start (set-up
+// included), the tokens this run trained on and since step 0, and the last training and validation losses.
+std::string end_of_run(const Run& run, const TrainSummary& s, std::int64_t first_step) {
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.job_start).count();
+  const auto tokens = [&](std::int64_t steps) { return static_cast<std::int64_t>(run.tokens_per_step) * steps; };
+  std::string line = fmt::format("end of run: steps {}-{} in {} ({:.1f} min), {} tokens ({} since step 0)",
+                                 first_step + 1, s.steps_done, format_duration(wall), wall / 60,
+                                 tokens(s.steps_done - first_step), tokens(s.steps_done));
+  if (!s.losses.empty()) line += fmt::format(" | final loss {:.4f}", s.losses.back());
+  if (!s.val_losses.empty()) line += fmt::format(" | final val loss {:.4f}", s.val_losses.back().second);
+  return line;
+}
+
+// Ends the run for a signal: a checkpoint of the state as it stands when `save` (the state after the last
+// whole step), the flags the command's exit status reads, and the line that says where it stopped.
+void stop_for_signal(Run& run, TrainSummary& s, bool save, const std::string& line) {
+  if (save) s.last_checkpoint = run.save_checkpoint();
+  s.interrupted = true;
+  s.stopped = StopCause::signal;
+  run.log->message(line);
+}
+
 }  // namespace
 
 TrainSummary train(const TrainOptions& options) {
+  const StopSignals signals;  // from here on: a signal during the set-up is acted on once the ranks can agree
   const std::unique_ptr<Run> built = build_run(options);
   Run& run = *built;
   const Config& config = run.config;
@@ -46,10 +72,27 @@ TrainSummary train(const TrainOptions& options) {
   if (run.data.valid && config.train.eval_interval > 0) evaluator.emplace(run);
 
   TrainSummary summary;
-  StopPolicy stop(*run.par.world, config.train.steps, config.train.exit_duration_minutes, run.job_start);
+  StopPolicy stop(*run.par.world, config.train.steps, config.train.exit_duration_minutes, run.job_start, signals);
+  if (stop.signalled()) {
+    summary.steps_done = run.state.step;
+    stop_for_signal(
+        run, summary, false,
+        fmt::format("stopped by signal during the set-up, before step {}: nothing new to save", run.state.step + 1));
+    run.log->finish();
+    return summary;
+  }
+  // A signal during an evaluation is acted on at its next global batch (all ranks agreeing there).
+  const auto signalled = [&stop] { return stop.signalled(); };
   if (evaluator && run.state.step == 0) {
-    summary.val_losses.emplace_back(0, evaluator->evaluate());
-    run.log->log_eval(0, summary.val_losses.back().second);
+    const std::optional<double> loss = evaluator->evaluate(signalled);
+    if (!loss) {
+      stop_for_signal(run, summary, false,
+                      "stopped by signal during the evaluation at step 0, before any training step: nothing to save");
+      run.log->finish();
+      return summary;
+    }
+    summary.val_losses.emplace_back(0, *loss);
+    run.log->log_eval(0, *loss);
   }
 
   // A run resumed from the checkpoint early stopping saved is finished (a larger patience continues it).
@@ -68,8 +111,7 @@ TrainSummary train(const TrainOptions& options) {
   // A signal during a long step is acted on at the next micro-batch boundary (all ranks agreeing there;
   // one scalar all-reduce per micro-batch), not after the step: see ModelRunner::train_step.
   ModelRunner::StopBefore stop_before;
-  if (run.accum > 1 && !run.par.pipelined())
-    stop_before = [&stop](std::int64_t) { return stop.stop_before_micro_batch(); };
+  if (run.accum > 1 && !run.par.pipelined()) stop_before = [&stop](std::int64_t) { return stop.signalled(); };
 
   const std::optional<double> test_delay_s = test_slow_rank_delay(run.par.world->rank());
   while (!stop.reached_step_limit(run.state.step)) {
@@ -80,13 +122,10 @@ TrainSummary train(const TrainOptions& options) {
     if (!result) {
       // Stopped mid-step: the parameters, optimizer and data position are those before this step, which
       // the checkpoint records; a resume runs the whole step again, exactly.
-      summary.last_checkpoint = run.save_checkpoint();
-      summary.interrupted = true;
-      summary.stopped = StopCause::signal;
-      run.log->message(
-          fmt::format("stopped by signal during step {} (of {} micro-batches); the checkpoint holds "
-                      "step {}; resume with --resume",
-                      run.state.step + 1, run.accum, run.state.step));
+      stop_for_signal(run, summary, true,
+                      fmt::format("stopped by signal during step {} (of {} micro-batches); the checkpoint holds "
+                                  "step {}; resume with --resume",
+                                  run.state.step + 1, run.accum, run.state.step));
       break;
     }
     const std::int64_t step = run.state.step;
@@ -106,8 +145,16 @@ TrainSummary train(const TrainOptions& options) {
 
     const bool evaluated = evaluator && (step % config.train.eval_interval == 0 || step == config.train.steps);
     if (evaluated) {
-      summary.val_losses.emplace_back(step, evaluator->evaluate());
-      run.log->log_eval(step, summary.val_losses.back().second);
+      const std::optional<double> loss = evaluator->evaluate(signalled);
+      if (!loss) {
+        stop_for_signal(run, summary, true,
+                        fmt::format("stopped by signal during the evaluation after step {}; the checkpoint holds "
+                                    "step {} (its evaluation left out); resume with --resume",
+                                    step, step));
+        break;
+      }
+      summary.val_losses.emplace_back(step, *loss);
+      run.log->log_eval(step, *loss);
       // Recorded in the state the checkpoint of this step saves (best_checkpoints.h).
       observe(run.state.monitor, config, step, summary.val_losses.back().second);
     }
@@ -120,6 +167,14 @@ TrainSummary train(const TrainOptions& options) {
     const bool best_candidate = evaluated && config.checkpoint.keep_best > 0;
     if (why != StopReason::none || at_interval || best_candidate || step == config.train.steps) {
       summary.last_checkpoint = run.save_checkpoint();
+      // A signal during the write stops the run now, with that checkpoint, not after the next step.
+      if (why == StopReason::none && step < config.train.steps && stop.signalled()) {
+        stop_for_signal(run, summary, false,
+                        fmt::format("stopped by signal while the checkpoint of step {} was written; the checkpoint "
+                                    "holds step {}; resume with --resume",
+                                    step, step));
+        break;
+      }
     }
     if (why == StopReason::early_stopping) {
       summary.stopped = StopCause::early_stopping;
@@ -138,6 +193,7 @@ TrainSummary train(const TrainOptions& options) {
     }
   }
   summary.steps_done = run.state.step;
+  if (summary.steps_done > first_step) run.log->message(end_of_run(run, summary, first_step));
   run.log->finish();
   return summary;
 }

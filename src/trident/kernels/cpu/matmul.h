@@ -60,7 +60,9 @@ MatmulBackend matmul_backend(DType ab_dtype);
 std::string matmul_backend_description();
 
 // Runs square GEMMs of `dtype` (2048³, or 1024³ where one 2048³ takes too
-// long) for about one second after a warm-up, and returns the median GFLOP/s.
+// long) for about one second after a warm-up, and returns the best GFLOP/s of
+// them: a peak is what the machine can do, and a busy moment only slows some
+// of the runs (the median of a run on a shared core had read half the peak).
 // The trainer reports MFU against this measured peak.
 double measure_matmul_peak_gflops(DType dtype);
 

@@ -15,14 +15,15 @@
 
 namespace trident::train {
 
-namespace {
-std::string format_eta(double s) {
+std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "--";
   const auto t = static_cast<long>(s + 0.5);
   if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
   if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
   return fmt::format("{}s", t);
 }
+
+namespace {
 
 // The numbers of a metrics.jsonl line as TensorBoard scalars, under the JSON keys; a list's items are
 // KEY/0, KEY/1, ... (one per MoE layer). The step is the event's; strings and flags are not scalars.
@@ -99,7 +100,7 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
           ? fmt::format(" | straggler rank {} on {}: {:.0f} ms, {:.1f}x the median", m.straggler->rank,
                         m.straggler->host, m.straggler->work_ms, m.straggler->ratio)
           : "",
-      format_eta(m.eta_s));
+      format_duration(m.eta_s));
   if (permanent) {
     if (live_shown_) std::fputs("\r\033[K", stdout);
     std::fputs((line + "\n").c_str(), stdout);

@@ -18,6 +18,9 @@
 
 namespace trident::train {
 
+// Seconds as the log shows them: 42s, 3m05s, 1h02m; "--" when not finite or negative.
+std::string format_duration(double seconds);
+
 class TensorBoardWriter;
 
 struct StepMetrics {

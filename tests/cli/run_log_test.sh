@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The lines a run prints about itself: MFU never reads above 100% (a run whose matmul peak,
+# train.peak_gflops, is below the rate its steps reach, as a peak measured in a busy moment would be,
+# divides by that rate instead, in the log line and in metrics.jsonl); the run ends with one line giving
+# its wall time, the tokens seen and the final losses.
+#   run_log_test.sh TRIDENT_BINARY
+set -uo pipefail
+trident=$1
+source "$(dirname "$0")/tiny_corpus.sh"
+tiny_corpus_run "$trident" run_log
+
+"$trident" train --run-dir "$work/r" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 \
+  --set model.max_seq_len=16 "${tiny_data[@]}" --set train.seq_len=16 --set train.micro_batch_size=2 \
+  --set train.steps=3 --set train.log_interval=1 --set train.eval_interval=3 --set train.peak_gflops=0.0001 \
+  > "$work/r.log" 2>&1 || fail "training: $(tail -5 "$work/r.log")"
+mfus=$(grep -oE "MFU [0-9.]+%" "$work/r.log" | grep -oE "[0-9.]+")
+[[ -n $mfus ]] || fail "no MFU in the log: $(tail -5 "$work/r.log")"
+for m in $mfus; do
+  awk -v m="$m" 'BEGIN { exit !(m <= 100.0) }' || fail "the log prints MFU $m%: $(grep MFU "$work/r.log")"
+done
+python3 - "$work/r/metrics.jsonl" <<'PY' || fail "metrics.jsonl holds an MFU above 1"
+import json, sys
+mfu = [json.loads(line)["mfu"] for line in open(sys.argv[1]) if '"mfu"' in line]
+assert mfu and all(0 < m <= 1 for m in mfu), mfu
+PY
+# A fresh run: the tokens of this run are those since step 0; the evaluation at step 3 gives the final val loss.
+end=$(grep "^end of run: " "$work/r.log") || fail "no end-of-run line: $(tail -3 "$work/r.log")"
+[[ $end =~ ^end\ of\ run:\ steps\ 1-3\ in\ [0-9]+s\ \([0-9.]+\ min\),\ ([0-9]+)\ tokens\ \(([0-9]+)\ since\ step\ 0\)\ \|\ final\ loss\ [0-9.]+\ \|\ final\ val\ loss\ [0-9.]+$ ]] \
+  && [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" && $((BASH_REMATCH[1] % (3 * 16))) == 0 ]] \
+  || fail "the end-of-run line: $end"
+echo "$end"
+echo "ok: with a peak of 0.1 MFLOP/s the MFU reads $(echo $mfus | tr ' ' ,)%"
