@@ -52,10 +52,11 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
 }
 
 // The registered optimizer optim.name with the optim.* values its entry reads (optim/registry.h).
-optim::Method optimizer_method(const Config& config) {
+optim::Method optimizer_method(const Config& config, const std::optional<std::pair<double, double>>& betas) {
   const optim::OptimizerDef& def = optim::optimizer_def(config.optim.name);
   optim::Settings settings;
   for (const std::string& key : def.keys) settings[key] = optim_setting(config, key);
+  if (betas && settings.contains("betas")) settings["betas"] = {betas->first, betas->second};
   return def.from_settings(settings);
 }
 

@@ -234,18 +234,25 @@ const std::vector<Field>& fields() {
     OPTIM(weight_decay, kNonNegativeFinite); OPTIM(momentum, kNonNegativeFinite);
     OPTIM(clip_grad, kNonNegativeFinite, " (0 = off)"); OPTIM(initial_loss_scale, kPositiveFinite);
     OPTIM(loss_scale_window, kPositive); OPTIM(min_loss_scale, kPositiveFinite); OPTIM(loss_scale_hysteresis, kPositive);
+    OPTIM(bias_correction);
 #undef OPTIM
 #define SCHEDULE(n, ...) \
   f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
     SCHEDULE(warmup_steps, kNonNegative); SCHEDULE(decay); SCHEDULE(decay_steps, kNonNegative, " (0 = train.steps)");
     SCHEDULE(min_lr, kNonNegativeFinite); SCHEDULE(wsd_decay_steps, kNonNegative); SCHEDULE(wsd_decay_style);
+    SCHEDULE(warmup_type); SCHEDULE(warmup_min_lr, kNonNegativeFinite); SCHEDULE(cycle_first_step_size, kPositive);
+    SCHEDULE(cycle_second_step_size, kNonNegative, " (0 = cycle_first_step_size)");
+    SCHEDULE(cycle_first_stair_count, kNonNegative, " (0 = no stairs)"); SCHEDULE(cycle_second_stair_count);
+    SCHEDULE(decay_step_size, kNonNegative, " (0 = no decay)"); SCHEDULE(decay_lr_rate, kNonNegativeFinite);
+    SCHEDULE(cycle_momentum); SCHEDULE(cycle_min_mom, kFraction); SCHEDULE(cycle_max_mom, kFraction);
+    SCHEDULE(decay_mom_rate, kNonNegativeFinite);
 #undef SCHEDULE
 #define DIST(n, ...) f.push_back(field("dist", #n, &C::dist, &DistConfig::n __VA_OPT__(,) __VA_ARGS__))
     DIST(data_parallel_size, kNonNegative, " (0 = inferred)"); DIST(tensor_parallel_size, kPositive);
     DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive);
     DIST(virtual_pipeline_size, kPositive);
     DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage, kZeroStage); DIST(timeout_s, kPositiveFinite);
-    DIST(expert_parallel_size, kPositive);
+    DIST(expert_parallel_size, kPositive); DIST(gradient_reduce);
 #undef DIST
 #define CKPT(n, ...) \
   f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
@@ -454,8 +461,9 @@ std::vector<double> optim_setting(const Config& config, const std::string& name)
   const toml::node& v = *parsed.get("v");
   std::vector<double> out;
   const auto number = [&](const toml::node& n) {
+    if (const auto b = n.value_exact<bool>()) return out.push_back(*b ? 1.0 : 0.0);  // a switch: 1 or 0
     const std::optional<double> x = n.value<double>();
-    TRIDENT_CHECK(x && !n.is_boolean(), "internal: optimizer setting '{}' is not a number or a list of numbers", key);
+    TRIDENT_CHECK(x, "internal: optimizer setting '{}' is not a number, a boolean or a list of numbers", key);
     out.push_back(*x);
   };
   if (const toml::array* a = v.as_array()) {
