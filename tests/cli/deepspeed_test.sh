@@ -2,7 +2,7 @@
 # A DeepSpeed config drives a real run (docs/deepspeed.md): `trident train --deepspeed ds.json` under
 # `trident launch -n 2` on the tiny corpus, with micro-batch 2 × accumulation 3 and ZeRO-1, prints its
 # mapping, and the mapped values take effect: the run's description (global batch 12 = 2 × 3 × 2
-# data-parallel ranks, ZeRO stage 1), the log interval (steps_per_print) in metrics.jsonl, and the
+# data-parallel ranks, ZeRO stage 1), metrics.jsonl not thinned by steps_per_print (DeepSpeed's own print), and the
 # resolved config.toml (which stands alone: the DeepSpeed file is recorded, not re-read).
 #   deepspeed_test.sh TRIDENT_BINARY SRC_DIR
 set -uo pipefail
@@ -57,10 +57,11 @@ expect_line "ds.json: zero_optimization.stage 1 → dist.zero_stage = 1" out.log
 expect_line "ds.json: zero_optimization.reduce_bucket_size 500000000.0 ignored" out.log
 expect_line "global batch 12 × 16 tokens (micro-batch 2 × 3 accumulation × 2 data-parallel), ZeRO stage 1" out.log
 echo "ok: mapping printed, batch and ZeRO stage in effect"
-# steps_per_print 2 → log lines at steps 2 and 4 only.
+# steps_per_print is DeepSpeed's own print: metrics.jsonl keeps every train.log_interval (1) step.
 steps=$(grep -o '"step":[0-9]*' run/metrics.jsonl | grep -v '"step":0' | tr '\n' ' ')
-[[ $steps == '"step":2 "step":4 ' ]] || fail "metrics.jsonl steps: '$steps' (expected 2 and 4)"
-echo "ok: train.log_interval from steps_per_print"
+[[ $steps == '"step":1 "step":2 "step":3 "step":4 ' ]] || fail "metrics.jsonl steps: '$steps' (expected 1 to 4)"
+expect_line "ds.json: steps_per_print 2 ignored (DeepSpeed's own progress print" out.log
+echo "ok: steps_per_print does not thin metrics.jsonl"
 for line in "micro_batch_size = 2" "global_batch_size = 12" "zero_stage = 1" "clip_grad = 0.5" "lr = 0.002" \
             "weight_decay = 0.01" "deepspeed_config = ''"; do
   expect_line "$line" run/config.toml

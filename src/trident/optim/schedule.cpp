@@ -19,14 +19,16 @@ Decay parse_decay(const std::string& name) {
   if (name == "deepspeed_warmup_decay") return Decay::deepspeed_warmup_decay;
   if (name == "deepspeed_warmup_cosine") return Decay::deepspeed_warmup_cosine;
   if (name == "deepspeed_one_cycle") return Decay::deepspeed_one_cycle;
+  if (name == "deepspeed_lr_range_test") return Decay::deepspeed_lr_range_test;
   TRIDENT_FAIL("schedule.decay: unknown decay '{}' (expected cosine, linear, constant, one_cycle, wsd, inverse_sqrt, "
-               "deepspeed_warmup, deepspeed_warmup_decay, deepspeed_warmup_cosine or deepspeed_one_cycle)",
+               "deepspeed_warmup, deepspeed_warmup_decay, deepspeed_warmup_cosine, deepspeed_one_cycle or "
+               "deepspeed_lr_range_test)",
                name);
 }
 
 bool is_deepspeed(Decay d) {
   return d == Decay::deepspeed_warmup || d == Decay::deepspeed_warmup_decay || d == Decay::deepspeed_warmup_cosine ||
-         d == Decay::deepspeed_one_cycle;
+         d == Decay::deepspeed_one_cycle || d == Decay::deepspeed_lr_range_test;
 }
 
 WsdStyle parse_wsd_style(const std::string& name) {
@@ -65,6 +67,10 @@ double one_cycle_scale(const ScheduleOptions& o, double i) {
 
 double deepspeed_rate(const ScheduleOptions& o, std::int64_t step) {
   const double i = static_cast<double>(step - 2);
+  if (o.decay == Decay::deepspeed_lr_range_test) {
+    const double interval = (i + 1) / o.lr_range_test_step_size;
+    return o.peak_lr * (1 + o.lr_range_test_step_rate * (o.lr_range_test_staircase ? std::floor(interval) : interval));
+  }
   if (o.decay == Decay::deepspeed_one_cycle) {
     if (i < 0) return o.min_lr;
     const double total = o.cycle_first_step_size + o.cycle_second_step_size;

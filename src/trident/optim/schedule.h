@@ -27,7 +27,9 @@
 //                           set), then min_lr / (1 + decay_lr_rate (i − C + 1) /
 //                           decay_step_size) past the cycle C; with cycle_momentum,
 //                           beta1 cycles the other way between cycle_max_mom and
-//                           cycle_min_mom (cycled_betas).
+//                           cycle_min_mom (cycled_betas);
+//   deepspeed_lr_range_test peak (1 + lr_range_test_step_rate (k − 1) / lr_range_test_step_size), the
+//                           quotient rounded down with lr_range_test_staircase (peak is the start).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +41,7 @@ namespace trident::optim {
 
 enum class Decay {
   cosine, linear, constant, one_cycle, wsd, inverse_sqrt,
-  deepspeed_warmup, deepspeed_warmup_decay, deepspeed_warmup_cosine, deepspeed_one_cycle
+  deepspeed_warmup, deepspeed_warmup_decay, deepspeed_warmup_cosine, deepspeed_one_cycle, deepspeed_lr_range_test
 };
 bool is_deepspeed(Decay decay);
 Decay parse_decay(const std::string& name);
@@ -68,6 +70,9 @@ struct ScheduleOptions {
   double cycle_min_mom = 0.8;
   double cycle_max_mom = 0.9;
   double decay_mom_rate = 0;
+  double lr_range_test_step_size = 2000;
+  double lr_range_test_step_rate = 1.0;
+  bool lr_range_test_staircase = false;
 };
 
 // The learning rate of (1-based) optimizer step `step`.

@@ -115,6 +115,9 @@ optim::ScheduleOptions schedule_options(const Config& c) {
   o.cycle_min_mom = c.schedule.cycle_min_mom;
   o.cycle_max_mom = c.schedule.cycle_max_mom;
   o.decay_mom_rate = c.schedule.decay_mom_rate;
+  o.lr_range_test_step_size = static_cast<double>(c.schedule.lr_range_test_step_size);
+  o.lr_range_test_step_rate = c.schedule.lr_range_test_step_rate;
+  o.lr_range_test_staircase = c.schedule.lr_range_test_staircase;
   return o;
 }
 

@@ -216,7 +216,8 @@ void validate_config(const Config& c, int world_size) {
                   "schedule.decay is \"{}\"",
                   c.schedule.decay);
   }
-  if (optim::is_deepspeed(schedule.decay) && schedule.decay != optim::Decay::deepspeed_one_cycle) {
+  if (schedule.decay == optim::Decay::deepspeed_warmup || schedule.decay == optim::Decay::deepspeed_warmup_decay ||
+      schedule.decay == optim::Decay::deepspeed_warmup_cosine) {
     // DeepSpeed's warmup schedulers refuse warmup_num_steps <= 0 (ValueError).
     TRIDENT_CHECK(c.schedule.warmup_steps > 0, "schedule.warmup_steps must be positive with schedule.decay = \"{}\" "
                   "(DeepSpeed's warmup_num_steps), got {}", c.schedule.decay, c.schedule.warmup_steps);

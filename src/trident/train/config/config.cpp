@@ -245,7 +245,8 @@ const std::vector<Field>& fields() {
     SCHEDULE(cycle_first_stair_count, kNonNegative, " (0 = no stairs)"); SCHEDULE(cycle_second_stair_count);
     SCHEDULE(decay_step_size, kNonNegative, " (0 = no decay)"); SCHEDULE(decay_lr_rate, kNonNegativeFinite);
     SCHEDULE(cycle_momentum); SCHEDULE(cycle_min_mom, kFraction); SCHEDULE(cycle_max_mom, kFraction);
-    SCHEDULE(decay_mom_rate, kNonNegativeFinite);
+    SCHEDULE(decay_mom_rate, kNonNegativeFinite); SCHEDULE(lr_range_test_step_size, kPositive);
+    SCHEDULE(lr_range_test_step_rate, kNonNegativeFinite); SCHEDULE(lr_range_test_staircase);
 #undef SCHEDULE
 #define DIST(n, ...) f.push_back(field("dist", #n, &C::dist, &DistConfig::n __VA_OPT__(,) __VA_ARGS__))
     DIST(data_parallel_size, kNonNegative, " (0 = inferred)"); DIST(tensor_parallel_size, kPositive);
@@ -373,13 +374,18 @@ void apply_file(Config& config, const std::string& path) {
   apply_toml(config, buf.str(), path);
 }
 
+namespace {
+// `text` without its leading and trailing spaces and tabs.
+std::string trim_blanks(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return std::string();
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+}  // namespace
+
 void apply_override(Config& config, const std::string& assignment) {
   // Spaces around '=' are allowed, as in a TOML file ("train.steps = 10").
-  auto trim = [](std::string text) {
-    const auto first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return std::string();
-    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
-  };
+  const auto trim = trim_blanks;
   const auto eq = assignment.find('=');
   const std::string key = eq == std::string::npos ? std::string() : trim(assignment.substr(0, eq));
   TRIDENT_CHECK(!key.empty(), "--set '{}': expected section.key=value", assignment);
@@ -417,6 +423,25 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config;
 }
 
+namespace {
+
+// The keys ("optim.clip_grad") the TOML file `path` and the overrides give.
+std::set<std::string> given_keys(const std::string& path, const std::vector<std::string>& overrides) {
+  std::set<std::string> keys;
+  if (!path.empty()) {
+    const toml::table file = toml::parse_file(path);  // already read once by load_config: it parses
+    for (const auto& [section, node] : file) {
+      if (const toml::table* t = node.as_table()) {
+        for (const auto& [key, value] : *t) keys.insert(std::string(section.str()) + "." + std::string(key.str()));
+      }
+    }
+  }
+  for (const std::string& o : overrides) keys.insert(trim_blanks(o.substr(0, o.find('='))));
+  return keys;
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                    std::vector<std::string>* notes) {
   // First without the DeepSpeed config: which file it is (the TOML file's or an override's), and the
@@ -433,11 +458,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   Config config;
   if (!path.empty()) apply_file(config, path);
-  std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp);
+  std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp, given_keys(path, overrides));
   for (const auto& o : overrides) apply_override(config, o);
   // Its values are now in the configuration: the resolved config (config.toml) stands on its own.
   config.train.deepspeed_config.clear();
   config.applied_deepspeed_config = ds_path;
+  lines.push_back(deepspeed_resolved_line(config));
   if (notes) notes->insert(notes->end(), lines.begin(), lines.end());
   return config;
 }

@@ -102,6 +102,10 @@ struct ScheduleConfig {
   double cycle_min_mom = 0.8;
   double cycle_max_mom = 0.9;
   double decay_mom_rate = 0.0;
+  // deepspeed_lr_range_test (optim.lr is lr_range_test_min_lr, where it starts).
+  std::int64_t lr_range_test_step_size = 2000;
+  double lr_range_test_step_rate = 1.0;
+  bool lr_range_test_staircase = false;
 };
 
 struct DistConfig {
