@@ -78,3 +78,28 @@ scales=$(grep -o '"loss_scale":[0-9.]*' fp16/metrics.jsonl | tr '\n' ' ')
 [[ $scales == '"loss_scale":1024.0 "loss_scale":1024.0 "loss_scale":2048.0 "loss_scale":2048.0 "loss_scale":2048.0 "loss_scale":4096.0 ' ]] \
   || fail "fp16 loss scales: '$scales'"
 echo "ok: fp16 loss scaler from the DeepSpeed config"
+# gradient_allreduce_op "sum" (issue 47): the 2 ranks' gradients added, twice the mean's norm at step 1
+# (the same data and weights as the first run's step 1).
+sed 's/"steps_per_print": 2/"steps_per_print": 2, "gradient_allreduce_op": "sum"/' ds.json > sum.json
+"$T" launch -n 2 -- "$T" train cfg.toml --deepspeed sum.json --set train.steps=1 --run-dir sum >sum.log 2>&1 \
+  || fail "sum run: $(cat sum.log)"
+norm() { grep '"step":1,' "$1/metrics.jsonl" | grep -o '"grad_norm":[0-9.e+-]*' | cut -d: -f2; }
+awk -v m="$(norm run)" -v s="$(norm sum)" 'BEGIN { exit !(m > 0 && (s / m - 2) ^ 2 < 1e-10) }' \
+  || fail "grad_norm with sum $(norm sum), with mean $(norm run): expected twice"
+echo "ok: gradient_allreduce_op sum doubles the gradient on 2 ranks"
+# OneCycle cycles Adam's beta1 (issue 47): steps 1 and 2 agree with and without the cycling (Adam's first
+# step does not depend on the betas), step 3 does not.
+cat > cycle.json <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-3,
+ "cycle_max_lr": 1e-2, "cycle_first_step_size": 2, "cycle_min_mom": 0.5, "cycle_max_mom": 0.9}}}
+JSON
+"$T" train cfg.toml --deepspeed cycle.json --set train.steps=3 --run-dir cycled >cycled.log 2>&1 || fail "$(cat cycled.log)"
+"$T" train cfg.toml --deepspeed cycle.json --set train.steps=3 --set schedule.cycle_momentum=false --run-dir flat \
+  >flat.log 2>&1 || fail "$(cat flat.log)"
+losses_of() { grep -o '"loss":[0-9.e+-]*' "$1/metrics.jsonl" | tr '\n' ' '; }
+read -r -a a <<<"$(losses_of cycled)"
+read -r -a b <<<"$(losses_of flat)"
+[[ ${a[0]} == "${b[0]}" && ${a[1]} == "${b[1]}" && ${a[2]} != "${b[2]}" ]] \
+  || fail "losses with the momentum cycled '${a[*]}', without '${b[*]}'"
+expect_line "beta1 cycled 0.9 → 0.5, beta2 0.99" cycled.log
+echo "ok: OneCycle cycles the momentum"
