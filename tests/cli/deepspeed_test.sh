@@ -103,3 +103,15 @@ read -r -a b <<<"$(losses_of flat)"
   || fail "losses with the momentum cycled '${a[*]}', without '${b[*]}'"
 expect_line "beta1 cycled 0.9 → 0.5, beta2 0.99" cycled.log
 echo "ok: OneCycle cycles the momentum"
+# bf16.check_grad_overflow (issue 47; DeepSpeed's default true under ZeRO 1 and 2): a step whose gradients
+# are not finite is skipped and the run goes on; with it false the run stops at the first non-finite loss.
+# An lr of 1e35 overflows the bf16 logits from step 2.
+echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true}}' > bf16.json
+"$T" train cfg.toml --deepspeed bf16.json --set train.steps=3 --set optim.lr=1e35 --run-dir bf16 >bf16.log 2>&1 \
+  || fail "bf16 run with check_grad_overflow: $(tail -3 bf16.log)"
+[[ $(grep -c '"skipped":true' bf16/metrics.jsonl) == 2 ]] || fail "bf16 skipped steps: $(cat bf16/metrics.jsonl)"
+sed 's/"enabled": true}/"enabled": true, "check_grad_overflow": false}/' bf16.json > bf16_nocheck.json
+"$T" train cfg.toml --deepspeed bf16_nocheck.json --set train.steps=3 --set optim.lr=1e35 --run-dir nocheck \
+  >nocheck.log 2>&1 && fail "a diverging bf16 run without check_grad_overflow finished"
+grep -q "training diverged at step 2" nocheck.log || fail "$(tail -3 nocheck.log)"
+echo "ok: bf16 check_grad_overflow skips non-finite steps"

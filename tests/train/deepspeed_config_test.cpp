@@ -355,9 +355,19 @@ TEST(DeepSpeedConfig, CurrentKeys) {
                                          "bf16_master_weights_and_grads": false}})");
   EXPECT_EQ(c.dist.gradient_reduce, "sum");
   EXPECT_EQ(c.train.precision, "bf16");
+  EXPECT_TRUE(c.optim.skip_nonfinite_steps);  // check_grad_overflow under ZeRO-2: a non-finite step is skipped
   EXPECT_TRUE(has_line(lines, "ds.json: bfloat16.loss_scale 0 ignored (bf16 runs without a loss scale; DeepSpeed "
                               "before 0.17.1 ignored the key too)"))
       << joined(lines);
+  c = Config{};
+  lines = apply(c, R"({"bf16": {"enabled": true, "check_grad_overflow": true}})");  // no ZeRO: DeepSpeed does not check
+  EXPECT_FALSE(c.optim.skip_nonfinite_steps);
+  EXPECT_TRUE(has_line(lines, "ds.json: bf16.check_grad_overflow true ignored (DeepSpeed checks bf16 gradients under "
+                              "ZeRO 1 and 2 only; this file's stage 0 does not)"))
+      << joined(lines);
+  c = Config{};
+  apply(c, R"({"zero_optimization": {"stage": 1}, "bf16": {"enabled": true, "check_grad_overflow": false}})");
+  EXPECT_FALSE(c.optim.skip_nonfinite_steps);
   EXPECT_EQ(error_of(R"({"zero_optimization": {"stage": 1}, "bf16": {"enabled": true,
                          "bf16_master_weights_and_grads": true}})"),
             "ds.json: 1 key cannot apply (nothing was run): bf16.bf16_master_weights_and_grads true (not built: "

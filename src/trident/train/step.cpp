@@ -114,8 +114,12 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
   // averaged — data_parallel_size times the mean gradient, which clipping and the update then see.
   const double reduce_factor = run.config.dist.gradient_reduce == "sum" ? static_cast<double>(run.par.dp_size) : 1.0;
   r.grad_norm = std::sqrt(sumsq) / loss_scale * reduce_factor;
-  if (run.fp16) r.skipped = run.scaler.update(overflow);
-  TRIDENT_CHECK(run.fp16 || std::isfinite(r.loss),
+  if (run.fp16) {
+    r.skipped = run.scaler.update(overflow);
+  } else if (overflow && run.config.optim.skip_nonfinite_steps) {
+    r.skipped = true;  // DeepSpeed's bf16 check_grad_overflow: the step is skipped, not the run stopped
+  }
+  TRIDENT_CHECK(run.fp16 || r.skipped || std::isfinite(r.loss),
                 "training diverged at step {}: loss is {} (lower optim.lr or enable clipping)", step, r.loss);
   if (!r.skipped) {
     const double coef = optim::clip_coefficient(r.grad_norm, run.config.optim.clip_grad);

@@ -234,7 +234,7 @@ const std::vector<Field>& fields() {
     OPTIM(weight_decay, kNonNegativeFinite); OPTIM(momentum, kNonNegativeFinite);
     OPTIM(clip_grad, kNonNegativeFinite, " (0 = off)"); OPTIM(initial_loss_scale, kPositiveFinite);
     OPTIM(loss_scale_window, kPositive); OPTIM(min_loss_scale, kPositiveFinite); OPTIM(loss_scale_hysteresis, kPositive);
-    OPTIM(bias_correction);
+    OPTIM(bias_correction); OPTIM(skip_nonfinite_steps);
 #undef OPTIM
 #define SCHEDULE(n, ...) \
   f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))

@@ -77,6 +77,9 @@ struct OptimConfig {
   double min_loss_scale = 1.0;             // fp16: the scale never halves below this
   std::int64_t loss_scale_hysteresis = 1;  // fp16: overflows before the scale halves (DeepSpeed's hysteresis)
   bool bias_correction = true;             // adamw: false drops Adam's bias correction (DeepSpeed's FusedAdam option)
+  // fp32/bf16: skip an optimizer step whose gradients are not finite (counted, the weights kept), as
+  // DeepSpeed's bf16 check_grad_overflow; false stops the run on a non-finite loss. fp16's scaler always skips.
+  bool skip_nonfinite_steps = false;
 };
 
 struct ScheduleConfig {

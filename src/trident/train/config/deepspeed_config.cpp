@@ -73,6 +73,8 @@ class Mapper {
       fail("fp16.enabled and bf16.enabled are both true: one precision, as DeepSpeed requires");
     }
     zero_stage_ = zero_stage_of(root);
+    fp32_accumulation_ = root.contains("data_types") && root.at("data_types").is_object() &&
+                         root.at("data_types").value("grad_accum_dtype", json()) == "fp32";
     if (root.contains("optimizer")) map_optimizer(root.at("optimizer"));
     for (const auto& [key, value] : root.items()) {
       if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
@@ -97,6 +99,7 @@ class Mapper {
   std::int64_t dp_;
   const std::set<std::string>& given_;  // the trident keys the TOML file or a --set gave
   std::int64_t zero_stage_ = 0;
+  bool fp32_accumulation_ = false;  // data_types.grad_accum_dtype "fp32"
   std::vector<std::string> lines_;
   std::vector<std::string> refused_;  // every key that cannot apply, for one error at the end
 
@@ -550,9 +553,7 @@ class Mapper {
       } else if (k == "immediate_grad_update") {
         ignored(dk, v, "when DeepSpeed's bf16 optimizer applies the update, not what it computes");
       } else if (k == "check_grad_overflow") {
-        ignored(dk, v,
-                "DeepSpeed's check for a non-finite bf16 gradient; trident stops a bf16 run whose loss is not "
-                "finite, and its gradient norm in metrics.jsonl shows an overflow");
+        boolean(dk, v);  // applied below, once bf16.enabled is known
       } else if (k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
         if (!boolean(dk, v)) {
           ignored(dk, v, "fp32 master weights and optimizer state, as trident's");
@@ -575,6 +576,20 @@ class Mapper {
       return;
     }
     set(name + ".enabled", "true", "train.precision", "\"bf16\"");
+    // check_grad_overflow (default true): DeepSpeed's ZeRO 1 and 2 optimizer skips a bf16 step whose gradients
+    // are not finite; its other bf16 optimizers (no ZeRO, ZeRO-3, ZeRO-1 with fp32 accumulation) do not check.
+    const std::string dk = name + ".check_grad_overflow";
+    const bool check = !section.contains("check_grad_overflow") || boolean(dk, section.at("check_grad_overflow"));
+    const bool zero12 = (zero_stage_ == 1 && !fp32_accumulation_) || zero_stage_ == 2;
+    if (zero12) {
+      set(dk, section.contains("check_grad_overflow") ? show(section.at("check_grad_overflow")) : "(absent: true)",
+          "optim.skip_nonfinite_steps", check ? "true" : "false",
+          check ? " (a step with a non-finite gradient is skipped, as DeepSpeed's ZeRO 1 and 2 do)" : "");
+    } else if (section.contains("check_grad_overflow")) {
+      ignored(dk, section.at("check_grad_overflow"),
+              fmt::format("DeepSpeed checks bf16 gradients under ZeRO 1 and 2 only; this file's stage {}{} does not",
+                          zero_stage_, fp32_accumulation_ ? " with fp32 accumulation" : ""));
+    }
   }
 
   // --- zero_optimization -----------------------------------------------------------------------------
