@@ -64,6 +64,31 @@ TEST(AdamW, MatchesReferenceAndSkipsDecayOnBiases) {
   EXPECT_EQ(st.count("exp_avg_sq/m.bias"), 1u);
 }
 
+// bias_correction = false (DeepSpeed's FusedAdam option): m / (√v + eps) without the 1 − β^t divisions; and
+// set_method swaps the betas between steps (DeepSpeed's OneCycle momentum), keeping the moments.
+TEST(AdamW, WithoutBiasCorrectionAndNewBetas) {
+  TwoParams m;
+  m.initialize(1, DType::f64);
+  const double w0 = m.w->var.data().to_vector<double>()[0];
+  AdamW opt(m.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.0, false});
+  const std::vector<double> g1 = {0.1, -0.2, 0.3}, g2 = {0.05, 0.4, -0.1};
+  m.w->var.set_grad(Tensor::from_vector<double>(g1, {3}));
+  m.b->var.set_grad(Tensor::from_vector<double>(g1, {3}));
+  opt.step(0.01);
+  double mom = 0.1 * g1[0], var = 0.05 * g1[0] * g1[0];
+  double expected = w0 - 0.01 * mom / (std::sqrt(var) + 1e-8);
+  EXPECT_NEAR(m.w->var.data().to_vector<double>()[0], expected, 1e-15);
+  opt.set_method(AdamWOptions{0.8, 0.99, 1e-8, 0.0, false});
+  m.w->var.set_grad(Tensor::from_vector<double>(g2, {3}));
+  m.b->var.set_grad(Tensor::from_vector<double>(g2, {3}));
+  opt.step(0.01);
+  mom = 0.8 * mom + 0.2 * g2[0];
+  var = 0.99 * var + 0.01 * g2[0] * g2[0];
+  expected -= 0.01 * mom / (std::sqrt(var) + 1e-8);
+  EXPECT_NEAR(m.w->var.data().to_vector<double>()[0], expected, 1e-15);
+  EXPECT_THROW(opt.set_method(SGDOptions{}), Error);  // another optimizer's state would not fit
+}
+
 // A parameter no loss reached this step is updated as with a zero gradient (optim/optimizer.h): its
 // moments decay and weight decay applies, as data parallelism's reduced buffers would have it.
 TEST(Optimizers, AMissingGradientIsAZeroGradient) {

@@ -11,8 +11,8 @@
 namespace trident::optim {
 namespace {
 
-const Settings kSettings = {
-    {"betas", {0.8, 0.9}}, {"eps", {1e-6}}, {"weight_decay", {0.05}}, {"momentum", {0.7}}};
+const Settings kSettings = {{"betas", {0.8, 0.9}},   {"eps", {1e-6}},           {"weight_decay", {0.05}},
+                             {"momentum", {0.7}}, {"bias_correction", {1}}};
 
 TEST(OptimizerRegistry, ListsAdamWAndSGDWithTheirStateAndKeys) {
   ASSERT_NE(find_optimizer("adamw"), nullptr);

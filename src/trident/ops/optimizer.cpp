@@ -61,6 +61,7 @@ kernels::cpu::AdamWHyper check_adamw(std::string_view op, const Tensor& param, c
   hyper.beta2 = config.beta2;
   hyper.eps = config.eps;
   hyper.weight_decay = config.weight_decay;
+  hyper.bias_correction = config.bias_correction;
   hyper.step = step;
   hyper.grad_scale = grad_scale;
   return hyper;

@@ -20,6 +20,7 @@ struct AdamWConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  bool bias_correction = true;  // false: both corrections below are 1 (DeepSpeed's FusedAdam bias_correction)
 };
 
 // One torch.optim.AdamW step (single-tensor implementation, same operation order):

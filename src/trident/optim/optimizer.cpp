@@ -62,6 +62,12 @@ void RuleOptimizer::step(double lr, double grad_scale) {
   }
 }
 
+void RuleOptimizer::set_method(Method method) {
+  TRIDENT_CHECK(&method.def() == &method_.def(), "optimizer: set_method from {} to {}: the state would not fit",
+                method_.def().name, method.def().name);
+  method_ = std::move(method);
+}
+
 std::map<std::string, Tensor> RuleOptimizer::state() const {
   std::map<std::string, Tensor> out;
   const std::vector<StateSpec>& specs = method_.def().states;

@@ -48,6 +48,8 @@ class Optimizer {
   virtual std::map<std::string, Tensor> state() const = 0;
   virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
   virtual void set_step(std::int64_t step) { step_ = step; }
+  // New hyperparameters for the same optimizer (a schedule that cycles the momentum); the state is kept.
+  virtual void set_method(Method method) = 0;
 
  protected:
   std::vector<nn::Parameter*> params_;
@@ -61,6 +63,7 @@ class RuleOptimizer : public Optimizer {
   void step(double lr, double grad_scale = 1.0) override;
   std::map<std::string, Tensor> state() const override;
   void load_state(const std::map<std::string, Tensor>& state) override;
+  void set_method(Method method) override;
   const Method& method() const noexcept { return method_; }
 
  private:

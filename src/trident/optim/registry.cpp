@@ -18,11 +18,14 @@ OptimizerDef adamw() {
   d.name = AdamWOptions::kName;
   d.title = "AdamW";
   d.states = {{"exp_avg"}, {"exp_avg_sq"}};
-  d.keys = {"betas", "eps", "weight_decay"};
+  d.keys = {"betas", "eps", "weight_decay", "bias_correction"};
   d.deepspeed_types = {"Adam", "AdamW"};
   d.writes_compute_copy = true;
   d.from_settings = [](const Settings& s) -> Method {
-    return AdamWOptions{setting(s, "betas", 0), setting(s, "betas", 1), setting(s, "eps"), setting(s, "weight_decay")};
+    // bias_correction is optional in the settings (on unless given as 0).
+    const bool correct = !s.contains("bias_correction") || setting(s, "bias_correction") != 0;
+    return AdamWOptions{setting(s, "betas", 0), setting(s, "betas", 1), setting(s, "eps"), setting(s, "weight_decay"),
+                        correct};
   };
   d.step = [](const Method& m, std::span<const ParamUpdate> updates, const StepArgs& a) {
     const auto& o = m.options<AdamWOptions>();
@@ -31,9 +34,10 @@ OptimizerDef adamw() {
       (u.param->weight_decay ? decayed : plain)
           .push_back({u.data, u.grad, &u.state[0], &u.state[1], u.compute_copy});
     }
-    ops::adamw_step_multi(decayed, ops::AdamWConfig{a.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, a.step,
+    ops::adamw_step_multi(decayed, ops::AdamWConfig{a.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.bias_correction},
+                          a.step, a.grad_scale);
+    ops::adamw_step_multi(plain, ops::AdamWConfig{a.lr, o.beta1, o.beta2, o.eps, 0.0, o.bias_correction}, a.step,
                           a.grad_scale);
-    ops::adamw_step_multi(plain, ops::AdamWConfig{a.lr, o.beta1, o.beta2, o.eps, 0.0}, a.step, a.grad_scale);
   };
   return d;
 }

@@ -41,6 +41,7 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;  // applied to parameters with weight_decay = true only
+  bool bias_correction = true;  // false: no 1 − beta^t correction of the moments (DeepSpeed's bias_correction)
 };
 
 struct SGDOptions {

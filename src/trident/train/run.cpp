@@ -20,6 +20,15 @@ namespace trident::train::detail {
 
 namespace fs = std::filesystem;
 
+// The registered optimizer optim.name with the optim.* values its entry reads (optim/registry.h).
+optim::Method optimizer_method(const Config& config, const std::optional<std::pair<double, double>>& betas) {
+  const optim::OptimizerDef& def = optim::optimizer_def(config.optim.name);
+  optim::Settings settings;
+  for (const std::string& key : def.keys) settings[key] = optim_setting(config, key);
+  if (betas && settings.contains("betas")) settings["betas"] = {betas->first, betas->second};
+  return def.from_settings(settings);
+}
+
 namespace {
 
 // Every rank must have resolved the same configuration; compare hashes.
@@ -49,14 +58,6 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
   par.chunks = static_cast<int>(config.dist.virtual_pipeline_size);
   par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
-}
-
-// The registered optimizer optim.name with the optim.* values its entry reads (optim/registry.h).
-optim::Method optimizer_method(const Config& config) {
-  const optim::OptimizerDef& def = optim::optimizer_def(config.optim.name);
-  optim::Settings settings;
-  for (const std::string& key : def.keys) settings[key] = optim_setting(config, key);
-  return def.from_settings(settings);
 }
 
 // One optimizer for every stage: ZeRO partitions the state of the registered optimizer (and under

@@ -9,6 +9,10 @@
 #include "trident/optim/schedule.h"
 #include "trident/train/config/config.h"
 
+namespace trident::optim {
+class Method;
+}
+
 namespace trident::train::detail {
 
 DType compute_dtype(const std::string& precision);
@@ -22,6 +26,10 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
 models::TransformerSpec with_token_ids(models::TransformerSpec s, const data::Tokenizer& tokenizer);
 // The learning-rate schedule of optim.lr and schedule.* (decay_steps 0 = train.steps).
 optim::ScheduleOptions schedule_options(const Config& c);
+// The optimizer optim.* describes; `betas`, when given, replace optim.betas (a schedule that cycles the
+// momentum) for an optimizer that has betas.
+optim::Method optimizer_method(const Config& config,
+                               const std::optional<std::pair<double, double>>& betas = std::nullopt);
 
 struct DataSources {
   data::Tokenizer tokenizer;

@@ -98,6 +98,26 @@ optim::ScheduleOptions schedule_options(const Config& c) {
   o.decay = optim::parse_decay(c.schedule.decay);
   o.wsd_decay_steps = c.schedule.wsd_decay_steps;
   o.wsd_style = optim::parse_wsd_style(c.schedule.wsd_decay_style);
+  TRIDENT_CHECK(c.schedule.warmup_type == "linear" || c.schedule.warmup_type == "log",
+                "schedule.warmup_type: unknown warmup '{}' (expected linear or log)", c.schedule.warmup_type);
+  o.log_warmup = c.schedule.warmup_type == "log";
+  o.warmup_min_lr = c.schedule.warmup_min_lr;
+  if (o.decay == optim::Decay::deepspeed_warmup_cosine) o.min_lr = c.schedule.min_lr;
+  o.cycle_first_step_size = static_cast<double>(c.schedule.cycle_first_step_size);
+  o.cycle_second_step_size = static_cast<double>(c.schedule.cycle_second_step_size > 0 ? c.schedule.cycle_second_step_size
+                                                                                        : c.schedule.cycle_first_step_size);
+  o.cycle_first_stair_count = c.schedule.cycle_first_stair_count;
+  o.cycle_second_stair_count =
+      c.schedule.cycle_second_stair_count >= 0 ? c.schedule.cycle_second_stair_count : c.schedule.cycle_first_stair_count;
+  o.decay_step_size = static_cast<double>(c.schedule.decay_step_size);
+  o.decay_lr_rate = c.schedule.decay_lr_rate;
+  o.cycle_momentum = c.schedule.cycle_momentum;
+  o.cycle_min_mom = c.schedule.cycle_min_mom;
+  o.cycle_max_mom = c.schedule.cycle_max_mom;
+  o.decay_mom_rate = c.schedule.decay_mom_rate;
+  o.lr_range_test_step_size = static_cast<double>(c.schedule.lr_range_test_step_size);
+  o.lr_range_test_step_rate = c.schedule.lr_range_test_step_rate;
+  o.lr_range_test_staircase = c.schedule.lr_range_test_staircase;
   return o;
 }
 

@@ -210,6 +210,27 @@ void validate_config(const Config& c, int world_size) {
         "after schedule.warmup_steps={})",
         c.schedule.wsd_decay_steps, schedule.decay_steps - c.schedule.warmup_steps, c.schedule.warmup_steps);
   }
+  if (schedule.log_warmup) {
+    TRIDENT_CHECK(optim::is_deepspeed(schedule.decay),
+                  "schedule.warmup_type = \"log\" shapes the deepspeed_* decays only (trident's own warmup is linear); "
+                  "schedule.decay is \"{}\"",
+                  c.schedule.decay);
+  }
+  if (schedule.decay == optim::Decay::deepspeed_warmup || schedule.decay == optim::Decay::deepspeed_warmup_decay ||
+      schedule.decay == optim::Decay::deepspeed_warmup_cosine) {
+    // DeepSpeed's warmup schedulers refuse warmup_num_steps <= 0 (ValueError).
+    TRIDENT_CHECK(c.schedule.warmup_steps > 0, "schedule.warmup_steps must be positive with schedule.decay = \"{}\" "
+                  "(DeepSpeed's warmup_num_steps), got {}", c.schedule.decay, c.schedule.warmup_steps);
+  }
+  TRIDENT_CHECK(c.schedule.cycle_second_stair_count >= -1,
+                "schedule.cycle_second_stair_count must be -1 (= cycle_first_stair_count) or more, got {}",
+                c.schedule.cycle_second_stair_count);
+  if (const auto betas = optim::cycled_betas(schedule, c.train.steps); betas && betas->first >= 1) {
+    TRIDENT_FAIL("schedule.decay_mom_rate={} lifts the cycled momentum to {} by step {}: beta1 must stay below 1",
+                 c.schedule.decay_mom_rate, betas->first, c.train.steps);
+  }
+  TRIDENT_CHECK(c.dist.gradient_reduce == "mean" || c.dist.gradient_reduce == "sum",
+                "dist.gradient_reduce: unknown reduction '{}' (expected mean or sum)", c.dist.gradient_reduce);
   validate_monitoring(c);
   TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
   TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),

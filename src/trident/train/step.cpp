@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "trident/optim/optimizer.h"
+#include "trident/train/setup.h"
 
 namespace trident::train::detail {
 
@@ -90,6 +91,10 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
   const std::int64_t step = state.step + 1;
   StepResult r;
   r.lr = optim::learning_rate(run.schedule, step);
+  // DeepSpeed's OneCycle cycles Adam's beta1 with the learning rate (an optimizer without betas keeps its own).
+  if (const auto betas = optim::cycled_betas(run.schedule, step)) {
+    run.par.optimizer->set_method(optimizer_method(run.config, betas));
+  }
   run.par.optimizer->zero_grad();
   const double loss_scale = run.fp16 ? run.scaler.scale() : 1.0;
   // Labels are counted where some are ignored: after end-of-document tokens, or all but the masked ones.
@@ -105,13 +110,20 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
   if (run.spec.n_experts > 0) r.moe = moe_statistics(run);
   const double sumsq = run.runner->grad_sum_of_squares();
   const bool overflow = !std::isfinite(sumsq);
-  r.grad_norm = std::sqrt(sumsq) / loss_scale;
-  if (run.fp16) r.skipped = run.scaler.update(overflow);
-  TRIDENT_CHECK(run.fp16 || std::isfinite(r.loss),
+  // dist.gradient_reduce = "sum" (DeepSpeed's gradient_allreduce_op): the ranks' gradients added, not
+  // averaged — data_parallel_size times the mean gradient, which clipping and the update then see.
+  const double reduce_factor = run.config.dist.gradient_reduce == "sum" ? static_cast<double>(run.par.dp_size) : 1.0;
+  r.grad_norm = std::sqrt(sumsq) / loss_scale * reduce_factor;
+  if (run.fp16) {
+    r.skipped = run.scaler.update(overflow);
+  } else if (overflow && run.config.optim.skip_nonfinite_steps) {
+    r.skipped = true;  // DeepSpeed's bf16 check_grad_overflow: the step is skipped, not the run stopped
+  }
+  TRIDENT_CHECK(run.fp16 || r.skipped || std::isfinite(r.loss),
                 "training diverged at step {}: loss is {} (lower optim.lr or enable clipping)", step, r.loss);
   if (!r.skipped) {
     const double coef = optim::clip_coefficient(r.grad_norm, run.config.optim.clip_grad);
-    run.par.optimizer->step(r.lr, coef / loss_scale);
+    run.par.optimizer->step(r.lr, coef * reduce_factor / loss_scale);
   }
   state.step = step;
   state.consumed_samples += run.global_batch;

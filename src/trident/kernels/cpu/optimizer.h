@@ -25,6 +25,7 @@ struct AdamWHyper {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  bool bias_correction = true;  // false: 1 − beta^step is taken as 1
   std::int64_t step = 1;  // 1-based
   double grad_scale = 1.0;
 };

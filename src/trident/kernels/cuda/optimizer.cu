@@ -40,8 +40,8 @@ struct AdamWScalars {
 template <typename P>
 AdamWScalars<P> adamw_scalars(const AdamWHyper& h) {
   const double t = static_cast<double>(h.step);
-  const double bias_correction1 = 1.0 - std::pow(h.beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(h.beta2, t);
+  const double bias_correction1 = h.bias_correction ? 1.0 - std::pow(h.beta1, t) : 1.0;
+  const double bias_correction2 = h.bias_correction ? 1.0 - std::pow(h.beta2, t) : 1.0;
   AdamWScalars<P> s;
   s.grad_scale = static_cast<P>(h.grad_scale);
   s.decay = static_cast<P>(1.0 - h.lr * h.weight_decay);

@@ -269,6 +269,12 @@ std::map<std::string, Tensor> ZeroOptimizer::state() const {
   return out;
 }
 
+void ZeroOptimizer::set_method(optim::Method method) {
+  TRIDENT_CHECK(&method.def() == &method_.def(), "ZeRO optimizer: set_method from {} to {}: the state would not fit",
+                method_.def().name, method.def().name);
+  method_ = std::move(method);
+}
+
 void ZeroOptimizer::load_state(const std::map<std::string, Tensor>& state) {
   load_owned_state([&](const std::string& key, std::int64_t, std::int64_t rows, DType) {
     auto it = state.find(key);

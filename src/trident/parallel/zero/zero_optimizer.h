@@ -99,6 +99,7 @@ class ZeroOptimizer final : public optim::Optimizer, public nn::ParameterGathere
   // owned_state() without the offsets, and its inverse: tensors of the owned rows by key.
   std::map<std::string, Tensor> state() const override;
   void load_state(const std::map<std::string, Tensor>& state) override;
+  void set_method(optim::Method method) override;
 
   // Stage 3: the parameter's owned rows (the persistent copy).
   const Tensor& parameter_shard(const nn::Parameter& p) const;

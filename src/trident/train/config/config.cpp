@@ -243,18 +243,26 @@ const std::vector<Field>& fields() {
     OPTIM(weight_decay, kNonNegativeFinite); OPTIM(momentum, kNonNegativeFinite);
     OPTIM(clip_grad, kNonNegativeFinite, " (0 = off)"); OPTIM(initial_loss_scale, kPositiveFinite);
     OPTIM(loss_scale_window, kPositive); OPTIM(min_loss_scale, kPositiveFinite); OPTIM(loss_scale_hysteresis, kPositive);
+    OPTIM(bias_correction); OPTIM(skip_nonfinite_steps);
 #undef OPTIM
 #define SCHEDULE(n, ...) \
   f.push_back(field("schedule", #n, &C::schedule, &ScheduleConfig::n __VA_OPT__(,) __VA_ARGS__))
     SCHEDULE(warmup_steps, kNonNegative); SCHEDULE(decay); SCHEDULE(decay_steps, kNonNegative, " (0 = train.steps)");
     SCHEDULE(min_lr, kNonNegativeFinite); SCHEDULE(wsd_decay_steps, kNonNegative); SCHEDULE(wsd_decay_style);
+    SCHEDULE(warmup_type); SCHEDULE(warmup_min_lr, kNonNegativeFinite); SCHEDULE(cycle_first_step_size, kPositive);
+    SCHEDULE(cycle_second_step_size, kNonNegative, " (0 = cycle_first_step_size)");
+    SCHEDULE(cycle_first_stair_count, kNonNegative, " (0 = no stairs)"); SCHEDULE(cycle_second_stair_count);
+    SCHEDULE(decay_step_size, kNonNegative, " (0 = no decay)"); SCHEDULE(decay_lr_rate, kNonNegativeFinite);
+    SCHEDULE(cycle_momentum); SCHEDULE(cycle_min_mom, kFraction); SCHEDULE(cycle_max_mom, kFraction);
+    SCHEDULE(decay_mom_rate, kNonNegativeFinite); SCHEDULE(lr_range_test_step_size, kPositive);
+    SCHEDULE(lr_range_test_step_rate, kNonNegativeFinite); SCHEDULE(lr_range_test_staircase);
 #undef SCHEDULE
 #define DIST(n, ...) f.push_back(field("dist", #n, &C::dist, &DistConfig::n __VA_OPT__(,) __VA_ARGS__))
     DIST(data_parallel_size, kNonNegative, " (0 = inferred)"); DIST(tensor_parallel_size, kPositive);
     DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive);
     DIST(virtual_pipeline_size, kPositive);
     DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage, kZeroStage); DIST(timeout_s, kPositiveFinite);
-    DIST(expert_parallel_size, kPositive);
+    DIST(expert_parallel_size, kPositive); DIST(gradient_reduce);
 #undef DIST
 #define CKPT(n, ...) \
   f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
@@ -375,13 +383,18 @@ void apply_file(Config& config, const std::string& path) {
   apply_toml(config, buf.str(), path);
 }
 
+namespace {
+// `text` without its leading and trailing spaces and tabs.
+std::string trim_blanks(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return std::string();
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+}  // namespace
+
 void apply_override(Config& config, const std::string& assignment) {
   // Spaces around '=' are allowed, as in a TOML file ("train.steps = 10").
-  auto trim = [](std::string text) {
-    const auto first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return std::string();
-    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
-  };
+  const auto trim = trim_blanks;
   const auto eq = assignment.find('=');
   const std::string key = eq == std::string::npos ? std::string() : trim(assignment.substr(0, eq));
   TRIDENT_CHECK(!key.empty(), "--set '{}': expected section.key=value", assignment);
@@ -485,6 +498,25 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config;
 }
 
+namespace {
+
+// The keys ("optim.clip_grad") the TOML file `path` and the overrides give.
+std::set<std::string> given_keys(const std::string& path, const std::vector<std::string>& overrides) {
+  std::set<std::string> keys;
+  if (!path.empty()) {
+    const toml::table file = toml::parse_file(path);  // already read once by load_config: it parses
+    for (const auto& [section, node] : file) {
+      if (const toml::table* t = node.as_table()) {
+        for (const auto& [key, value] : *t) keys.insert(std::string(section.str()) + "." + std::string(key.str()));
+      }
+    }
+  }
+  for (const std::string& o : overrides) keys.insert(trim_blanks(o.substr(0, o.find('='))));
+  return keys;
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                    std::vector<std::string>* notes) {
   // First without the DeepSpeed config: which file it is (the TOML file's or an override's), and the
@@ -501,12 +533,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   Config config;
   if (!path.empty()) apply_file(config, path);
-  std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp);
+  std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp, given_keys(path, overrides));
   apply_overrides(config, overrides, path, &lines);
   note_preset_and_keys(config, &lines);
   // Its values are now in the configuration: the resolved config (config.toml) stands on its own.
   config.train.deepspeed_config.clear();
   config.applied_deepspeed_config = ds_path;
+  lines.push_back(deepspeed_resolved_line(config));
   if (notes) notes->insert(notes->end(), lines.begin(), lines.end());
   return config;
 }
@@ -530,8 +563,9 @@ std::vector<double> optim_setting(const Config& config, const std::string& name)
   const toml::node& v = *parsed.get("v");
   std::vector<double> out;
   const auto number = [&](const toml::node& n) {
+    if (const auto b = n.value_exact<bool>()) return out.push_back(*b ? 1.0 : 0.0);  // a switch: 1 or 0
     const std::optional<double> x = n.value<double>();
-    TRIDENT_CHECK(x && !n.is_boolean(), "internal: optimizer setting '{}' is not a number or a list of numbers", key);
+    TRIDENT_CHECK(x, "internal: optimizer setting '{}' is not a number, a boolean or a list of numbers", key);
     out.push_back(*x);
   };
   if (const toml::array* a = v.as_array()) {

@@ -76,15 +76,39 @@ struct OptimConfig {
   std::int64_t loss_scale_window = 2000;   // fp16: good steps before the scale doubles
   double min_loss_scale = 1.0;             // fp16: the scale never halves below this
   std::int64_t loss_scale_hysteresis = 1;  // fp16: overflows before the scale halves (DeepSpeed's hysteresis)
+  bool bias_correction = true;             // adamw: false drops Adam's bias correction (DeepSpeed's FusedAdam option)
+  // fp32/bf16: skip an optimizer step whose gradients are not finite (counted, the weights kept), as
+  // DeepSpeed's bf16 check_grad_overflow; false stops the run on a non-finite loss. fp16's scaler always skips.
+  bool skip_nonfinite_steps = false;
 };
 
 struct ScheduleConfig {
   std::int64_t warmup_steps = 0;
-  std::string decay = "cosine";        // cosine | linear | constant | one_cycle | wsd | inverse_sqrt
+  // cosine | linear | constant | one_cycle | wsd | inverse_sqrt, or DeepSpeed's schedulers (docs/deepspeed.md):
+  // deepspeed_warmup | deepspeed_warmup_decay | deepspeed_warmup_cosine | deepspeed_one_cycle
+  std::string decay = "cosine";
   std::int64_t decay_steps = 0;        // 0 = train.steps
   std::int64_t wsd_decay_steps = 0;    // wsd: the last steps of decay_steps, which decay
   std::string wsd_decay_style = "exponential";  // wsd: linear | cosine | exponential | minus_sqrt
   double min_lr = 0.0;
+  // The deepspeed_* decays only (optim/schedule.h): the warmup's shape and start, and OneCycle's options
+  // under DeepSpeed's names (min_lr is cycle_min_lr, optim.lr cycle_max_lr).
+  std::string warmup_type = "linear";           // linear | log
+  double warmup_min_lr = 0.0;
+  std::int64_t cycle_first_step_size = 2000;
+  std::int64_t cycle_second_step_size = 0;      // 0 = cycle_first_step_size
+  std::int64_t cycle_first_stair_count = 0;     // 0 = no stairs
+  std::int64_t cycle_second_stair_count = -1;   // -1 = cycle_first_stair_count
+  std::int64_t decay_step_size = 0;             // 0 = no decay after the cycle
+  double decay_lr_rate = 0.0;
+  bool cycle_momentum = false;                  // cycle beta1 (DeepSpeed's OneCycle cycle_momentum)
+  double cycle_min_mom = 0.8;
+  double cycle_max_mom = 0.9;
+  double decay_mom_rate = 0.0;
+  // deepspeed_lr_range_test (optim.lr is lr_range_test_min_lr, where it starts).
+  std::int64_t lr_range_test_step_size = 2000;
+  double lr_range_test_step_rate = 1.0;
+  bool lr_range_test_staircase = false;
 };
 
 struct DistConfig {
@@ -99,6 +123,9 @@ struct DistConfig {
   // Each MoE layer's experts split over this many data-parallel ranks (dist::Mesh); 1 = every rank holds all.
   std::int64_t expert_parallel_size = 1;
   double timeout_s = 300.0;                 // collective timeout
+  // How the data-parallel ranks combine their gradients: "mean" (the global batch's mean gradient) or "sum"
+  // (DeepSpeed's gradient_allreduce_op "sum": data_parallel_size times the mean).
+  std::string gradient_reduce = "mean";
 };
 
 struct CheckpointConfig {
@@ -135,6 +162,9 @@ struct Config {
   // Not a key: the DeepSpeed config whose mapping this configuration holds (its values are already in the
   // fields above, so train.deepspeed_config is cleared once applied); to_toml records it as a comment.
   std::string applied_deepspeed_config;
+  // Not a key: the DeepSpeed keys that ask for a CPU offload, which only a CPU run builds (there it changes
+  // nothing); checked against the final train.device.
+  std::vector<std::string> deepspeed_cpu_offload;
 };
 
 // Field metadata, for documentation and `trident train --help-config`.

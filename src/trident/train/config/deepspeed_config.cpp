@@ -16,6 +16,8 @@
 #include "trident/core/error.h"
 #include "trident/core/text.h"
 #include "trident/optim/registry.h"
+#include "trident/optim/schedule.h"
+#include "trident/train/setup.h"
 
 // The key semantics followed here (defaults, the batch rule, what Adam means,
 // the schedulers' shapes) are written down in docs/deepspeed.md.
@@ -54,7 +56,8 @@ std::string toml_float(double v) {
 
 class Mapper {
  public:
-  Mapper(Config& config, std::string origin, std::int64_t dp) : c_(config), origin_(std::move(origin)), dp_(dp) {}
+  Mapper(Config& config, std::string origin, std::int64_t dp, const std::set<std::string>& given)
+      : c_(config), origin_(std::move(origin)), dp_(dp), given_(given) {}
 
   std::vector<std::string> run(const json& root) {
     TRIDENT_CHECK(root.is_object(), "{}: expected a JSON object at the top (DeepSpeed's config), got {}", origin_,
@@ -69,6 +72,9 @@ class Mapper {
     if (enabled("fp16") && (enabled("bf16") || enabled("bfloat16"))) {
       fail("fp16.enabled and bf16.enabled are both true: one precision, as DeepSpeed requires");
     }
+    zero_stage_ = zero_stage_of(root);
+    fp32_accumulation_ = root.contains("data_types") && root.at("data_types").is_object() &&
+                         root.at("data_types").value("grad_accum_dtype", json()) == "fp32";
     if (root.contains("optimizer")) map_optimizer(root.at("optimizer"));
     for (const auto& [key, value] : root.items()) {
       if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
@@ -77,9 +83,12 @@ class Mapper {
       }
       map_top(key, value);
     }
-    if (!root.contains("gradient_clipping")) {
-      note("gradient_clipping absent: optim.clip_grad stays {} (DeepSpeed without it does not clip)",
-           key_value(c_, "optim.clip_grad"));
+    if (!root.contains("scheduler") || root.at("scheduler").is_null()) no_scheduler();
+    if (!root.contains("gradient_clipping")) no_clipping();
+    check_compute_grad_norm(root);
+    if (!refused_.empty()) {
+      TRIDENT_FAIL("{}: {} key{} cannot apply (nothing was run): {}", origin_, refused_.size(),
+                   refused_.size() == 1 ? "" : "s", fmt::join(refused_, "; "));
     }
     return std::move(lines_);
   }
@@ -88,15 +97,26 @@ class Mapper {
   Config& c_;
   std::string origin_;
   std::int64_t dp_;
+  const std::set<std::string>& given_;  // the trident keys the TOML file or a --set gave
+  std::int64_t zero_stage_ = 0;
+  bool fp32_accumulation_ = false;  // data_types.grad_accum_dtype "fp32"
   std::vector<std::string> lines_;
+  std::vector<std::string> refused_;  // every key that cannot apply, for one error at the end
 
   template <typename... A>
   void note(fmt::format_string<A...> f, A&&... a) {
     lines_.push_back(origin_ + ": " + fmt::format(f, std::forward<A>(a)...));
   }
+  // A malformed value: the file is wrong, stop at once.
   template <typename... A>
   [[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) {
     TRIDENT_FAIL("{}: {}", origin_, fmt::format(f, std::forward<A>(a)...));
+  }
+  // A well-formed key that cannot apply (not built, or refused by DeepSpeed itself): collected, so that
+  // the error lists every such key of the file.
+  template <typename... A>
+  void refuse(fmt::format_string<A...> f, A&&... a) {
+    refused_.push_back(fmt::format(f, std::forward<A>(a)...));
   }
 
   // Sets trident `key` from DeepSpeed `ds_key` (whose value the line shows as `shown`).
@@ -110,6 +130,19 @@ class Mapper {
   }
   void ignored(const std::string& ds_key, const json& v, const std::string& why) {
     note("{} {} ignored ({})", ds_key, show(v), why);
+  }
+  // True when the TOML file or a --set gave a key of trident's `section` (or the key `section` itself).
+  bool given_in(const std::string& section) const {
+    return std::any_of(given_.begin(), given_.end(), [&](const std::string& k) {
+      return k == section || k.rfind(section + ".", 0) == 0;
+    });
+  }
+  static std::int64_t zero_stage_of(const json& root) {
+    if (!root.contains("zero_optimization")) return 0;
+    const json& z = root.at("zero_optimization");
+    if (z.is_boolean()) return z.get<bool>() ? 1 : 0;
+    if (z.is_object() && z.contains("stage") && z.at("stage").is_number_integer()) return z.at("stage").get<std::int64_t>();
+    return 0;
   }
 
   double number(const std::string& k, const json& v) {
@@ -217,7 +250,9 @@ class Mapper {
     std::string lower = type;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
     const optim::OptimizerDef* def = optim::find_deepspeed_optimizer(type);
-    if (def == nullptr) fail("optimizer.type \"{}\" is not built: {}", type, optim::deepspeed_optimizers_note());
+    if (def == nullptr) {
+      return refuse("optimizer.type \"{}\" is not built ({})", type, optim::deepspeed_optimizers_note());
+    }
     set("optimizer.type", show(section.at("type")), "optim.name", fmt::format("\"{}\"", def->name));
     const json params = section.contains("params") ? object("optimizer.params", section.at("params")) : json::object();
     static const std::vector<std::string> known = {"lr",         "betas",          "eps",      "weight_decay",
@@ -260,20 +295,21 @@ class Mapper {
            lower == "adamw" || w_mode ? "decoupled weight decay (trident's AdamW)" : "Adam with L2 weight decay");
     }
     if (lower == "adam" && !w_mode && c_.optim.weight_decay > 0) {
-      fail("optimizer.params.adam_w_mode false with weight_decay {} is Adam with L2 regularization, which is not "
-           "built (trident's AdamW decouples weight decay): set adam_w_mode true or weight_decay 0",
-           key_value(c_, "optim.weight_decay"));
+      refuse("optimizer.params.adam_w_mode false with weight_decay {} (Adam with L2 regularization, which is not "
+             "built: trident's AdamW decouples weight decay; set adam_w_mode true or weight_decay 0)",
+             key_value(c_, "optim.weight_decay"));
     }
-    if (params.contains("bias_correction") && !boolean("optimizer.params.bias_correction", params.at("bias_correction"))) {
-      fail("optimizer.params.bias_correction false is not built (trident's AdamW always corrects the bias)");
-    }
-    if (params.contains("bias_correction")) ignored("optimizer.params.bias_correction", params.at("bias_correction"), "trident's AdamW corrects the bias");
+    // DeepSpeed's FusedAdam: bias_correction false divides by neither 1 − beta1^t nor √(1 − beta2^t).
+    param(
+        "bias_correction", "optim.bias_correction",
+        [&](const json& v) { return boolean("optimizer.params.bias_correction", v) ? "true" : "false"; }, json(true));
     if (params.contains("amsgrad") && boolean("optimizer.params.amsgrad", params.at("amsgrad"))) {
-      fail("optimizer.params.amsgrad true is not built (trident's AdamW has no AMSGrad variant)");
+      refuse("optimizer.params.amsgrad true (not built: trident's AdamW has no AMSGrad variant)");
+    } else if (params.contains("amsgrad")) {
+      ignored("optimizer.params.amsgrad", params.at("amsgrad"), "off, as trident's AdamW");
     }
-    if (params.contains("amsgrad")) ignored("optimizer.params.amsgrad", params.at("amsgrad"), "off, as trident's AdamW");
     if (params.contains("max_grad_norm")) {
-      fail("optimizer.params.max_grad_norm is refused by DeepSpeed too: use the top-level gradient_clipping");
+      refuse("optimizer.params.max_grad_norm (DeepSpeed refuses it too: use the top-level gradient_clipping)");
     }
     for (const char* k : {"torch_adam", "set_grad_none"}) {
       if (params.contains(k)) ignored(std::string("optimizer.params.") + k, params.at(k), "an implementation choice; the update is the same");
@@ -281,96 +317,161 @@ class Mapper {
   }
 
   // --- scheduler -------------------------------------------------------------------------------------
+  // DeepSpeed builds its scheduler from the params as constructor arguments: an unknown one is its error,
+  // an absent one the constructor's default (deepspeed/runtime/lr_schedules.py; docs/deepspeed.md).
   void map_scheduler(const json& section) {
     if (section.is_null()) return;
     object("scheduler", section);
     for (const auto& [k, v] : section.items()) {
       if (k != "type" && k != "params") unknown_in("scheduler", k, {"type", "params"});
     }
-    if (!section.contains("type")) fail("scheduler has no \"type\" (expected WarmupLR, WarmupDecayLR or WarmupCosineLR)");
-    const std::string type = string("scheduler.type", section.at("type"));
-    if (type == "OneCycle") {
-      fail("scheduler.type \"OneCycle\" is not built: DeepSpeed's cycle (linear up over cycle_first_step_size, "
-           "linear down, then cycle_min_lr / (1 + decay_lr_rate · t), with momentum cycled) is not the shape of "
-           "trident's schedule.decay = \"one_cycle\"");
+    if (!section.contains("type")) {
+      fail("scheduler has no \"type\" (expected WarmupLR, WarmupDecayLR, WarmupCosineLR or OneCycle)");
     }
-    if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR") {
-      fail("scheduler.type \"{}\" is not built (expected WarmupLR, WarmupDecayLR or WarmupCosineLR)", type);
+    const std::string type = string("scheduler.type", section.at("type"));
+    static const std::map<std::string, std::string> decays = {{"WarmupLR", "deepspeed_warmup"},
+                                                              {"WarmupDecayLR", "deepspeed_warmup_decay"},
+                                                              {"WarmupCosineLR", "deepspeed_warmup_cosine"},
+                                                              {"OneCycle", "deepspeed_one_cycle"},
+                                                              {"LRRangeTest", "deepspeed_lr_range_test"}};
+    const auto decay = decays.find(type);
+    if (decay == decays.end()) {
+      return refuse("scheduler.type \"{}\" (not built: trident builds DeepSpeed's WarmupLR, WarmupDecayLR, "
+                    "WarmupCosineLR, OneCycle and LRRangeTest)",
+                    type);
     }
     const json params = section.contains("params") ? object("scheduler.params", section.at("params")) : json::object();
-    std::vector<std::string> known = {"warmup_num_steps", "warmup_type", "last_batch_iteration"};
-    if (type == "WarmupCosineLR") {
-      known.insert(known.end(), {"total_num_steps", "warmup_min_ratio", "cos_min_ratio"});
+    std::vector<std::string> known = {"last_batch_iteration"};
+    if (type == "LRRangeTest") {
+      known.insert(known.end(), {"lr_range_test_min_lr", "lr_range_test_step_size", "lr_range_test_step_rate",
+                                 "lr_range_test_staircase"});
+    } else if (type == "OneCycle") {
+      known.insert(known.end(), {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate", "cycle_first_step_size",
+                                 "cycle_second_step_size", "cycle_first_stair_count", "cycle_second_stair_count",
+                                 "decay_step_size", "cycle_momentum", "cycle_min_mom", "cycle_max_mom",
+                                 "decay_mom_rate"});
     } else {
-      known.insert(known.end(), {"warmup_min_lr", "warmup_max_lr"});
-      if (type == "WarmupDecayLR") known.push_back("total_num_steps");
+      known.insert(known.end(), {"warmup_num_steps", "warmup_type"});
+      if (type == "WarmupCosineLR") {
+        known.insert(known.end(), {"total_num_steps", "warmup_min_ratio", "cos_min_ratio"});
+      } else {
+        known.insert(known.end(), {"warmup_min_lr", "warmup_max_lr"});
+        if (type == "WarmupDecayLR") known.push_back("total_num_steps");
+      }
     }
     for (const auto& [k, v] : params.items()) {
       if (std::find(known.begin(), known.end(), k) == known.end()) unknown_in("scheduler.params", k, known);
     }
-    const auto given = [&](const char* k) { return params.contains(k) && !is_auto(params.at(k)); };
-    const auto p = [&](const char* k) { return std::string("scheduler.params.") + k; };
-    note("scheduler.type \"{}\" → schedule.decay = \"{}\"", type,
-         type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear" : "cosine");
-    set_key(c_, "schedule.decay",
-            type == "WarmupLR" ? "\"constant\"" : type == "WarmupDecayLR" ? "\"linear\"" : "\"cosine\"",
-            origin_ + ": scheduler.type");
-    // warmup_type: DeepSpeed's default is log; trident warms up linearly only.
-    const std::string wtype = given("warmup_type") ? string(p("warmup_type"), params.at("warmup_type")) : "log";
-    if (wtype != "linear") {
-      fail("scheduler.params.warmup_type \"{}\"{} is not built: trident's warmup is linear (set \"warmup_type\": "
-           "\"linear\")",
-           wtype, given("warmup_type") ? "" : " (DeepSpeed's default, as the key is absent)");
+    set("scheduler.type", show(section.at("type")), "schedule.decay", json(decay->second).dump());
+    if (params.contains("last_batch_iteration") && !is_auto(params.at("last_batch_iteration")) &&
+        integer("scheduler.params.last_batch_iteration", params.at("last_batch_iteration")) != -1) {
+      refuse("scheduler.params.last_batch_iteration {} (not built: a run starts at step 0; resume from a checkpoint)",
+             show(params.at("last_batch_iteration")));
     }
-    note("scheduler.params.warmup_type \"linear\" → trident's linear warmup");
-    if (params.contains("last_batch_iteration") && integer(p("last_batch_iteration"), params.at("last_batch_iteration")) != -1) {
-      fail("scheduler.params.last_batch_iteration {} is not built (a run starts at step 0; resume from a checkpoint)",
-           show(params.at("last_batch_iteration")));
-    }
-    if (given("warmup_num_steps")) {
-      const std::int64_t w = integer(p("warmup_num_steps"), params.at("warmup_num_steps"));
-      if (w < 0) fail("scheduler.params.warmup_num_steps must be 0 or more, got {}", w);
-      set(p("warmup_num_steps"), show(params.at("warmup_num_steps")), "schedule.warmup_steps", fmt::format("{}", w));
-    } else if (params.contains("warmup_num_steps")) {
-      keep(p("warmup_num_steps"), "schedule.warmup_steps");
-    } else {
-      set(p("warmup_num_steps"), "(absent)", "schedule.warmup_steps", "1000", " (DeepSpeed's default 1000)");
-    }
-    if (type == "WarmupCosineLR") {
-      if (given("warmup_min_ratio") && number(p("warmup_min_ratio"), params.at("warmup_min_ratio")) != 0) {
-        fail("scheduler.params.warmup_min_ratio {} is not built: trident's warmup starts from 0",
-             show(params.at("warmup_min_ratio")));
-      }
-      const double ratio = given("cos_min_ratio") ? number(p("cos_min_ratio"), params.at("cos_min_ratio")) : 1e-4;
-      set(p("cos_min_ratio"), given("cos_min_ratio") ? show(params.at("cos_min_ratio")) : "(absent: 0.0001)",
-          "schedule.min_lr", toml_float(ratio * c_.optim.lr),
-          fmt::format(" (× optim.lr {})", key_value(c_, "optim.lr")));
-    } else {
-      if (given("warmup_min_lr") && number(p("warmup_min_lr"), params.at("warmup_min_lr")) != 0) {
-        fail("scheduler.params.warmup_min_lr {} is not built: trident's warmup starts from 0",
-             show(params.at("warmup_min_lr")));
-      }
-      if (given("warmup_max_lr")) {
-        set(p("warmup_max_lr"), show(params.at("warmup_max_lr")), "optim.lr",
-            toml_float(number(p("warmup_max_lr"), params.at("warmup_max_lr"))));
-      } else if (params.contains("warmup_max_lr")) {
-        keep(p("warmup_max_lr"), "optim.lr");
+    // One parameter: absent → DeepSpeed's default (`dflt`, or nothing when null), "auto" → trident's value.
+    const auto param = [&](const char* k, const char* key, const json& dflt,
+                           const std::function<std::string(const std::string&, const json&)>& to) {
+      const std::string dk = std::string("scheduler.params.") + k;
+      if (!params.contains(k)) {
+        if (!dflt.is_null()) set(dk, "(absent)", key, to(dk, dflt), fmt::format(" (DeepSpeed's default {})", show(dflt)));
+      } else if (is_auto(params.at(k))) {
+        keep(dk, key);
       } else {
-        set(p("warmup_max_lr"), "(absent)", "optim.lr", "0.001", " (DeepSpeed's default 0.001)");
+        set(dk, show(params.at(k)), key, to(dk, params.at(k)));
       }
-      if (type == "WarmupDecayLR") set_key(c_, "schedule.min_lr", "0.0", origin_ + ": scheduler.type");
+    };
+    const auto as_float = [&](const std::string& dk, const json& v) { return toml_float(number(dk, v)); };
+    const auto as_int = [&](const std::string& dk, const json& v) { return fmt::format("{}", integer(dk, v)); };
+    // A ratio of the optimizer's lr as the file resolves it (a later --set optim.lr moves the peak only).
+    const auto ratio_of_lr = [&](const std::string& dk, const json& v) { return toml_float(number(dk, v) * c_.optim.lr); };
+    if (type == "LRRangeTest") {
+      param("lr_range_test_min_lr", "optim.lr", json(1e-3), as_float);
+      param("lr_range_test_step_size", "schedule.lr_range_test_step_size", json(2000), as_int);
+      param("lr_range_test_step_rate", "schedule.lr_range_test_step_rate", json(1.0), as_float);
+      param("lr_range_test_staircase", "schedule.lr_range_test_staircase", json(false),
+            [&](const std::string& dk, const json& v) { return boolean(dk, v) ? "true" : "false"; });
+      return;
+    }
+    if (type == "OneCycle") {
+      for (const char* k : {"cycle_min_lr", "cycle_max_lr"}) {  // OneCycle's required arguments
+        if (!params.contains(k)) refuse("scheduler.params.{} absent (DeepSpeed's OneCycle requires it)", k);
+      }
+      param("cycle_max_lr", "optim.lr", json(), as_float);
+      param("cycle_min_lr", "schedule.min_lr", json(), as_float);
+      param("cycle_first_step_size", "schedule.cycle_first_step_size", json(2000), as_int);
+      param("cycle_second_step_size", "schedule.cycle_second_step_size", json(), as_int);
+      param("cycle_first_stair_count", "schedule.cycle_first_stair_count", json(0), as_int);
+      param("cycle_second_stair_count", "schedule.cycle_second_stair_count", json(), as_int);
+      param("decay_step_size", "schedule.decay_step_size", json(0), as_int);
+      param("decay_lr_rate", "schedule.decay_lr_rate", json(0.0), as_float);
+      param("cycle_momentum", "schedule.cycle_momentum", json(true),
+            [&](const std::string& dk, const json& v) { return boolean(dk, v) ? "true" : "false"; });
+      param("cycle_min_mom", "schedule.cycle_min_mom", json(0.8), as_float);
+      param("cycle_max_mom", "schedule.cycle_max_mom", json(0.9), as_float);
+      param("decay_mom_rate", "schedule.decay_mom_rate", json(0.0), as_float);
+      if (!params.contains("cycle_second_step_size")) set_key(c_, "schedule.cycle_second_step_size", "0", origin_);
+      if (!params.contains("cycle_second_stair_count")) set_key(c_, "schedule.cycle_second_stair_count", "-1", origin_);
+      return;
+    }
+    // warmup_num_steps must be a positive integer (DeepSpeed's ValueError otherwise).
+    if (params.contains("warmup_num_steps") && !is_auto(params.at("warmup_num_steps")) &&
+        (!params.at("warmup_num_steps").is_number_integer() || params.at("warmup_num_steps").get<std::int64_t>() <= 0)) {
+      refuse("scheduler.params.warmup_num_steps {} (DeepSpeed refuses it too: a positive integer is required)",
+             show(params.at("warmup_num_steps")));
+    } else {
+      param("warmup_num_steps", "schedule.warmup_steps", json(1000), as_int);
+    }
+    // warmup_type: "log" by default; DeepSpeed takes any other value than linear or log as log, with a warning.
+    param("warmup_type", "schedule.warmup_type", json("log"), [&](const std::string& dk, const json& v) {
+      const std::string w = string(dk, v);
+      if (w != "linear" && w != "log") {
+        note("{} \"{}\" is neither linear nor log: DeepSpeed warns and warms up as log", dk, w);
+        return std::string("\"log\"");
+      }
+      return json(w).dump();
+    });
+    if (type == "WarmupCosineLR") {
+      param("warmup_min_ratio", "schedule.warmup_min_lr", json(0.0), ratio_of_lr);
+      param("cos_min_ratio", "schedule.min_lr", json(0.0001), ratio_of_lr);
+    } else {
+      param("warmup_min_lr", "schedule.warmup_min_lr", json(0.0), as_float);
+      // WarmupLR without warmup_max_lr keeps the optimizer's lr; WarmupDecayLR's default is 0.001.
+      param("warmup_max_lr", "optim.lr", type == "WarmupDecayLR" ? json(0.001) : json(), as_float);
     }
     if (type != "WarmupLR") {
-      if (given("total_num_steps")) {
-        const std::int64_t total = integer(p("total_num_steps"), params.at("total_num_steps"));
-        if (total <= 0) fail("scheduler.params.total_num_steps must be positive, got {}", total);
-        set(p("total_num_steps"), show(params.at("total_num_steps")), "schedule.decay_steps", fmt::format("{}", total));
-      } else if (params.contains("total_num_steps")) {
-        keep(p("total_num_steps"), "schedule.decay_steps");
+      if (!params.contains("total_num_steps")) {
+        refuse("scheduler.params.total_num_steps absent (DeepSpeed's {} requires it)", type);
+      } else if (!is_auto(params.at("total_num_steps")) &&
+                 integer("scheduler.params.total_num_steps", params.at("total_num_steps")) <= 0) {
+        refuse("scheduler.params.total_num_steps {} (a positive number of steps is required)",
+               show(params.at("total_num_steps")));
       } else {
-        fail("scheduler.params.total_num_steps is required by {}", type);
+        param("total_num_steps", "schedule.decay_steps", json(), as_int);
       }
     }
+  }
+
+  // No scheduler section: DeepSpeed keeps the optimizer's lr, constant, from the first step.
+  void no_scheduler() {
+    if (given_in("schedule")) {
+      return note("scheduler absent: the schedule.* keys the TOML file or --set gave stay (schedule.decay = {})",
+                  key_value(c_, "schedule.decay"));
+    }
+    set_key(c_, "schedule.decay", "\"constant\"", origin_ + ": scheduler");
+    set_key(c_, "schedule.warmup_steps", "0", origin_ + ": scheduler");
+    note("scheduler absent → schedule.decay = \"constant\", schedule.warmup_steps = 0 (DeepSpeed keeps the "
+         "optimizer's lr, optim.lr = {})",
+         key_value(c_, "optim.lr"));
+  }
+
+  // No gradient_clipping: DeepSpeed's default (1.0 since v0.19.3; 0, no clipping, before it).
+  void no_clipping() {
+    if (given_in("optim.clip_grad")) {
+      return note("gradient_clipping absent: optim.clip_grad stays {}, as the TOML file or --set gave it",
+                  key_value(c_, "optim.clip_grad"));
+    }
+    set("gradient_clipping", "(absent)", "optim.clip_grad", "1.0",
+        " (DeepSpeed's default since v0.19.3; earlier versions did not clip: give \"gradient_clipping\": 0 for that)");
   }
 
   // --- fp16, bf16 ------------------------------------------------------------------------------------
@@ -394,10 +495,11 @@ class Mapper {
     }
     const auto given = [&](const char* k) { return section.contains(k) && !is_auto(section.at(k)); };
     if (given("loss_scale") && number("fp16.loss_scale", section.at("loss_scale")) != 0) {
-      fail("fp16.loss_scale {} (a static scale) is not built: trident's loss scale is dynamic (fp16.loss_scale 0)",
-           show(section.at("loss_scale")));
+      refuse("fp16.loss_scale {} (a static scale: not built, trident's loss scale is dynamic, fp16.loss_scale 0)",
+             show(section.at("loss_scale")));
+    } else if (section.contains("loss_scale")) {
+      note("fp16.loss_scale {} → a dynamic loss scale", show(section.at("loss_scale")));
     }
-    if (section.contains("loss_scale")) note("fp16.loss_scale {} → a dynamic loss scale", show(section.at("loss_scale")));
     const auto opt = [&](const char* k, const char* key, const json& dflt, const std::function<std::string(const json&)>& to) {
       const std::string dk = std::string("fp16.") + k;
       if (!section.contains(k)) {
@@ -421,27 +523,48 @@ class Mapper {
         [&](const json& v) { return toml_float(number("fp16.min_loss_scale", v)); });
     if (given("consecutive_hysteresis") && boolean("fp16.consecutive_hysteresis", section.at("consecutive_hysteresis")) &&
         c_.optim.loss_scale_hysteresis > 1) {
-      fail("fp16.consecutive_hysteresis true is not built: trident restores the hysteresis when the scale grows, "
-           "not after every good step");
+      refuse("fp16.consecutive_hysteresis true (not built: trident restores the hysteresis when the scale grows, "
+             "not after every good step)");
+    } else if (section.contains("consecutive_hysteresis")) { ignored("fp16.consecutive_hysteresis", section.at("consecutive_hysteresis"), "no effect with this hysteresis");
     }
-    if (section.contains("consecutive_hysteresis")) ignored("fp16.consecutive_hysteresis", section.at("consecutive_hysteresis"), "no effect with this hysteresis");
     if (given("fp16_master_weights_and_grads") &&
         boolean("fp16.fp16_master_weights_and_grads", section.at("fp16_master_weights_and_grads"))) {
-      fail("fp16.fp16_master_weights_and_grads true is not built: trident keeps fp32 master weights and gradients");
+      refuse("fp16.fp16_master_weights_and_grads true (not built: trident keeps fp32 master weights and gradients)");
+    } else if (section.contains("fp16_master_weights_and_grads")) { ignored("fp16.fp16_master_weights_and_grads", section.at("fp16_master_weights_and_grads"),
+              "fp32 master weights, as trident's");
     }
-    if (section.contains("fp16_master_weights_and_grads")) ignored("fp16.fp16_master_weights_and_grads", section.at("fp16_master_weights_and_grads"), "fp32 master weights, as trident's");
     if (section.contains("auto_cast")) ignored("fp16.auto_cast", section.at("auto_cast"), "trident casts inside the forward pass");
   }
 
+  // DeepSpeed's bf16 section (precision_config.py); "bfloat16" is its old name.
   void map_bf16(const std::string& name, const json& section) {
     object(name, section);
+    // fp16's loss-scaler keys: DeepSpeed up to 0.17.0 read only bf16.enabled and let them be; bf16 is not
+    // loss-scaled. Later versions reject the keys; configs written for the earlier ones still carry them.
+    static const std::set<std::string> loss_scaler = {"loss_scale", "initial_scale_power", "loss_scale_window",
+                                                      "hysteresis", "consecutive_hysteresis", "min_loss_scale"};
+    static const std::vector<std::string> known = {"enabled", "immediate_grad_update", "check_grad_overflow",
+                                                   "bf16_master_weights_and_grads", "bf16_optimizer_states"};
     for (const auto& [k, v] : section.items()) {
+      const std::string dk = name + "." + k;
       if (k == "enabled") continue;
-      if (k == "immediate_grad_update" || k == "check_grad_overflow") {
-        ignored(name + "." + k, v, "how DeepSpeed's bf16 optimizer schedules its work");
-        continue;
+      if (loss_scaler.count(k)) {
+        ignored(dk, v, "bf16 runs without a loss scale; DeepSpeed before 0.17.1 ignored the key too");
+      } else if (k == "immediate_grad_update") {
+        ignored(dk, v, "when DeepSpeed's bf16 optimizer applies the update, not what it computes");
+      } else if (k == "check_grad_overflow") {
+        boolean(dk, v);  // applied below, once bf16.enabled is known
+      } else if (k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
+        if (!boolean(dk, v)) {
+          ignored(dk, v, "fp32 master weights and optimizer state, as trident's");
+        } else if (zero_stage_ == 0) {
+          refuse("{} true (DeepSpeed refuses it too without ZeRO stage 1, 2 or 3)", dk);
+        } else {
+          refuse("{} true (not built: trident keeps fp32 master weights, gradients and optimizer state)", dk);
+        }
+      } else {
+        unknown_in(name, k, known);
       }
-      unknown_in(name, k, {"enabled", "immediate_grad_update"});
     }
     if (!section.contains("enabled") || is_auto(section.at("enabled"))) {
       note("{}.enabled {}: train.precision stays {}", name, section.contains("enabled") ? "\"auto\"" : "absent (false)",
@@ -453,6 +576,20 @@ class Mapper {
       return;
     }
     set(name + ".enabled", "true", "train.precision", "\"bf16\"");
+    // check_grad_overflow (default true): DeepSpeed's ZeRO 1 and 2 optimizer skips a bf16 step whose gradients
+    // are not finite; its other bf16 optimizers (no ZeRO, ZeRO-3, ZeRO-1 with fp32 accumulation) do not check.
+    const std::string dk = name + ".check_grad_overflow";
+    const bool check = !section.contains("check_grad_overflow") || boolean(dk, section.at("check_grad_overflow"));
+    const bool zero12 = (zero_stage_ == 1 && !fp32_accumulation_) || zero_stage_ == 2;
+    if (zero12) {
+      set(dk, section.contains("check_grad_overflow") ? show(section.at("check_grad_overflow")) : "(absent: true)",
+          "optim.skip_nonfinite_steps", check ? "true" : "false",
+          check ? " (a step with a non-finite gradient is skipped, as DeepSpeed's ZeRO 1 and 2 do)" : "");
+    } else if (section.contains("check_grad_overflow")) {
+      ignored(dk, section.at("check_grad_overflow"),
+              fmt::format("DeepSpeed checks bf16 gradients under ZeRO 1 and 2 only; this file's stage {}{} does not",
+                          zero_stage_, fp32_accumulation_ ? " with fp32 accumulation" : ""));
+    }
   }
 
   // --- zero_optimization -----------------------------------------------------------------------------
@@ -473,15 +610,22 @@ class Mapper {
         "stage3_gather_fp16_weights_on_model_save", "stage3_module_granularity_threshold",
         "module_granularity_threshold", "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params",
         "ignore_unused_parameters", "legacy_stage1", "round_robin_gradients", "memory_efficient_linear",
-        "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings"};
-    // Keys that change what is computed or where state lives, when not at their "off" value.
+        "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings",
+        "stage3_allgather_sequential", "allgather_sequential", "enable_sanity_checks",
+        "save_muon_momentum_buffer_in_memory", "leaf_module"};
+    // Keys that change what is computed, when not at their "off" value.
     static const std::set<std::string> refused_if_on = {
-        "cpu_offload", "cpu_offload_param", "cpu_offload_params", "zero_quantized_weights",
-        "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "zeropp_loco_param",
-        "mics_hierarchical_params_gather"};
+        "zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+        "zeropp_loco_param", "mics_hierarchical_params_gather", "zenflow"};
+    // DeepSpeed's old switches for a CPU offload.
+    static const std::map<std::string, std::string> old_offload = {{"cpu_offload", "the optimizer state"},
+                                                                   {"cpu_offload_param", "the parameters"},
+                                                                   {"cpu_offload_params", "the parameters"}};
     std::vector<std::string> known(tuning.begin(), tuning.end());
     known.insert(known.end(), refused_if_on.begin(), refused_if_on.end());
-    known.insert(known.end(), {"stage", "offload_optimizer", "offload_param", "zero_hpz_partition_size", "mics_shard_size"});
+    for (const auto& [k, what] : old_offload) known.push_back(k);
+    known.insert(known.end(), {"stage", "offload_optimizer", "offload_param", "zero_hpz_partition_size", "mics_shard_size",
+                               "compute_grad_norm"});
     for (const auto& [k, v] : section.items()) {
       const std::string dk = "zero_optimization." + k;
       if (k == "stage") {
@@ -495,25 +639,76 @@ class Mapper {
       } else if (tuning.count(k)) {
         ignored(dk, v, "tunes DeepSpeed's buffers and communication, not what is computed");
       } else if (k == "offload_optimizer" || k == "offload_param") {
-        const bool none = v.is_null() || (v.is_object() && (!v.contains("device") || v.at("device") == "none"));
-        if (!none) fail("{} {} is not built: trident keeps {} on the training device", dk, show(v),
-                        k == "offload_optimizer" ? "the optimizer state" : "the parameters");
-        ignored(dk, v, "device none");
-      } else if (refused_if_on.count(k)) {
-        if (v.is_boolean() && !v.get<bool>()) {
+        map_offload(dk, v, k == "offload_optimizer" ? "the optimizer state" : "the parameters");
+      } else if (old_offload.count(k)) {
+        if (!boolean(dk, v)) {
           ignored(dk, v, "off");
         } else {
-          fail("{} {} is not built by trident's ZeRO", dk, show(v));
+          cpu_offload(dk, show(v), old_offload.at(k));
+        }
+      } else if (k == "compute_grad_norm") {
+        boolean(dk, v);  // checked against the rest of the file once it is read (check_compute_grad_norm)
+      } else if (refused_if_on.count(k)) {
+        if ((v.is_boolean() && !v.get<bool>()) || v.is_null()) {
+          ignored(dk, v, "off");
+        } else {
+          refuse("{} {} (not built by trident's ZeRO)", dk, show(v));
         }
       } else if (k == "zero_hpz_partition_size" || k == "mics_shard_size") {
         const bool off = v.is_number() && (k == "mics_shard_size" ? v.get<double>() <= 0 : v.get<double>() <= 1);
-        if (!off) fail("{} {} is not built: trident's ZeRO partitions over the whole data-parallel group", dk, show(v));
-        ignored(dk, v, "off");
+        if (!off) {
+          refuse("{} {} (not built: trident's ZeRO partitions over the whole data-parallel group)", dk, show(v));
+        } else {
+          ignored(dk, v, "off");
+        }
       } else {
         unknown_in("zero_optimization", k, known);
       }
     }
     if (!section.contains("stage")) set("zero_optimization.stage", "(absent)", "dist.zero_stage", "0", " (DeepSpeed's default 0)");
+  }
+
+  // offload_optimizer / offload_param: {"device": "none" | "cpu" | "nvme", ...} (the other keys tune the copy).
+  void map_offload(const std::string& dk, const json& v, const std::string& what) {
+    if (v.is_null()) return ignored(dk, v, "no offload");
+    object(dk, v);
+    const std::string device = v.contains("device") && !v.at("device").is_null() ? string(dk + ".device", v.at("device"))
+                                                                                 : "none";
+    if (device == "none") return ignored(dk, v, "device none");
+    if (device == "cpu") return cpu_offload(dk + ".device", "\"cpu\"", what);
+    if (device == "nvme") return refuse("{}.device \"nvme\" (not built: trident keeps {} in memory)", dk, what);
+    fail("{}.device must be \"none\", \"cpu\" or \"nvme\", got {}", dk, show(v.at("device")));
+  }
+  // A CPU offload: a CPU run already holds everything in host memory, so it changes nothing there; a GPU
+  // run does not build it (load_config checks the final train.device).
+  void cpu_offload(const std::string& dk, const std::string& shown, const std::string& what) {
+    c_.deepspeed_cpu_offload.push_back(fmt::format("{} {}", dk, shown));
+    note("{} {}: a no-op on a CPU run ({} already lives in host memory); a GPU run refuses it", dk, shown, what);
+  }
+
+  // zero_optimization.compute_grad_norm false (DeepSpeed 0.19.5's fast path) only skips a norm nothing uses:
+  // DeepSpeed refuses it with gradient clipping, an optimizer offload, or a stage other than 1 and 2.
+  void check_compute_grad_norm(const json& root) {
+    if (!root.contains("zero_optimization") || !root.at("zero_optimization").is_object()) return;
+    const json& z = root.at("zero_optimization");
+    if (!z.contains("compute_grad_norm")) return;
+    const std::string dk = "zero_optimization.compute_grad_norm";
+    if (boolean(dk, z.at("compute_grad_norm"))) return ignored(dk, z.at("compute_grad_norm"), "DeepSpeed's default");
+    const double clip = root.contains("gradient_clipping") && root.at("gradient_clipping").is_number()
+                            ? root.at("gradient_clipping").get<double>()
+                            : 1.0;  // DeepSpeed's default
+    const bool offload = z.contains("offload_optimizer") && z.at("offload_optimizer").is_object() &&
+                         z.at("offload_optimizer").value("device", std::string("none")) != "none";
+    if (zero_stage_ != 1 && zero_stage_ != 2) {
+      refuse("{} false with ZeRO stage {} (DeepSpeed refuses it too: stages 1 and 2 only)", dk, zero_stage_);
+    } else if (clip > 0) {
+      refuse("{} false with gradient clipping at {} (DeepSpeed refuses it too: clipping needs the norm)", dk, clip);
+    } else if (offload) {
+      refuse("{} false with an optimizer offload (DeepSpeed refuses it too)", dk);
+    } else {
+      ignored(dk, z.at("compute_grad_norm"), "skips a norm nothing uses; trident computes it for metrics.jsonl, the "
+              "update is the same");
+    }
   }
 
   void map_activation_checkpointing(const json& section) {
@@ -525,7 +720,8 @@ class Mapper {
       const std::string dk = "activation_checkpointing." + k;
       if (std::find(known.begin(), known.end(), k) == known.end()) unknown_in("activation_checkpointing", k, known);
       if (k == "cpu_checkpointing" && boolean(dk, v)) {
-        fail("{} true is not built: trident keeps checkpointed activations on the training device", dk);
+        cpu_offload(dk, "true", "every activation");
+        continue;
       }
       ignored(dk, v, "how DeepSpeed stores checkpointed activations; trident's recomputation is train.activation_checkpointing");
     }
@@ -559,7 +755,7 @@ class Mapper {
     const bool always = k == "sparse_attention" || k == "compression_training";
     const bool on = always ? !v.is_null()
                            : v.is_object() ? v.contains("enabled") && v.at("enabled") == true : !v.is_null() && v != false;
-    if (on) fail("{} is enabled: {} is not built", k, what);
+    if (on) return refuse("{} enabled ({} is not built)", k, what);
     ignored(k, v, "not enabled");
   }
 
@@ -592,17 +788,32 @@ class Mapper {
       return set(k, show(v), "optim.clip_grad", toml_float(number(k, v)));
     }
     if (k == "steps_per_print") {
-      if (is_auto(v) || v.is_null()) return keep(k, "train.log_interval");
-      return set(k, show(v), "train.log_interval", fmt::format("{}", integer(k, v)));
+      // Only DeepSpeed's own progress print: metrics.jsonl keeps every train.log_interval step.
+      return ignored(k, v, fmt::format("DeepSpeed's own progress print; trident logs every train.log_interval = {} "
+                                       "steps, metrics.jsonl included",
+                                       key_value(c_, "train.log_interval")));
+    }
+    if (k == "gradient_allreduce_op") {
+      std::string op = string(k, v);
+      std::transform(op.begin(), op.end(), op.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (op != "mean" && op != "sum") fail("gradient_allreduce_op must be \"mean\" or \"sum\", got {}", show(v));
+      if (op == "sum" && zero_stage_ == 3) {
+        return refuse("gradient_allreduce_op \"sum\" with ZeRO stage 3 (DeepSpeed refuses it too)");
+      }
+      return set(k, show(v), "dist.gradient_reduce", json(op).dump(),
+                 op == "sum" ? " (the data-parallel ranks' gradients added: data_parallel_size × the mean)" : "");
     }
     if (k == "tensor_parallel") {
       const bool on = v.is_object() && v.contains("autotp_size") && v.at("autotp_size").is_number() &&
                       v.at("autotp_size").get<double>() > 1;
-      if (on) fail("tensor_parallel.autotp_size {} is not built: use dist.tensor_parallel_size", show(v.at("autotp_size")));
+      if (on) {
+        return refuse("tensor_parallel.autotp_size {} (not built: use dist.tensor_parallel_size)",
+                      show(v.at("autotp_size")));
+      }
       return ignored(k, v, "no tensor parallelism asked");
     }
     if (k == "sequence_parallel_size") {
-      if (integer(k, v) > 1) fail("sequence_parallel_size {} (DeepSpeed-Ulysses) is not built", show(v));
+      if (integer(k, v) > 1) return refuse("sequence_parallel_size {} (DeepSpeed-Ulysses is not built)", show(v));
       return ignored(k, v, "1");
     }
     if (k == "data_types") {
@@ -610,7 +821,7 @@ class Mapper {
       for (const auto& [dk, dv] : v.items()) {
         if (dk != "grad_accum_dtype") unknown_in("data_types", dk, {"grad_accum_dtype"});
         if (!dv.is_null() && dv != "fp32") {
-          fail("data_types.grad_accum_dtype {} is not built: trident accumulates gradients in fp32", show(dv));
+          refuse("data_types.grad_accum_dtype {} (not built: trident accumulates gradients in fp32)", show(dv));
         }
       }
       return ignored(k, v, "fp32 gradient accumulation, as trident's");
@@ -621,7 +832,7 @@ class Mapper {
     // other is left alone, as DeepSpeed leaves it, with a note.
     std::vector<std::string> known = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                       "gradient_accumulation_steps", "optimizer", "scheduler", "zero_optimization",
-                                      "fp16", "bf16", "gradient_clipping", "steps_per_print",
+                                      "fp16", "bf16", "gradient_clipping", "steps_per_print", "gradient_allreduce_op",
                                       "activation_checkpointing", "tensor_parallel", "sequence_parallel_size",
                                       "data_types", "tensorboard"};
     known.insert(known.end(), tuning.begin(), tuning.end());
@@ -635,7 +846,7 @@ class Mapper {
 }  // namespace
 
 std::vector<std::string> apply_deepspeed_json(Config& config, const std::string& json_text, const std::string& origin,
-                                              std::int64_t data_parallel_size) {
+                                              std::int64_t data_parallel_size, const std::set<std::string>& given) {
   json root;
   try {
     root = json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
@@ -644,11 +855,11 @@ std::vector<std::string> apply_deepspeed_json(Config& config, const std::string&
     if (const auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     TRIDENT_FAIL("{}: invalid JSON: {}", origin, what);
   }
-  return Mapper(config, origin, data_parallel_size).run(root);
+  return Mapper(config, origin, data_parallel_size, given).run(root);
 }
 
 std::vector<std::string> apply_deepspeed_file(Config& config, const std::string& path,
-                                              std::int64_t data_parallel_size) {
+                                              std::int64_t data_parallel_size, const std::set<std::string>& given) {
   std::error_code ec;
   TRIDENT_CHECK(!std::filesystem::is_directory(path, ec),
                 "train.deepspeed_config '{}': is a directory, not a DeepSpeed JSON config", path);
@@ -657,7 +868,61 @@ std::vector<std::string> apply_deepspeed_file(Config& config, const std::string&
   std::stringstream text;
   text << in.rdbuf();
   TRIDENT_CHECK(!in.bad(), "train.deepspeed_config '{}': a read error", path);
-  return apply_deepspeed_json(config, text.str(), path, data_parallel_size);
+  return apply_deepspeed_json(config, text.str(), path, data_parallel_size, given);
+}
+
+std::string deepspeed_resolved_line(const Config& c) {
+  const std::string& origin = c.applied_deepspeed_config;
+  if (!c.deepspeed_cpu_offload.empty() && c.train.device != "cpu") {
+    TRIDENT_FAIL("{}: {} cannot apply on a train.device = \"{}\" run (trident keeps everything on the training "
+                 "device; on a CPU run the offload changes nothing)",
+                 origin, fmt::join(c.deepspeed_cpu_offload, ", "), c.train.device);
+  }
+  const optim::ScheduleOptions s = detail::schedule_options(c);
+  std::string lr;
+  const std::string warmup = fmt::format("{} warmup from {} to {} over {} steps", c.schedule.warmup_type,
+                                         s.warmup_min_lr, s.peak_lr, std::max<std::int64_t>(2, s.warmup_steps));
+  switch (s.decay) {
+    case optim::Decay::deepspeed_warmup:
+      lr = fmt::format("DeepSpeed's WarmupLR ({}, then constant)", warmup);
+      break;
+    case optim::Decay::deepspeed_warmup_decay:
+      lr = fmt::format("DeepSpeed's WarmupDecayLR ({}, then linear to 0 at step {})", warmup, s.decay_steps + 2);
+      break;
+    case optim::Decay::deepspeed_warmup_cosine:
+      lr = fmt::format("DeepSpeed's WarmupCosineLR ({}, then a cosine to {} at step {})", warmup, s.min_lr,
+                       s.decay_steps + 1);
+      break;
+    case optim::Decay::deepspeed_one_cycle: {
+      const std::vector<std::string>& keys = optim::optimizer_def(c.optim.name).keys;
+      const bool has_betas = std::find(keys.begin(), keys.end(), "betas") != keys.end();
+      lr = fmt::format("DeepSpeed's OneCycle ({} → {} → {} over {} + {} steps{}{})", s.min_lr, s.peak_lr, s.min_lr,
+                       s.cycle_first_step_size, s.cycle_second_step_size,
+                       s.decay_step_size > 0 && s.decay_lr_rate > 0 ? ", then decaying" : ", then constant",
+                       !s.cycle_momentum ? ""
+                       : has_betas      ? fmt::format("; beta1 cycled {} → {}, beta2 0.99", s.cycle_max_mom, s.cycle_min_mom)
+                                        : fmt::format("; no momentum cycling: optim.name = \"{}\" has no betas, as "
+                                                      "DeepSpeed disables it for such an optimizer",
+                                                      c.optim.name));
+      break;
+    }
+    case optim::Decay::deepspeed_lr_range_test:
+      lr = fmt::format("DeepSpeed's LRRangeTest (from {}, × (1 + {} × steps / {}){})", s.peak_lr,
+                       s.lr_range_test_step_rate, s.lr_range_test_step_size,
+                       s.lr_range_test_staircase ? ", in stairs" : "");
+      break;
+    case optim::Decay::constant:
+      lr = s.warmup_steps > 0 ? fmt::format("linear warmup to {} over {} steps, then constant", s.peak_lr, s.warmup_steps)
+                              : fmt::format("constant {}", s.peak_lr);
+      break;
+    default:
+      lr = fmt::format("trident's schedule.decay = \"{}\" (peak {}, {} warmup steps)", c.schedule.decay, s.peak_lr,
+                       s.warmup_steps);
+  }
+  const std::string clip = c.optim.clip_grad > 0 ? fmt::format("clipped to global norm {}", c.optim.clip_grad)
+                                                 : std::string("not clipped");
+  return fmt::format("{}: resolved: learning rate {}; gradients {}{}", origin, lr, clip,
+                     c.dist.gradient_reduce == "sum" ? ", summed over the data-parallel ranks" : "");
 }
 
 }  // namespace trident::train
