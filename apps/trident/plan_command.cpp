@@ -32,8 +32,8 @@ struct PlanOptions {
 
 // A positive finite number of the option `flag`, else one line naming it.
 void check_positive(const char* flag, double value, bool zero_ok = false) {
-  TRIDENT_CHECK(std::isfinite(value) && (value > 0 || (zero_ok && value == 0)),
-                "{}={}: expected a positive number", flag, value);
+  TRIDENT_CHECK(std::isfinite(value) && (value > 0 || (zero_ok && value == 0)), "{}={}: expected a positive number",
+                flag, value);
 }
 
 // A FLOP rate in the unit that shows its digits: a busy CPU's few GFLOP/s read "0.0 TFLOP/s" before.
@@ -83,25 +83,33 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
              flops_source, o.link_gbps, o.node_size, o.intra_gbps);
   if (o.ranks > 0 && !names_layout(config)) {
     const auto fits = train::search_layouts(config, spec, o.ranks, memory, h);
-    fmt::print("{}", train::format_search(fits, static_cast<std::size_t>(o.top), o.ranks, memory));
-    if (!fits.empty()) {
-      fmt::print("\nthe fastest, in detail:\n{}", train::format_plan(train::with_layout(config, fits.front().layout), spec,
-                                                                    fits.front()));
-    } else {
-      // None valid at all (before memory): say why, from data parallelism alone (the batch, usually).
-      if (train::search_layouts(config, spec, o.ranks, std::numeric_limits<long double>::infinity(), h).empty()) {
-        train::MemoryLayout dp_only;
-        dp_only.dp = o.ranks;
-        std::string why = "no layout passes the checks training makes";
-        try {
-          train::validate_layout(train::with_layout(config, dp_only), o.ranks);
-        } catch (const Error& e) {
-          why = e.message();
-        }
-        TRIDENT_FAIL("no layout of {} ranks is valid for this configuration, whatever the memory (data parallelism "
-                     "alone: {})",
-                     o.ranks, why);
+    // None that fits: the valid layouts whatever the memory say whether memory is the cause at all.
+    const auto valid =
+        fits.empty() ? train::search_layouts(config, spec, o.ranks, std::numeric_limits<long double>::infinity(), h)
+                     : std::vector<train::LayoutCost>{};
+    if (fits.empty() && valid.empty()) {
+      // Say why, from data parallelism alone (the batch, usually), and give no advice about memory.
+      train::MemoryLayout dp_only;
+      dp_only.dp = o.ranks;
+      std::string why = "no layout passes the checks training makes";
+      try {
+        train::validate_layout(train::with_layout(config, dp_only), o.ranks);
+      } catch (const Error& e) {
+        why = e.message();
       }
+      TRIDENT_FAIL(
+          "no layout of {} ranks is valid for this configuration, whatever the memory (data parallelism "
+          "alone: {})",
+          o.ranks, why);
+    }
+    const auto smallest = std::min_element(
+        valid.begin(), valid.end(), [](const auto& a, const auto& b) { return a.memory.total() < b.memory.total(); });
+    fmt::print("{}", train::format_search(config, fits, static_cast<std::size_t>(o.top), o.ranks, memory,
+                                          valid.empty() ? nullptr : &*smallest));
+    if (!fits.empty()) {
+      fmt::print("\nthe fastest, in detail:\n{}",
+                 train::format_plan(train::with_layout(config, fits.front().layout), spec, fits.front()));
+    } else {
       std::fflush(stdout);
       fmt::print(stderr, "trident: plan: no layout of {} ranks fits {} ({} per rank)\n", o.ranks, limit,
                  train::format_bytes(memory));
@@ -109,9 +117,10 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
     }
     return;
   }
-  const int ranks = o.ranks > 0 ? o.ranks
-                                : static_cast<int>(std::max<std::int64_t>(config.dist.data_parallel_size, 1) *
-                                                   config.dist.tensor_parallel_size * config.dist.pipeline_parallel_size);
+  const int ranks = o.ranks > 0
+                        ? o.ranks
+                        : static_cast<int>(std::max<std::int64_t>(config.dist.data_parallel_size, 1) *
+                                           config.dist.tensor_parallel_size * config.dist.pipeline_parallel_size);
   train::validate_layout(config, ranks);
   spec.validate_tensor_parallel(static_cast<int>(config.dist.tensor_parallel_size));
   spec.validate_expert_parallel(static_cast<int>(config.dist.expert_parallel_size));
@@ -129,12 +138,13 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
 
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
-  auto* cmd = app.add_subcommand("plan", "Memory, communication and step time of a layout, before any work; with -n, "
-                                         "the layouts that fit, fastest first");
+  auto* cmd = app.add_subcommand("plan",
+                                 "Memory, communication and step time of a layout, before any work; with -n, "
+                                 "the layouts that fit, fastest first");
   cmd->add_option("config", o->config, "TOML config file (see configs/)");
   cmd->add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
-  CLI::Option* ranks =
-      cmd->add_option("-n,--ranks", o->ranks, "Ranks of the job; without dist.* sizes in the config, search the layouts");
+  CLI::Option* ranks = cmd->add_option("-n,--ranks", o->ranks,
+                                       "Ranks of the job; without dist.* sizes in the config, search the layouts");
   cmd->add_option("--memory-gb", o->memory_gb, "Memory per rank in GB (10^9 bytes); default: this host's");
   cmd->add_option("--flops-tflops", o->flops_tflops,
                   "FLOP rate per rank in TFLOP/s; default: train.peak_gflops, else measured on this machine");

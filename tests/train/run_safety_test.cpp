@@ -16,8 +16,8 @@
 #include "trident/checkpoint/sharded.h"
 #include "trident/core/error.h"
 #include "trident/models/transformer_lm.h"
-#include "trident/train/plan/memory_estimate.h"
 #include "trident/train/log/metrics.h"
+#include "trident/train/plan/memory_estimate.h"
 #include "trident/train/run_lock.h"
 #include "trident/train/trainer.h"
 
@@ -59,8 +59,7 @@ TEST(RunDirLock, RefusedWhileAnotherProcessHoldsItAndFreedByItsSigkill) {
     detail::RunDirLock second((dir / "run").string());
     ADD_FAILURE() << "a second holder was let in";
   } catch (const Error& e) {
-    EXPECT_NE(e.message().find(fmt::format("is in use by another training: pid {} on host ", child)),
-              std::string::npos)
+    EXPECT_NE(e.message().find(fmt::format("is in use by another training: pid {} on host ", child)), std::string::npos)
         << e.message();
     EXPECT_EQ(e.message().find('\n'), std::string::npos) << "one line: " << e.message();
   }
@@ -113,7 +112,8 @@ TEST(EstimateMemory, CountsTheModelAndDividesStateByZeroStage) {
   l.checkpointing = true;
   const MemoryEstimate checkpointed = estimate_memory(c, s, l);
   EXPECT_LT(checkpointed.activations, plain.activations);
-  EXPECT_DOUBLE_EQ(static_cast<double>(checkpointed.stages[0].activations), static_cast<double>(z3.stages[0].activations));
+  EXPECT_DOUBLE_EQ(static_cast<double>(checkpointed.stages[0].activations),
+                   static_cast<double>(z3.stages[0].activations));
   // GPT-2 small with micro-batch 8 × 1024 needs a few GiB, not more than a workstation has.
   EXPECT_GT(plain.total(), 1e9L);
   EXPECT_LT(plain.total(), 64e9L);
@@ -184,8 +184,8 @@ class MidStepStop : public ::testing::Test {
   static TrainOptions options(const std::string& run, const std::vector<std::string>& extra) {
     TrainOptions o;
     o.overrides = testing::tiny_run(dir_, "cache");
-    for (const char* s : {"train.micro_batch_size=1", "train.global_batch_size=64", "model.dropout=0.1",
-                          "checkpoint.interval=0"})
+    for (const char* s :
+         {"train.micro_batch_size=1", "train.global_batch_size=64", "model.dropout=0.1", "checkpoint.interval=0"})
       o.overrides.emplace_back(s);
     o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
     o.run_dir = (dir_ / run).string();
@@ -201,14 +201,17 @@ TEST_F(MidStepStop, SavesTheStateBeforeTheStepAndResumesExactly) {
   const TrainSummary straight = train(options("straight", {"train.steps=4"}));
   ASSERT_EQ(straight.losses.size(), 4u);
   std::atomic<bool> done{false};
+  // Once step 1's checkpoint is there (a stop during the set-up would save nothing, before step 1).
+  const fs::path first = dir_ / "stopped" / "checkpoints" / "latest";
   std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    while (!done) {  // train() clears an earlier request when it starts: keep asking
+    while (!done && !fs::exists(first))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (!done) {  // keep asking until train() returns
       request_stop();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
-  const TrainSummary stopped = train(options("stopped", {"train.steps=4"}));
+  const TrainSummary stopped = train(options("stopped", {"train.steps=4", "checkpoint.interval=1"}));
   done = true;
   stopper.join();
   ASSERT_TRUE(stopped.interrupted);

@@ -5,9 +5,9 @@
 
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
+#include "trident/data/tokenizer/tokenizer.h"
 #include "trident/models/family.h"
 #include "trident/nn/tensor_parallel.h"
-#include "trident/data/tokenizer/tokenizer.h"
 #include "trident/train/device.h"
 #include "trident/train/setup.h"
 #include "trident/train/trainer.h"
@@ -17,13 +17,21 @@ namespace trident::train {
 namespace {
 
 using LD = long double;
-LD ld(std::int64_t v) { return static_cast<LD>(v); }
+LD ld(std::int64_t v) {
+  return static_cast<LD>(v);
+}
 
-LD all_reduce(LD payload, LD g) { return g > 1 ? 2 * (g - 1) / g * payload : 0; }
-LD gather(LD payload, LD g) { return g > 1 ? (g - 1) / g * payload : 0; }
+LD all_reduce(LD payload, LD g) {
+  return g > 1 ? 2 * (g - 1) / g * payload : 0;
+}
+LD gather(LD payload, LD g) {
+  return g > 1 ? (g - 1) / g * payload : 0;
+}
 
 // The ranks a group of `size` members `stride` apart spans (tensor parallelism innermost: docs/parallelism.md).
-bool within_node(std::int64_t size, std::int64_t stride, const Hardware& h) { return size * stride <= h.node_size; }
+bool within_node(std::int64_t size, std::int64_t stride, const Hardware& h) {
+  return size * stride <= h.node_size;
+}
 
 }  // namespace
 
@@ -40,7 +48,8 @@ models::TransformerSpec planned_spec(const Config& c) {
 }
 
 long double measured_peak_flops(const Config& c) {
-  return static_cast<long double>(detail::matmul_peak_gflops(Device::cpu(), detail::compute_dtype(c.train.precision))) * 1e9L;
+  return static_cast<long double>(detail::matmul_peak_gflops(Device::cpu(), detail::compute_dtype(c.train.precision))) *
+         1e9L;
 }
 
 Config with_layout(Config c, const MemoryLayout& l) {
@@ -69,9 +78,9 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
   const LD D = ld(s.d_model), tp = ld(l.tp), dp = ld(l.dp), ep = ld(l.ep);
   const MemoryEstimate e = estimate_memory(c, s, l);
   // The largest stage's parameters: the dense part is reduced over dp, the experts over dp / ep.
-  const StageMemory& big = *std::max_element(e.stages.begin(), e.stages.end(), [](const StageMemory& a, const StageMemory& b) {
-    return a.parameter_count < b.parameter_count;
-  });
+  const StageMemory& big = *std::max_element(
+      e.stages.begin(), e.stages.end(),
+      [](const StageMemory& a, const StageMemory& b) { return a.parameter_count < b.parameter_count; });
   const LD experts_per_rank = f.moe ? ld(big.layers) * ld(s.n_experts) * 3 * D * ld(s.expert_d_ff()) / ep : 0;
   const LD dense = (big.parameter_count - experts_per_rank) * 4, experts = experts_per_rank * 4;
   std::vector<GroupTraffic> out;
@@ -81,8 +90,12 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
     const LD grads = all_reduce(dense, dp) + all_reduce(experts, edp);  // = reduce-scatter + all-gather
     const LD weights = gather(dense, dp) + gather(experts, edp);
     switch (l.zero_stage) {
-      case 0: t.bytes = grads, t.what = "all-reduce of the gradients"; break;
-      case 1: t.bytes = grads, t.what = "reduce-scatter of the gradients, all-gather of the weights"; break;
+      case 0:
+        t.bytes = grads, t.what = "all-reduce of the gradients";
+        break;
+      case 1:
+        t.bytes = grads, t.what = "reduce-scatter of the gradients, all-gather of the weights";
+        break;
       case 2:
         t.bytes = m * grads / 2 + weights;
         t.what = "reduce-scatter of each micro-batch's gradients, all-gather of the weights";
@@ -150,8 +163,9 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
   const bool moe = models::family(s.family).moe;
   // One global batch for every layout, so that their step times compare: the configuration's, else one
   // micro-batch per rank (what pure data parallelism would take).
-  const std::int64_t global =
-      c.train.global_batch_size > 0 ? c.train.global_batch_size : c.train.micro_batch_size * static_cast<std::int64_t>(ranks);
+  const std::int64_t global = c.train.global_batch_size > 0
+                                  ? c.train.global_batch_size
+                                  : c.train.micro_batch_size * static_cast<std::int64_t>(ranks);
   for (std::int64_t tp = 1; tp <= ranks; tp *= 2) {
     for (std::int64_t pp = 1; tp * pp <= ranks; ++pp) {
       if (ranks % (tp * pp) != 0) continue;
@@ -193,20 +207,21 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
 
 std::string format_plan(const Config& c, const models::TransformerSpec& s, const LayoutCost& cost) {
   const MemoryLayout& l = cost.layout;
-  std::string out = fmt::format(
-      "{} ({:.3g} parameters), {} ranks: {}, micro-batch {} × {} tokens, {} micro-batches per step, {}\n",
-      models::family(s.family).display_name, static_cast<double>(cost.memory.parameter_count), l.ranks(),
-      l.describe(), c.train.micro_batch_size, c.train.seq_len, l.accumulation, c.train.precision);
+  std::string out =
+      fmt::format("{} ({:.3g} parameters), {} ranks: {}, micro-batch {} × {} tokens, {} micro-batches per step, {}\n",
+                  models::family(s.family).display_name, static_cast<double>(cost.memory.parameter_count), l.ranks(),
+                  l.describe(), c.train.micro_batch_size, c.train.seq_len, l.accumulation, c.train.precision);
   // Sequence parallelism's activations are shown beside the layout's when there is tensor parallelism.
   const bool sp = l.tp > 1;
-  out += fmt::format("\nmemory per rank      weights   master  grads     optim     act/mb    act/mb ckpt{}  in flight  "
-                     "activations  total\n",
-                     sp ? "  act/mb sp" : "");
+  out += fmt::format(
+      "\nmemory per rank      weights   master  grads     optim     act/mb    act/mb ckpt{}  in flight  "
+      "activations  total\n",
+      sp ? "  act/mb sp" : "");
   for (const StageMemory& m : cost.memory.stages) {
     // In mixed precision the f32 weights are the master copy and the compute copies the weights used.
     const bool mixed = m.compute_copies > 0;
-    out += fmt::format("  stage {:<3} {:>3} layers {:>9} {:>8} {:>9} {:>9} {:>9} {:>12}{} {:>9.2f}  {:>11}  {:>9}\n", m.stage,
-                       m.layers, format_bytes(mixed ? m.compute_copies : m.weights),
+    out += fmt::format("  stage {:<3} {:>3} layers {:>9} {:>8} {:>9} {:>9} {:>9} {:>12}{} {:>9.2f}  {:>11}  {:>9}\n",
+                       m.stage, m.layers, format_bytes(mixed ? m.compute_copies : m.weights),
                        mixed ? format_bytes(m.weights) : std::string("-"), format_bytes(m.gradients),
                        format_bytes(m.optimizer), format_bytes(m.activations_per_micro_batch),
                        format_bytes(m.activations_per_micro_batch_checkpointed),
@@ -228,17 +243,39 @@ std::string format_plan(const Config& c, const models::TransformerSpec& s, const
   return out;
 }
 
-std::string format_search(const std::vector<LayoutCost>& fits, std::size_t top, int ranks, long double memory_bytes) {
+std::string layout_flags(const Config& c, const MemoryLayout& l) {
+  std::string flags = fmt::format(
+      "--set dist.data_parallel_size={} --set dist.tensor_parallel_size={} --set dist.pipeline_parallel_size={} "
+      "--set dist.zero_stage={}",
+      l.dp, l.tp, l.pp, l.zero_stage);
+  if (l.ep > 1 || c.dist.expert_parallel_size > 1) flags += fmt::format(" --set dist.expert_parallel_size={}", l.ep);
+  if (l.tp > 1 || c.dist.sequence_parallel)
+    flags += fmt::format(" --set dist.sequence_parallel={}", l.sequence_parallel && l.tp > 1);
+  if (l.pp > 1) flags += fmt::format(" --set 'dist.pipeline_schedule=\"{}\"'", l.schedule);
+  flags += fmt::format(" --set train.activation_checkpointing={}", l.checkpointing);
+  flags += fmt::format(" --set train.global_batch_size={}", c.train.micro_batch_size * l.accumulation * l.dp);
+  return flags;
+}
+
+std::string format_search(const Config& c, const std::vector<LayoutCost>& fits, std::size_t top, int ranks,
+                          long double memory_bytes, const LayoutCost* smallest) {
   std::string out = fmt::format("{} layouts of {} ranks fit in {} per rank; fastest first:\n", fits.size(), ranks,
                                 format_bytes(memory_bytes));
-  if (fits.empty()) return out + "  none: raise --memory-gb, add ranks, or shrink the model or micro-batch\n";
+  if (fits.empty()) {
+    if (!smallest) return out;
+    return out + fmt::format(
+                     "  none: raise --memory-gb to at least {} (the smallest layout: {}), add ranks, or "
+                     "shrink the model or micro-batch\n",
+                     format_bytes(smallest->memory.total()), smallest->layout.describe());
+  }
   out += "   #  layout                              memory/rank  step (s)  compute  comm    bubble\n";
   for (std::size_t i = 0; i < std::min(top, fits.size()); ++i) {
     const LayoutCost& f = fits[i];
-    out += fmt::format("  {:>2}  {:<34} {:>11}  {:>8.3g}  {:>7.3g}  {:>6.3g}  {:>5.1f}%\n", i + 1, f.layout.describe(),
-                       format_bytes(f.memory.total()), static_cast<double>(f.step_s()),
-                       static_cast<double>(f.compute_s), static_cast<double>(f.communication_s),
-                       100 * static_cast<double>(f.bubble));
+    out +=
+        fmt::format("  {:>2}  {:<34} {:>11}  {:>8.3g}  {:>7.3g}  {:>6.3g}  {:>5.1f}%\n", i + 1, f.layout.describe(),
+                    format_bytes(f.memory.total()), static_cast<double>(f.step_s()), static_cast<double>(f.compute_s),
+                    static_cast<double>(f.communication_s), 100 * static_cast<double>(f.bubble));
+    out += fmt::format("      {}\n", layout_flags(c, f.layout));
   }
   return out;
 }

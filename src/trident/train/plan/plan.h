@@ -20,24 +20,24 @@ struct GroupTraffic {
   std::string group;  // "dp", "tp", "pp", "ep", "embedding"
   int size = 1;       // ranks in the group
   long double bytes = 0;
-  std::string what;   // "all-reduce of the gradients", ...
+  std::string what;  // "all-reduce of the gradients", ...
 };
 
 // The machine a plan is for: per-GPU (or per-process) FLOP rate and the links between ranks.
 struct Hardware {
-  long double flops = 0;             // FLOP/s per rank
-  long double link_bytes_per_s = 0;  // between nodes
-  long double intra_bytes_per_s = 0; // within a node
-  std::int64_t node_size = 8;        // ranks per node
+  long double flops = 0;              // FLOP/s per rank
+  long double link_bytes_per_s = 0;   // between nodes
+  long double intra_bytes_per_s = 0;  // within a node
+  std::int64_t node_size = 8;         // ranks per node
 };
 
 struct LayoutCost {
   MemoryLayout layout;
   MemoryEstimate memory;
   std::vector<GroupTraffic> traffic;
-  long double bubble = 0;          // idle time over the whole step: (pp − 1) / (m·v + pp − 1)
-  long double compute_s = 0;       // the step's FLOPs on this layout, bubble and recomputation included
-  long double communication_s = 0; // traffic not hidden behind compute
+  long double bubble = 0;           // idle time over the whole step: (pp − 1) / (m·v + pp − 1)
+  long double compute_s = 0;        // the step's FLOPs on this layout, bubble and recomputation included
+  long double communication_s = 0;  // traffic not hidden behind compute
   long double step_s() const { return compute_s + communication_s; }
 };
 
@@ -70,6 +70,14 @@ Config with_layout(Config config, const MemoryLayout& layout);
 
 // The report of one layout (per-stage memory table, traffic, bubble, time), and the search's table.
 std::string format_plan(const Config& config, const models::TransformerSpec& spec, const LayoutCost& cost);
-std::string format_search(const std::vector<LayoutCost>& fits, std::size_t top, int ranks, long double memory_bytes);
+// The search's table, each layout followed by the --set flags that train it from `config`. With no
+// layout that fits, `smallest` (the valid layout of the least memory, when there is one) says how much
+// memory would do.
+std::string format_search(const Config& config, const std::vector<LayoutCost>& fits, std::size_t top, int ranks,
+                          long double memory_bytes, const LayoutCost* smallest = nullptr);
+
+// The --set flags that give `config` the layout `layout` (its dist.* keys, activation checkpointing and
+// the global batch the layout was costed with), for `trident train` or `trident plan`.
+std::string layout_flags(const Config& config, const MemoryLayout& layout);
 
 }  // namespace trident::train
