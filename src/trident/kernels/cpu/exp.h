@@ -48,12 +48,13 @@ inline float exp_f32(float x) noexcept {
   float p = kP[0];
   for (int i = 1; i < 6; ++i) p = p * r + kP[i];
   p = p * r * r + r + 1.0f;
-  // 2^min(n, 127) from t's low mantissa bits; n = 128 (x within 0.7 of the
-  // overflow threshold) multiplies by 2 once more.
-  const bool top = n > 127.0f;
+  // 2^min(n, 127) from t's low mantissa bits; n = 128 (x within 0.7 of the overflow threshold) multiplies
+  // by 2 once more. In float arithmetic, not a branch, so that loops over it stay vectorised (a ternary on
+  // the integer made GCC 12 give up: 4 ns instead of 0.8 ns per value).
+  const float top = n > 127.0f ? 1.0f : 0.0f;
   const std::uint32_t e =
-      std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound) + 127u - (top ? 1u : 0u);
-  const float y = p * std::bit_cast<float>(e << 23) * (top ? 2.0f : 1.0f);
+      std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound) + 127u - static_cast<std::uint32_t>(top);
+  const float y = p * std::bit_cast<float>(e << 23) * (1.0f + top);
   return x < kLo ? 0.0f : (x > kHi ? std::numeric_limits<float>::infinity() : y);
 }
 
