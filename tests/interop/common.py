@@ -206,6 +206,9 @@ def first_difference(a, b):
 
 
 def work_dir(name):
+    """An empty scratch directory for one test run (what an earlier run left there is removed first: trident
+    preprocess refuses to overwrite a dataset)."""
     d = os.path.join(os.environ.get("TRIDENT_TEST_TMP", "/tmp"), name)
-    os.makedirs(d, exist_ok=True)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
     return d
