@@ -6,6 +6,7 @@
 // then a decoder tied to the word embeddings with a bias of its own. An
 // optional pooler (tanh of a dense layer on the first token) as BertModel's.
 #include "trident/autograd/autograd.h"
+#include "trident/models/families/gpt_like.h"
 #include "trident/models/family.h"
 #include "trident/models/hf_config.h"
 #include "trident/nn/transformer.h"
@@ -94,18 +95,12 @@ class Pooler : public nn::Layer {
 };
 
 TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t D) {
-  TransformerSpec s;
-  s.family = "bert";
-  s.n_layer = L;
-  s.n_head = s.n_kv_head = H;
-  s.d_model = D;
-  s.d_ff = 4 * D;
+  TransformerSpec s = gpt_like_spec("bert", L, H, D);
   s.vocab_size = 30522;  // bert-base-uncased's WordPiece vocabulary
   s.max_seq_len = 512;
   s.type_vocab_size = 2;
   s.norm_eps = 1e-12;
   s.qkv_bias = true;
-  s.tie_embeddings = true;
   return s;
 }
 

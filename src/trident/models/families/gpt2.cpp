@@ -3,6 +3,7 @@
 // GELU (tanh) MLP with biases, tied embeddings by default.
 #include <cmath>
 
+#include "trident/models/families/gpt_like.h"
 #include "trident/models/family.h"
 #include "trident/models/hf_config.h"
 #include "trident/nn/transformer.h"
@@ -52,16 +53,10 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
 }
 
 TransformerSpec sized(std::int64_t L, std::int64_t H, std::int64_t D) {
-  TransformerSpec s;
-  s.family = "gpt2";
-  s.n_layer = L;
-  s.n_head = s.n_kv_head = H;
-  s.d_model = D;
-  s.d_ff = 4 * D;
+  TransformerSpec s = gpt_like_spec("gpt2", L, H, D);
   s.vocab_size = 50257;
   s.max_seq_len = 1024;
   s.norm_eps = 1e-5;
-  s.tie_embeddings = true;
   return s;
 }
 
