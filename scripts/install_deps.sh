@@ -14,8 +14,10 @@ packages=(
   libopenmpi-dev openmpi-bin
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libxxhash-dev libzstd-dev
-  # libzip: PyTorch's zip checkpoints (pytorch_model.bin; checkpoint/torch_file.h).
-  libzip-dev
+  # libzip: PyTorch's zip checkpoints (pytorch_model.bin; checkpoint/torch_file.h). Its libzip.pc
+  # names -lbz2 -lssl -lcrypto in Libs.private, which `pkg-config --static trident` (the static
+  # libtrident's consumers) passes to the linker, but libzip-dev does not pull in their -dev packages.
+  libzip-dev libbz2-dev libssl-dev
   # libicu-dev: Unicode normalization (the NFC normalizer of Qwen2's tokenizer.json).
   libicu-dev
   # TensorBoard event files (log.tensorboard): protobuf for the Event messages, compiled at build
