@@ -379,8 +379,13 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
   ASSERT_EQ(s.losses.size(), 2u);
   checkpoint::CheckpointReader r(s.last_checkpoint);
   EXPECT_EQ(r.global_shape("model/transformer.h.1.attn.c_attn.weight"), (Shape{32, 96}));
-  auto clash = options("from-hf-clash", {"model.from_pretrained=" + hf});
-  EXPECT_THROW(train(clash), Error);  // n_layer etc. set as well
+  // tiny_run()'s sizes are config.json's; another n_layer is refused with both values.
+  const std::string clash =
+      testing::error_message([&] { train(options("from-hf-clash", {"model.from_pretrained=" + hf, "model.n_layer=3"})); });
+  EXPECT_NE(clash.find("model.n_layer = 3: model.from_pretrained='" + hf + "' fixes the model, and its config.json gives "
+                       + std::to_string(spec.n_layer)),
+            std::string::npos)
+      << clash;
   // A key that changes the model's numerics would be ignored (config.json decides): refused by name.
   for (const std::string key : {"model.rope_theta=123", "model.tie_embeddings=false", "model.norm_eps=0.001",
                                 "model.arch=llama"}) {
@@ -389,6 +394,53 @@ TEST_F(Trainer, StartsFromHuggingFaceWeights) {
     EXPECT_NE(message.find(key.substr(0, key.find('='))), std::string::npos) << message;
     EXPECT_NE(message.find("fixes the model"), std::string::npos) << message;
   }
+}
+
+// A model.from_pretrained run takes every value its config.json gives, dropout included (transformers' own
+// from_pretrained does), unless a key overrides it; its config.toml records the model trained and each value's
+// source, and the checkpoint's config.json keeps the dropout.
+TEST_F(Trainer, FromPretrainedTakesTheConfigWholeAndRecordsEachSource) {
+  models::TransformerSpec spec = models::preset("gpt2-tiny");
+  spec.vocab_size = 320;
+  spec.max_seq_len = 32;
+  spec.d_model = 32;
+  spec.n_layer = 2;
+  spec.dropout = 0.1;
+  spec.init_std = 0.03;
+  models::TransformerLM pretrained(spec);
+  pretrained.initialize(79);
+  const std::string hf = (dir_ / "hf-dropout").string();
+  models::save_hf(pretrained, hf);
+  const auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    auto o = options(name, {"train.steps=1", "train.micro_batch_size=4", "model.from_pretrained=" + hf});
+    std::erase_if(o.overrides, [](const std::string& s) {
+      return s.starts_with("model.n_layer") || s.starts_with("model.n_head") || s.starts_with("model.d_model") ||
+             s.starts_with("model.max_seq_len") || s.starts_with("model.arch");
+    });
+    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
+    const TrainSummary summary = train(o);
+    std::ifstream in(fs::path(o.run_dir) / "config.toml");
+    const std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return std::pair{summary, toml};
+  };
+  const std::string source = hf + "/config.json";
+  const auto [taken, toml] = run("from-hf-whole", {});
+  EXPECT_NE(toml.find("arch = 'gpt2'  # from " + source), std::string::npos) << toml;
+  EXPECT_NE(toml.find("n_layer = 2  # from " + source), std::string::npos) << toml;
+  EXPECT_NE(toml.find("dropout = 0.1  # from " + source), std::string::npos) << toml;
+  EXPECT_NE(toml.find("init_std = 0.03  # from " + source), std::string::npos) << toml;
+  EXPECT_EQ(models::read_hf_config((fs::path(taken.last_checkpoint) / "config.json").string()).dropout, 0.1);
+  // A given training option wins, and the record says over what.
+  const auto [given, given_toml] = run("from-hf-given", {"model.dropout=0.0"});
+  EXPECT_NE(given_toml.find("dropout = 0.0  # given over " + source + ", which says 0.1"), std::string::npos)
+      << given_toml;
+  EXPECT_EQ(models::read_hf_config((fs::path(given.last_checkpoint) / "config.json").string()).dropout, 0.0);
+  // The recorded config.toml is a configuration of the same run: a resume from it alone continues.
+  auto resumed = options("from-hf-whole", {});
+  resumed.overrides = {"train.steps=2"};
+  resumed.config_path = (fs::path(resumed.run_dir) / "config.toml").string();
+  resumed.resume = true;
+  EXPECT_EQ(train(resumed).losses.size(), 1u);
 }
 
 // A Llama 3.1-style model (RoPE scaling llama3) fine-tunes with its scaling, and its checkpoints keep it,

@@ -1,5 +1,6 @@
 #include "trident/train/run.h"
 
+#include <fmt/ranges.h>
 #include <xxhash.h>
 
 #include <cstdlib>
@@ -197,6 +198,8 @@ void open_model_and_data(Run& run) {
   const int dp = run.par.dp_size;
   data::Tokenizer tokenizer = data::Tokenizer::load(config.data.tokenizer);
   run.spec = with_token_ids(model_spec(config.model, tokenizer.vocab_size(), T), tokenizer);
+  // config.toml and the checkpoints' copies record the model trained, and where each value came from.
+  if (!config.model.from_pretrained.empty()) run.config.model = recorded_pretrained(config.model, run.spec);
   const models::TransformerSpec& spec = run.spec;
   TRIDENT_CHECK(T <= spec.max_seq_len, "train.seq_len={} exceeds the model's max_seq_len={}", T, spec.max_seq_len);
   TRIDENT_CHECK(tokenizer.vocab_size() <= spec.vocab_size,
@@ -268,7 +271,13 @@ void build_model(Run& run) {
     chunk->set_activation_checkpointing(config.train.activation_checkpointing);
   }
   if (!config.model.from_pretrained.empty()) {
-    run.log->message(fmt::format("loaded pretrained weights from {}", config.model.from_pretrained));
+    std::vector<std::string> over;
+    for (const auto& [key, origin] : config.model.origin)
+      if (origin.starts_with("given")) over.push_back(fmt::format("model.{} = {}", key, key_value(config, "model." + key)));
+    run.log->message(fmt::format("loaded pretrained weights from {}; the model is its config.json's{} (config.toml "
+                                 "records each value and its source)",
+                                 config.model.from_pretrained,
+                                 over.empty() ? "" : fmt::format(", except {}", fmt::join(over, ", "))));
   }
 }
 

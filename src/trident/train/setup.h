@@ -20,6 +20,9 @@ DType compute_dtype(const std::string& precision);
 std::int64_t accumulation_steps(const Config& c, int dp);
 // The model's sizes: preset, explicit keys, tokenizer vocabulary, sequence length.
 models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len);
+// A model.from_pretrained configuration `m` with the values of the spec it resolved to (`resolved`) in its keys
+// and each key's source in `origin`: the run's config.toml records the model it trained, not unset keys.
+ModelConfig recorded_pretrained(const ModelConfig& m, const models::TransformerSpec& resolved);
 // `s` with the tokenizer's end-of-document id as eos_token_id and its post-processor's single leading
 // token (a BOS), else for GPT-2 the end-of-document id, as bos_token_id; ids a pretrained config.json
 // gave are kept.

@@ -34,25 +34,48 @@ std::int64_t accumulation_steps(const Config& c, int dp) {
   return global / per_step;
 }
 
+namespace {
+
+// The value config.json gives option `o` (nullopt for a row without a key), as the key would hold it.
+std::optional<OptionValue> pretrained_value(const ModelOption& o, const models::TransformerSpec& pretrained) {
+  if (!o.record) return std::nullopt;
+  ModelConfig held;
+  o.record(pretrained, held);
+  return o.get(held);
+}
+
+std::string pretrained_config_path(const ModelConfig& m) {
+  return (fs::path(m.from_pretrained) / "config.json").string();
+}
+
+}  // namespace
+
 models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_vocab, std::int64_t seq_len) {
   models::TransformerSpec s;
   if (!m.from_pretrained.empty()) {
-    // The architecture, sizes and numerics are the pretrained model's config.json's: a model.* key that would
-    // be ignored is refused by name. What training may set, the options' table marks: dropout, the vocabulary
-    // padding, the initial std of parameters the files lack, and the mixture-of-experts loss terms and capacity.
-    Config given, defaults;
-    given.model = m;
+    // The pretrained model's config.json decides every value it holds, dropouts included, as in transformers'
+    // from_pretrained. What training may change (the options' table marks it: dropout, the vocabulary padding,
+    // the initial std of parameters the files lack, the mixture-of-experts loss terms and capacity) a given key
+    // overrides; any other key must be unset or say what config.json says (a recorded config.toml does).
+    s = models::read_hf_config(pretrained_config_path(m));
+    const ModelConfig defaults;
     for (const ModelOption& o : model_options()) {
-      if (o.unset == Unset::no_key || o.pretrained_may_set) continue;
-      const std::string key = "model." + o.name;
-      const std::string value = key_value(given, key);
-      TRIDENT_CHECK(value == key_value(defaults, key),
-                    "{} = {}: model.from_pretrained='{}' fixes the model (its config.json decides {}); leave it unset",
-                    key, value, m.from_pretrained, o.name);
+      if (o.unset == Unset::no_key || o.name == "from_pretrained") continue;
+      const bool given = m.given.contains(o.name);
+      if (o.pretrained_may_set) {
+        if (given) o.apply(m, s);
+        continue;
+      }
+      // Unset is the default. A given default is unset too where config.json has no value for the key
+      // (model.preset = '') or where it means "the preset's" (a size of 0), but model.arch = 'gpt2' is not.
+      const std::optional<OptionValue> value = o.get(m), theirs = pretrained_value(o, s);
+      const bool unset = value == o.get(defaults) && (!given || !theirs || o.unset == Unset::keeps);
+      if (!value || unset || value == theirs) continue;
+      TRIDENT_FAIL("model.{} = {}: model.from_pretrained='{}' fixes the model, and its config.json {}; leave model.{} "
+                   "unset",
+                   o.name, to_string(*value), m.from_pretrained,
+                   theirs ? fmt::format("gives {}", to_string(*theirs)) : std::string("decides it"), o.name);
     }
-    s = models::read_hf_config((fs::path(m.from_pretrained) / "config.json").string());
-    for (const ModelOption& o : model_options())
-      if (o.pretrained_may_set) o.apply(m, s);
     s.validate();
     return s;
   }
@@ -75,6 +98,20 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
   s.validate();
   return s;
 }
+ModelConfig recorded_pretrained(const ModelConfig& m, const models::TransformerSpec& resolved) {
+  ModelConfig out = m;
+  const std::string source = pretrained_config_path(m);
+  const models::TransformerSpec theirs = models::read_hf_config(source);
+  for (const ModelOption& o : model_options()) {
+    if (!o.record) continue;
+    o.record(resolved, out);
+    const std::optional<OptionValue> mine = o.get(out), its = pretrained_value(o, theirs);
+    out.origin[o.name] = mine == its ? "from " + source
+                                     : fmt::format("given over {}, which says {}", source, its ? to_string(*its) : "");
+  }
+  return out;
+}
+
 models::TransformerSpec with_token_ids(models::TransformerSpec s, const data::Tokenizer& tokenizer) {
   const std::optional<std::int32_t> eod = tokenizer.eod_id();
   if (s.eos_token_ids.empty() && eod) s.eos_token_ids = {*eod};

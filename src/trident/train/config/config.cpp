@@ -589,8 +589,10 @@ std::string to_toml(const Config& config) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", section);
     }
     const std::string value = f.get(config);
+    const auto origin = f.section == "model" ? config.model.origin.find(f.name) : config.model.origin.end();
+    const std::string source = origin != config.model.origin.end() ? "  # " + origin->second : "";
     out += value.empty() && f.type != "string" ? fmt::format("# {} unset: the default\n", f.name)
-                                               : fmt::format("{} = {}\n", f.name, value);
+                                               : fmt::format("{} = {}{}\n", f.name, value, source);
   }
   return out;
 }

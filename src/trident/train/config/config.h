@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,7 +26,9 @@ struct ModelConfig : models::TransformerSpec {
   std::string arch = "gpt2";   // models::kDefaultFamily; a registered family (models/families/registry.cpp)
   std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes)
   std::string from_pretrained; // Hugging Face directory to load weights from
-  std::set<std::string> given; // the options whose key may be absent (tie_embeddings, ...) that were given
+  std::set<std::string> given;  // the model keys a file or a --set gave ("dropout")
+  // A model.from_pretrained run's resolved keys: where each value came from, for config.toml ("config.json").
+  std::map<std::string, std::string> origin;
 };
 
 struct DataConfig {

@@ -28,7 +28,7 @@ constexpr bool kMatched = true, kFree = false;
 // A row's description; the functions are the caller's to set.
 ModelOption row(const char* name, Unset unset, Domain domain, const char* meaning, bool pretrained, bool resume,
                 OptionValue initial) {
-  return ModelOption{name, unset, domain, meaning, pretrained, resume, std::move(initial), {}, {}, {}, {}};
+  return ModelOption{name, unset, domain, meaning, pretrained, resume, std::move(initial), {}, {}, {}, {}, {}};
 }
 
 // An option held in the TransformerSpec field `at` gives.
@@ -43,9 +43,13 @@ ModelOption option(const char* name, At at, Unset unset, Domain domain, const ch
     if (unset == Unset::absent && !m.given.contains(key)) return std::nullopt;
     return OptionValue{std::in_place_type<T>, at(m)};
   };
-  o.set = [at, unset, key = o.name](ModelConfig& m, const OptionValue& value) {
+  o.set = [at, key = o.name](ModelConfig& m, const OptionValue& value) {
     at(m) = std::get<T>(value);
-    if (unset == Unset::absent) m.given.insert(key);
+    m.given.insert(key);
+  };
+  o.record = [at, key = o.name](const TransformerSpec& s, ModelConfig& m) {
+    at(m) = at(s);
+    m.given.insert(key);
   };
   o.apply = [at, unset, key = o.name](const ModelConfig& m, TransformerSpec& s) {
     switch (unset) {
@@ -81,8 +85,20 @@ ModelOption compared_as(ModelOption o, std::function<OptionValue(const Transform
 ModelOption choice(const char* name, std::string ModelConfig::*member, bool pretrained) {
   ModelOption o = row(name, Unset::chooses, kAny, "", pretrained, kFree, OptionValue{ModelConfig{}.*member});
   o.get = [member](const ModelConfig& m) -> std::optional<OptionValue> { return OptionValue{m.*member}; };
-  o.set = [member](ModelConfig& m, const OptionValue& value) { m.*member = std::get<std::string>(value); };
+  o.set = [member, key = o.name](ModelConfig& m, const OptionValue& value) {
+    m.*member = std::get<std::string>(value);
+    m.given.insert(key);
+  };
   o.apply = [](const ModelConfig&, TransformerSpec&) {};
+  return o;
+}
+
+// model.arch, which holds the spec's family.
+ModelOption recorded_as_family(ModelOption o) {
+  o.record = [](const TransformerSpec& s, ModelConfig& m) {
+    m.arch = s.family;
+    m.given.insert("arch");
+  };
   return o;
 }
 
@@ -104,8 +120,8 @@ std::vector<ModelOption> make_options() {
   using U = Unset;
   return {
       // model.arch left at its default follows model.preset (detail::model_spec); a resume compares the family.
-      compared_as(choice("arch", &ModelConfig::arch, kFixed),
-                  [](const TransformerSpec& s) { return OptionValue{s.family}; }),
+      recorded_as_family(compared_as(choice("arch", &ModelConfig::arch, kFixed),
+                                     [](const TransformerSpec& s) { return OptionValue{s.family}; })),
       choice("preset", &ModelConfig::preset, kFixed),
       option("n_layer", FIELD(n_layer), U::keeps, kNonNegative, preset_or_default, kFixed, kMatched),
       option("n_head", FIELD(n_head), U::keeps, kNonNegative, preset_or_default, kFixed, kMatched),

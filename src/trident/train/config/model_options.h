@@ -48,6 +48,9 @@ struct ModelOption {
   std::function<void(const ModelConfig&, models::TransformerSpec&)> apply;
   // What a resume compares (set when resume_must_match).
   std::function<OptionValue(const models::TransformerSpec&)> compared;
+  // Puts a resolved spec's value into the key, as given (null for preset, from_pretrained and no_key rows):
+  // a model.from_pretrained run records its config.json's values in its config.toml.
+  std::function<void(const models::TransformerSpec&, ModelConfig&)> record;
 };
 
 // Every option, in the order of the keys in `--help-config` and config.toml (no_key rows last).
