@@ -183,6 +183,48 @@ TEST_F(PretrainedTest, LegacyLayerNormNamesLoad) {
   expect_same(*from_pretrained(path("bin")), bert);
 }
 
+// The tensors a file holds that the model does not read are named, as transformers names them; the buffers
+// transformers skips silently, a tied head stored beside its embedding, TensorFlow-era norm names and both of
+// BERT's decoder biases are not.
+TEST_F(PretrainedTest, UnusedTensorsAreNamedButNotBuffersTiedHeadsOrAlternativeNames) {
+  TransformerLM bert(preset("bert-tiny"));
+  bert.initialize(3);
+  ASSERT_FALSE(bert.spec().pooler);
+  save_hf(bert, path("bert"));
+  EXPECT_EQ(unused_hf_tensors(bert.spec(), path("bert")), std::vector<std::string>{});
+  const auto st = checkpoint::SafetensorsFile::open(path("bert/model.safetensors"));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (std::string name : st.names()) {
+    if (name.ends_with("LayerNorm.weight")) name = name.substr(0, name.size() - 6) + "gamma";
+    tensors.emplace_back(name, st.tensor(name.ends_with("gamma") ? name.substr(0, name.size() - 5) + "weight" : name));
+  }
+  const Tensor square = Tensor::zeros(Shape{bert.spec().d_model, bert.spec().d_model}, DType::f32);
+  tensors.emplace_back("bert.embeddings.position_ids", Tensor::zeros(Shape{1, 8}, DType::f32));
+  tensors.emplace_back("bert.pooler.dense.weight", square);  // a BertModel's pooler, which BertForMaskedLM lacks
+  tensors.emplace_back("classifier.weight", square);
+  fs::create_directories(path("bert-bin"));
+  fs::copy_file(path("bert/config.json"), path("bert-bin/config.json"));
+  testing::write_state_dict(path("bert-bin/pytorch_model.bin"), tensors);
+  EXPECT_EQ(unused_hf_tensors(bert.spec(), path("bert-bin")),
+            (std::vector<std::string>{"bert.pooler.dense.weight", "classifier.weight"}));
+
+  TransformerLM gpt(preset("gpt2-tiny"));
+  gpt.initialize(4);
+  ASSERT_TRUE(gpt.spec().tie_embeddings);
+  save_hf(gpt, path("gpt"));
+  const auto gst = checkpoint::SafetensorsFile::open(path("gpt/model.safetensors"));
+  std::vector<std::pair<std::string, Tensor>> gpt_tensors;
+  for (const std::string& name : gst.names()) gpt_tensors.emplace_back(name, gst.tensor(name));
+  gpt_tensors.emplace_back("lm_head.weight", gst.tensor("transformer.wte.weight"));  // torch.save keeps the tie
+  gpt_tensors.emplace_back("transformer.h.0.attn.bias", Tensor::zeros(Shape{1, 1, 8, 8}, DType::f32));
+  gpt_tensors.emplace_back("transformer.h.0.attn.masked_bias", Tensor::zeros(Shape{1}, DType::f32));
+  fs::create_directories(path("gpt-bin"));
+  fs::copy_file(path("gpt/config.json"), path("gpt-bin/config.json"));
+  testing::write_state_dict(path("gpt-bin/pytorch_model.bin"), gpt_tensors);
+  EXPECT_EQ(unused_hf_tensors(gpt.spec(), path("gpt-bin")), std::vector<std::string>{});
+  expect_same(*from_pretrained(path("gpt-bin")), gpt);
+}
+
 TEST_F(PretrainedTest, ErrorsNameTheDirectoryAndTheTensor) {
   const auto world = dist::self_communicator();
   try {

@@ -34,7 +34,7 @@ TEST(ModelOptions, FromPretrainedMaySetTheTrainingOptionsOnly) {
   std::set<std::string> settable;
   for (const ModelOption& o : model_options())
     if (o.pretrained_may_set) settable.insert(o.name);
-  EXPECT_EQ(settable, (std::set<std::string>{"from_pretrained", "dropout", "make_vocab_size_divisible_by", "init_std",
+  EXPECT_EQ(settable, (std::set<std::string>{"from_pretrained", "from_pretrained_strict", "dropout", "make_vocab_size_divisible_by", "init_std",
                                              "moe_aux_loss_coef", "moe_z_loss_coef", "moe_capacity_factor"}));
 }
 

@@ -134,6 +134,11 @@ struct Family {
   // Whether a Hugging Face directory may lack the canonical parameter `name` (BERT's MLM head in a
   // BertModel directory): it then keeps its initial values. Default: none may be missing.
   std::function<bool(const std::string& name)> optional_in_hf;
+  // Whether a transformers file's tensor `hf_name` is a buffer that no parameter reads, which transformers
+  // loads without a word (GPT-2's causal masks attn.bias and attn.masked_bias, BERT's embeddings.position_ids,
+  // a rotary embedding's inv_freq). Any other tensor the model does not use is named in a warning
+  // (unused_hf_tensors). Default: those four.
+  std::function<bool(const std::string& hf_name)> hf_buffer;
 
   // Pipeline stages: default partition_layers (embeddings on the first stage, head on the last).
   std::function<std::vector<StageRange>(std::int64_t n_layer, int stages, const std::vector<std::int64_t>& counts)>

@@ -238,6 +238,27 @@ void save_hf(const TransformerLM& model, const std::string& dir, DType dtype, st
       max_shard_bytes);
 }
 
+// The names under which a transformers file may hold `fam`'s canonical parameter `name`, in the order they
+// are looked for: the family's Hugging Face names (GPT-2 files saved from GPT2Model name them without
+// GPT2LMHeadModel's "transformer." prefix), each followed by its TensorFlow-era form where it has one (like
+// transformers, for any model, a norm's LayerNorm.weight and .bias may be stored as LayerNorm.gamma and
+// .beta, as in BERT's pytorch_model.bin on the Hub).
+namespace {
+
+std::vector<std::string> stored_names(const Family& fam, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& n : fam.hf_names(name)) {
+    out.push_back(n);
+    for (auto [now, then] : {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}}) {
+      const std::string_view suffix = now;
+      if (n.ends_with(suffix)) out.push_back(n.substr(0, n.size() - suffix.size()) + then);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void load_hf_weights(TransformerLM& model, const std::string& dir) {
   const HfWeights weights = find_hf_weights(dir);
   const std::map<std::string, std::string>& file_of = weights.file_of;
@@ -247,24 +268,11 @@ void load_hf_weights(TransformerLM& model, const std::string& dir) {
     if (!slot) slot = std::make_shared<WeightFile>(open_weight_file(path, weights.pickled));
     return *slot;
   };
-  // The first of the family's Hugging Face names for the tensor that the files hold (GPT-2 files
-  // saved from GPT2Model name them without GPT2LMHeadModel's "transformer." prefix). Like transformers,
-  // for any model, a norm's LayerNorm.weight and .bias may be stored as LayerNorm.gamma and .beta (the
-  // names of models converted from TensorFlow, such as BERT's pytorch_model.bin on the Hub).
   const Family& fam = model.family();
   auto stored_name = [&](const std::string& name) {
-    const std::vector<std::string> names = fam.hf_names(name);
-    for (const std::string& n : names) {
+    for (const std::string& n : stored_names(fam, name))
       if (file_of.count(n)) return n;
-      for (auto [now, then] :
-           {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}}) {
-        const std::string_view suffix = now;
-        if (!n.ends_with(suffix)) continue;
-        const std::string legacy = n.substr(0, n.size() - suffix.size()) + then;
-        if (file_of.count(legacy)) return legacy;
-      }
-    }
-    return names.front();
+    return fam.hf_names(name).front();
   };
   MemoryCategoryScope scope(MemoryCategory::parameters);
   for (nn::Parameter* p : model.parameters()) {
@@ -294,6 +302,23 @@ void load_hf_weights(TransformerLM& model, const std::string& dir) {
     }
     p->var.set_data(local);
   }
+}
+
+std::vector<std::string> unused_hf_tensors(const TransformerSpec& spec, const std::string& dir) {
+  const HfWeights weights = find_hf_weights(dir);
+  const TransformerLM whole(spec);  // its parameters' names and shapes only: nothing is allocated until initialize
+  const Family& fam = whole.family();
+  std::set<std::string> used;
+  const auto use = [&](const std::string& name) {
+    for (const std::vector<std::string>& names : {stored_names(fam, name), fam.hf_export_names(name)})
+      used.insert(names.begin(), names.end());
+  };
+  for (const nn::Parameter* p : whole.parameters()) use(p->name);
+  if (spec.tie_embeddings) use(fam.names.lm_head + ".weight");  // transformers ties it over the embedding's
+  std::vector<std::string> unused;
+  for (const auto& [name, file] : weights.file_of)
+    if (!used.contains(name) && !fam.hf_buffer(name)) unused.push_back(name);
+  return unused;
 }
 
 }  // namespace trident::models

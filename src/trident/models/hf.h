@@ -50,4 +50,9 @@ void save_hf(const TransformerLM& model, const std::string& dir, DType dtype = D
 // Missing tensors and shape mismatches are errors naming the tensor and both shapes.
 void load_hf_weights(TransformerLM& model, const std::string& dir);
 
+// The tensors of DIR's weights that no parameter of the whole model `spec` reads, nor the tied head, in name
+// order: transformers warns about them ("Some weights of the model checkpoint were not used"), and so does
+// a run (model.from_pretrained_strict refuses them). Family::hf_buffer's buffers are not counted.
+std::vector<std::string> unused_hf_tensors(const TransformerSpec& spec, const std::string& dir);
+
 }  // namespace trident::models

@@ -270,6 +270,17 @@ void build_model(Run& run) {
     chunk->to(run.device);
     chunk->set_activation_checkpointing(config.train.activation_checkpointing);
   }
+  if (!config.model.from_pretrained.empty() && !models::is_sharded_save(config.model.from_pretrained)) {
+    // Every rank finds the same names in the same files: a refusal stops all alike.
+    const std::vector<std::string> unused = models::unused_hf_tensors(run.spec, config.model.from_pretrained);
+    const std::string names = fmt::format("{} tensor(s) of '{}' that the {} model does not use: {}", unused.size(),
+                                          config.model.from_pretrained, models::family(run.spec.family).display_name,
+                                          fmt::join(unused, ", "));
+    TRIDENT_CHECK(unused.empty() || !config.model.from_pretrained_strict,
+                  "model.from_pretrained_strict = true refuses {} (set it to false to skip them with a warning)", names);
+    if (!unused.empty()) run.log->message(fmt::format("warning: skipped {} (transformers skips them too; "
+                                                      "model.from_pretrained_strict = true refuses them)", names));
+  }
   if (!config.model.from_pretrained.empty()) {
     std::vector<std::string> over;
     for (const auto& [key, origin] : config.model.origin)

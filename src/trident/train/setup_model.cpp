@@ -60,7 +60,7 @@ models::TransformerSpec model_spec(const ModelConfig& m, std::int64_t tokenizer_
     s = models::read_hf_config(pretrained_config_path(m));
     const ModelConfig defaults;
     for (const ModelOption& o : model_options()) {
-      if (o.unset == Unset::no_key || o.name == "from_pretrained") continue;
+      if (o.unset == Unset::no_key || o.name.starts_with("from_pretrained")) continue;
       const bool given = m.given.contains(o.name);
       if (o.pretrained_may_set) {
         if (given) o.apply(m, s);

@@ -29,6 +29,14 @@ std::vector<Family> make_families() {
       };
     }
     if (!f.optional_in_hf) f.optional_in_hf = [](const std::string&) { return false; };
+    if (!f.hf_buffer) {
+      f.hf_buffer = [](const std::string& name) {
+        for (const std::string_view suffix : {".attn.bias", ".attn.masked_bias", "embeddings.position_ids",
+                                              "rotary_emb.inv_freq"})
+          if (name.ends_with(suffix)) return true;
+        return false;
+      };
+    }
   }
   return all;
 }

@@ -26,6 +26,7 @@ struct ModelConfig : models::TransformerSpec {
   std::string arch = "gpt2";   // models::kDefaultFamily; a registered family (models/families/registry.cpp)
   std::string preset;          // gpt2, gpt2-medium, llama-tiny, ... (fills the sizes)
   std::string from_pretrained; // Hugging Face directory to load weights from
+  bool from_pretrained_strict = false;  // refuse its tensors that the model does not use (else a warning names them)
   std::set<std::string> given;  // the model keys a file or a --set gave ("dropout")
   // A model.from_pretrained run's resolved keys: where each value came from, for config.toml ("config.json").
   std::map<std::string, std::string> origin;

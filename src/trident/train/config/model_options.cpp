@@ -81,12 +81,14 @@ ModelOption compared_as(ModelOption o, std::function<OptionValue(const Transform
   return o;
 }
 
-// A key that chooses the spec the options apply to, held in the configuration's own `member`.
-ModelOption choice(const char* name, std::string ModelConfig::*member, bool pretrained) {
+// A key that chooses the spec the options apply to, or how it is loaded, held in the configuration's own
+// `member`.
+template <typename T>
+ModelOption choice(const char* name, T ModelConfig::*member, bool pretrained) {
   ModelOption o = row(name, Unset::chooses, kAny, "", pretrained, kFree, OptionValue{ModelConfig{}.*member});
   o.get = [member](const ModelConfig& m) -> std::optional<OptionValue> { return OptionValue{m.*member}; };
   o.set = [member, key = o.name](ModelConfig& m, const OptionValue& value) {
-    m.*member = std::get<std::string>(value);
+    m.*member = std::get<T>(value);
     m.given.insert(key);
   };
   o.apply = [](const ModelConfig&, TransformerSpec&) {};
@@ -140,6 +142,8 @@ std::vector<ModelOption> make_options() {
       option("rope_theta", FIELD(rope.theta), U::is_value, kPositiveFinite, "", kFixed, kMatched),
       option("tie_embeddings", FIELD(tie_embeddings), U::absent, kAny, "", kFixed, kMatched),
       choice("from_pretrained", &ModelConfig::from_pretrained, kSettable),
+      // true: tensors of from_pretrained's files that the model does not use are refused, not named in a warning.
+      choice("from_pretrained_strict", &ModelConfig::from_pretrained_strict, kSettable),
       option("sliding_window", FIELD(sliding_window), U::keeps, kNonNegative, " (0 = the preset's or none)", kFixed,
              kMatched),
       option("type_vocab_size", FIELD(type_vocab_size), U::keeps, kNonNegative, preset_or_family, kFixed, kMatched),
