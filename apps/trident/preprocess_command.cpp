@@ -108,6 +108,7 @@ void add_preprocess_command(CLI::App& app) {
     o.skip_bad_lines = args->skip_bad;
     o.add_special_tokens = !args->no_special;
     o.encoder = args->encoder;
+    o.tokenizer_source = args->tokenizer;
     o.workers = args->workers;
     o.overwrite = args->overwrite;
     o.stop = &stop_requested;

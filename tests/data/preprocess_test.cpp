@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "test_util.h"
+#include "trident/data/dataset/dataset_card.h"
 #include "trident/data/dataset/indexed_dataset.h"
 #include "trident/data/dataset/parquet_reader.h"
 
@@ -137,6 +138,44 @@ TEST(Preprocess, TextLinesWithEodInOrderForAnyWorkerCount) {
     ++k;
   }
   EXPECT_EQ(k, ds->size());
+}
+
+// The dataset's card records the framing, the tokenizer and the counts; the fingerprint tells tokenizers of one
+// size apart and is the same for the same vocabulary read from another file.
+TEST(Preprocess, TheCardRecordsTheFramingAndTheTokenizer) {
+  TempDir dir("trident-pre-card");
+  const Tokenizer tok = small_tokenizer();
+  write(dir / "in.txt", "the earth was\nwithout form\n");
+  PreprocessOptions o;
+  o.inputs = {dir / "in.txt"};
+  o.output_prefix = dir / "out";
+  o.append_eod = true;
+  o.tokenizer_source = "tok.json";
+  const auto s = preprocess(tok, o);
+  const std::optional<DatasetCard> card = read_dataset_card(o.output_prefix);
+  ASSERT_TRUE(card.has_value());
+  EXPECT_FALSE(card->encoder);
+  EXPECT_TRUE(card->append_eod);
+  EXPECT_EQ(card->tokenizer, "tok.json");
+  EXPECT_EQ(card->vocab_size, tok.vocab_size());
+  EXPECT_EQ(card->documents, s.documents);
+  EXPECT_EQ(card->tokens, s.tokens);
+  EXPECT_EQ(card->tokenizer_fingerprint, tokenizer_fingerprint(tok));
+  EXPECT_THAT(card->tokenizer_fingerprint, ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_EQ(tokenizer_fingerprint(small_tokenizer()), card->tokenizer_fingerprint);
+  // Tokenizers of the same size but other tokens: other fingerprints.
+  std::string genesis, chaucer;
+  for (int i = 0; i < 40; ++i) {
+    genesis += "In the beginning God created the heaven and the earth " + std::to_string(i) + ". ";
+    chaucer += "Whan that Aprille with his shoures soote, the droghte of March " + std::to_string(i) + ". ";
+  }
+  const Tokenizer one = testing::small_bpe(genesis), other = testing::small_bpe(chaucer);
+  ASSERT_EQ(one.vocab_size(), other.vocab_size());
+  EXPECT_NE(tokenizer_fingerprint(one), tokenizer_fingerprint(other));
+  EXPECT_FALSE(read_dataset_card(dir / "absent").has_value());
+  write(dataset_card_path(dir / "bad"), "{\"format\": \"trident-dataset-card-1\", \"framing\": 3}");
+  EXPECT_THAT(error_of([&] { read_dataset_card(dir / "bad"); }),
+              HasSubstr("bad.card.json': key 'framing' is 3 (expected a string)"));
 }
 
 TEST(Preprocess, JsonlErrorsNameFileAndLine) {

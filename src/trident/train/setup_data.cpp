@@ -9,6 +9,7 @@
 #include <set>
 
 #include "trident/data/dataset/blended_dataset.h"
+#include "trident/data/dataset/dataset_card.h"
 #include "trident/data/dataset/gpt_dataset.h"
 #include "trident/data/dataset/indexed_dataset.h"
 #include "trident/data/dataset/split.h"
@@ -114,6 +115,37 @@ void check_token_ids(const Config& c, const data::IndexedDataset& ds, const data
                 key, ds.prefix(), r.max, c.data.tokenizer, vocab, vocab - 1);
 }
 
+// What the dataset's card (data/dataset/dataset_card.h) says it holds must fit the model and the tokenizer:
+// documents framed for a masked LM for an encoder and not for a causal model, and the ids of data.tokenizer's
+// vocabulary. A dataset without a card (made by another tool) is not checked.
+void check_card(const Config& c, const data::IndexedDataset& ds, const data::Tokenizer& tokenizer,
+                std::string_view key, models::Objective objective) {
+  const std::optional<data::DatasetCard> card = data::read_dataset_card(ds.prefix());
+  if (!card) return;
+  const std::string path = data::dataset_card_path(ds.prefix());
+  const auto tokens = static_cast<std::uint64_t>(ds.total_tokens());
+  TRIDENT_CHECK(card->documents == ds.size() && card->tokens == tokens,
+                "{}: '{}' describes another dataset ({} documents, {} tokens) than '{}.idx' ({} documents, {} tokens): "
+                "preprocess the dataset again, or delete the card to train without its checks",
+                key, path, card->documents, card->tokens, ds.prefix(), ds.size(), tokens);
+  const bool encoder = objective == models::Objective::masked_lm;
+  TRIDENT_CHECK(card->encoder || !encoder,
+                "{}: dataset '{}' was preprocessed without --encoder, so its documents are not framed [CLS] ... [SEP] "
+                "as a masked-LM model learns them ('{}'): preprocess it again with --encoder",
+                key, ds.prefix(), path);
+  TRIDENT_CHECK(!card->encoder || encoder,
+                "{}: dataset '{}' was preprocessed with --encoder (documents framed [CLS] ... [SEP] for a masked-LM "
+                "model, '{}'), but model.arch '{}' predicts the next token: preprocess it again without --encoder",
+                key, ds.prefix(), path, c.model.arch);
+  const std::string fingerprint = data::tokenizer_fingerprint(tokenizer);
+  TRIDENT_CHECK(card->tokenizer_fingerprint == fingerprint,
+                "{}: dataset '{}' was made with the tokenizer '{}' ({} tokens, fingerprint {}), not data.tokenizer "
+                "'{}' ({} tokens, fingerprint {}): its ids would be read as other tokens; give the tokenizer it was "
+                "made with, or preprocess it again with this one ('{}')",
+                key, ds.prefix(), card->tokenizer, card->vocab_size, card->tokenizer_fingerprint, c.data.tokenizer,
+                tokenizer.vocab_size(), fingerprint, path);
+}
+
 }  // namespace
 
 std::int64_t epoch_samples(const Config& c) {
@@ -145,6 +177,7 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
     auto ds = data::IndexedDataset::open(c.data.paths[i]);
     TRIDENT_CHECK(ds->size() > 0, "data.paths: dataset '{}' is empty (0 documents)", c.data.paths[i]);
     check_token_ids(c, *ds, d.tokenizer, "data.paths");
+    check_card(c, *ds, d.tokenizer, "data.paths", objective);
     const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
     TRIDENT_CHECK(ranges[0].size() > 0, "data.split '{}' leaves no training documents in '{}'", c.data.split,
                   c.data.paths[i]);
@@ -163,6 +196,7 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
       auto ds = data::IndexedDataset::open(path);
       TRIDENT_CHECK(ds->size() > 0, "data.valid_paths: dataset '{}' is empty (0 documents)", path);
       check_token_ids(c, *ds, d.tokenizer, "data.valid_paths");
+      check_card(c, *ds, d.tokenizer, "data.valid_paths", objective);
       const data::DocumentRange all{0, static_cast<std::int64_t>(ds->size())};
       valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all)), "data.valid_paths"});
     }

@@ -17,6 +17,7 @@
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/data/dataset/dataset_card.h"
 #include "trident/data/dataset/indexed_dataset.h"
 
 namespace trident::data {
@@ -276,6 +277,12 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   builder.finalize();
   summary.documents = builder.documents();
   summary.tokens = builder.tokens();
+  // After the dataset: a card left by an earlier dataset of the prefix (a crash between the two) names other
+  // counts than the .idx, which training refuses.
+  write_dataset_card(options.output_prefix,
+                     DatasetCard{options.encoder, eod.has_value(), options.add_special_tokens, options.tokenizer_source,
+                                 tokenizer.vocab_size(), tokenizer_fingerprint(tokenizer), summary.documents,
+                                 summary.tokens});
   summary.input_bytes = reader.bytes_read();
   summary.null_rows = reader.null_rows();
   summary.seconds = elapsed();

@@ -1,5 +1,6 @@
 // Preprocessing (Megatron's preprocess_data, oslo's DatasetPreprocessor):
-// text, JSONL or Parquet in, Megatron .bin/.idx out, one sequence per document.
+// text, JSONL or Parquet in, Megatron .bin/.idx out, one sequence per document, and the dataset's card
+// (PREFIX.card.json: the framing and the tokenizer, which training checks).
 //
 // Streaming in constant memory: a reader cuts the input into batches of
 // documents, worker threads tokenize them (each with its own Encoder cache),
@@ -35,6 +36,9 @@ struct PreprocessOptions {
   // [CLS] [SEP]). Needs a template that adds tokens; excludes append_eod and add_special_tokens = false.
   bool encoder = false;
   bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
+  // The tokenizer as the user named it, recorded in the dataset's card (PREFIX.card.json,
+  // data/dataset/dataset_card.h) beside its fingerprint.
+  std::string tokenizer_source;
   int workers = 0;                       // 0: trident::num_threads()
   // Replace an existing PREFIX.bin/.idx; false makes one an error (`trident preprocess` without --overwrite).
   bool overwrite = true;
