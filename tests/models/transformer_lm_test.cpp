@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -247,6 +248,44 @@ TEST(TransformerLM, VocabularyPaddingChangesNothing) {
     const Tensor pad_id = Tensor::from_vector(std::vector<std::int64_t>{1, 25}, {1, 2});
     EXPECT_NE(testing::error_message([&] { padded.forward(pad_id, ctx); }).find("id 25 "), std::string::npos);
   }
+}
+
+// Evaluation's prediction counts: the labelled positions (-100 left out) and those whose highest logit over
+// the real vocabulary is the label. The padding columns of a padded table never win, even when every real
+// logit is below their 0 (BERT's head bias pushed down here).
+TEST(TransformerLM, PredictionsCountTheArgmaxOverTheRealVocabulary) {
+  TransformerSpec s = tiny("bert");
+  s.vocab_divisible_by = 16;  // 23 ids in 32 rows
+  TransformerLM model(s);
+  model.initialize(4);
+  for (nn::Parameter* p : model.parameters()) {
+    if (!p->name.ends_with("predictions.bias")) continue;
+    std::vector<float> bias = p->var.data().to_vector<float>();
+    ASSERT_EQ(bias.size(), 32u);
+    for (std::size_t v = 0; v < 23; ++v) bias[v] = -5.0f;
+    p->var.set_data(Tensor::from_vector(bias, Shape{32}));
+  }
+  std::mt19937_64 gen(11);
+  const Tensor ids = random_ids(gen, 2, 6, 23);
+  ForwardContext ctx;
+  const std::vector<float> logits = model.forward(ids, ctx).data().to_vector<float>();  // [2, 6, 23]
+  std::vector<std::int64_t> labels(12);
+  std::int64_t want = 0;
+  for (std::size_t r = 0; r < labels.size(); ++r) {
+    const float* row = logits.data() + r * 23;
+    const auto best = static_cast<std::int64_t>(std::max_element(row, row + 23) - row);
+    ASSERT_LT(row[best], 0.0f);
+    labels[r] = r % 3 == 0 ? -100 : r % 3 == 1 ? best : (best + 1) % 23;
+    want += r % 3 == 1;
+  }
+  const Tensor label_tensor = Tensor::from_vector(labels, Shape{2, 6});
+  nn::PredictionCounts counts;
+  ctx.predictions = &counts;
+  const double with_counts = model.loss(ids, label_tensor, ctx).data().item();
+  EXPECT_EQ(counts.labelled, 8);
+  EXPECT_EQ(counts.correct, want);
+  ctx.predictions = nullptr;
+  EXPECT_EQ(with_counts, model.loss(ids, label_tensor, ctx).data().item());  // counting changes no loss
 }
 
 TEST(TransformerLM, ActivationCheckpointingGivesIdenticalGradients) {

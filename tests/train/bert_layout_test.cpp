@@ -4,7 +4,8 @@
 // under dp=2, tp=2 with sequence parallelism, pp=2, dp=4 with ZeRO-3 and dp=2 × tp=2 × pp=2 follows the
 // same loss curve (relative 1e-5 per step over 20 steps, fp32) and validation losses, and ends with the
 // same parameters. The masks are drawn at global sample coordinates (data/dataset/masked_lm.h), so every layout
-// masks the same tokens, and the loss is the mean over the global batch's masked tokens.
+// masks the same tokens, and the loss is the mean over the global batch's masked tokens. The validation MLM
+// accuracy follows the single process's too.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -58,6 +59,17 @@ TEST_P(BertLayouts, FollowsTheSingleProcessRun) {
   testing::LayoutRuns::expect_follows(got, reference());
   // Masked-LM learns: the loss of the last steps is below the first's.
   EXPECT_LT(got.summary.losses.back(), got.summary.losses.front());
+  // The validation accuracy at the masked positions is the argmax over the whole vocabulary (across the
+  // tensor-parallel shards), counted over the pipeline's last stage and every data-parallel rank: the
+  // reference's, up to a rare near-tie that the layouts' rounding may flip (one prediction in a hundred).
+  ASSERT_EQ(got.summary.val_mlm_accuracies.size(), reference().summary.val_mlm_accuracies.size());
+  ASSERT_FALSE(got.summary.val_mlm_accuracies.empty());
+  for (std::size_t i = 0; i < got.summary.val_mlm_accuracies.size(); ++i) {
+    const auto& [step, accuracy] = got.summary.val_mlm_accuracies[i];
+    EXPECT_EQ(step, reference().summary.val_mlm_accuracies[i].first);
+    EXPECT_NEAR(accuracy, reference().summary.val_mlm_accuracies[i].second, 0.01) << "step " << step;
+  }
+  EXPECT_GT(got.summary.val_mlm_accuracies.back().second, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BertLayouts,

@@ -1,6 +1,9 @@
 #include "trident/models/transformer_lm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "trident/autograd/autograd.h"
 #include "trident/ops/shape.h"
@@ -256,9 +259,51 @@ Variable TransformerLM::logits_loss(const Variable& local_logits, const Tensor& 
   return ag::cross_entropy(flat, labels.view({rows}), opts);
 }
 
+void TransformerLM::count_predictions(const Tensor& local_logits, const Tensor& labels,
+                                     nn::PredictionCounts& counts) const {
+  const std::int64_t rows = labels.numel(), width = local_logits.shape().last();
+  const std::vector<float> logits = local_logits.to_vector<float>();
+  const std::vector<std::int64_t> label = labels.to_vector<std::int64_t>();
+  // This rank's real columns: global ids [begin, begin + real).
+  const std::int64_t begin = vocab_split_ ? vocab_begin() : 0;
+  const std::int64_t real = std::clamp<std::int64_t>(spec_.vocab_size - begin, 0, width);
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::vector<double> best(static_cast<std::size_t>(rows), -kNone), where(static_cast<std::size_t>(rows), kNone);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (label[static_cast<std::size_t>(r)] < 0) continue;
+    const float* row = logits.data() + r * width;
+    for (std::int64_t v = 0; v < real; ++v) {
+      if (row[v] > best[static_cast<std::size_t>(r)]) {
+        best[static_cast<std::size_t>(r)] = row[v];
+        where[static_cast<std::size_t>(r)] = static_cast<double>(begin + v);
+      }
+    }
+  }
+  if (tp_.active()) {
+    Tensor maxima = Tensor::from_vector(best, Shape{rows});
+    tp_.group->all_reduce_sync(maxima, {.op = dist::ReduceOp::max});
+    const std::vector<double> global = maxima.to_vector<double>();
+    for (std::size_t r = 0; r < best.size(); ++r)
+      if (best[r] != global[r]) where[r] = kNone;
+    Tensor ids = Tensor::from_vector(where, Shape{rows});
+    tp_.group->all_reduce_sync(ids, {.op = dist::ReduceOp::min});
+    where = ids.to_vector<double>();
+  }
+  for (std::size_t r = 0; r < label.size(); ++r) {
+    if (label[r] < 0) continue;
+    ++counts.labelled;
+    if (where[r] == static_cast<double>(label[r])) ++counts.correct;
+  }
+}
+
 Variable TransformerLM::loss(const Tensor& ids, const Tensor& labels, const ForwardContext& ctx, double normalizer) const {
   TRIDENT_CHECK(labels.shape() == ids.shape(), "TransformerLM::loss: labels {} do not match ids {}", labels.shape(),
                 ids.shape());
+  if (ctx.predictions != nullptr) {
+    const Variable logits = head_local(hidden(ids, ctx), ctx);
+    count_predictions(logits.data(), labels, *ctx.predictions);
+    return logits_loss(logits, labels, normalizer);
+  }
   if (!family_->moe || !ctx.training) return logits_loss(head_local(hidden(ids, ctx), ctx), labels, normalizer);
   // Training a mixture of experts: the objective has the layers' auxiliary losses too (evaluation, with
   // ctx.training off, reports the language-model loss alone). Mixture-of-experts layers append their auxiliary losses to ctx.aux (a local sink when the caller

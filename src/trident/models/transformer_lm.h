@@ -71,6 +71,11 @@ class TransformerLM : public nn::Module {
   // normalizer, or the mean when normalizer is 0); vocabulary-parallel under TP,
   // and over the real columns alone when the vocabulary is padded.
   Variable logits_loss(const Variable& local_logits, const Tensor& labels, double normalizer = 0) const;
+  // Adds to `counts` the labelled positions of `labels` [B, T] (ignore index -100 left out) and those where
+  // the highest of head_local's logits over the real vocabulary is the label: under tensor parallelism the
+  // argmax across the shards (the lowest id among equal maxima, as one process picks), so every rank of the
+  // group counts the same. A collective over the tensor-parallel group.
+  void count_predictions(const Tensor& local_logits, const Tensor& labels, nn::PredictionCounts& counts) const;
   Variable forward(const Tensor& ids, const ForwardContext& ctx) const;
   // The pooled output [B, D] of the last hidden state h [B, T, D] (BertModel's pooler_output), on the
   // last stage of a model built with TransformerSpec::pooler; the whole sequence is needed (no sequence

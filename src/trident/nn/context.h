@@ -57,6 +57,13 @@ struct AuxLosses {
   }
 };
 
+// What an evaluation counts beside the loss: the labelled positions, and those whose highest logit over the
+// whole vocabulary (the argmax across vocabulary-parallel shards) is the label (masked-LM accuracy).
+struct PredictionCounts {
+  std::int64_t labelled = 0;
+  std::int64_t correct = 0;
+};
+
 struct ForwardContext {
   bool training = false;
   std::uint64_t seed = 0;
@@ -73,6 +80,8 @@ struct ForwardContext {
   KVCache* cache = nullptr;
   // Where MoE layers append their auxiliary losses and load statistics; null = they are not computed.
   AuxLosses* aux = nullptr;
+  // Where the model's loss adds its predictions' counts (TransformerLM::loss); null = not counted.
+  PredictionCounts* predictions = nullptr;
   // Encoder inputs beside the token ids (BERT), both [B, T] over the whole sequence, undefined = absent:
   // the token types (segment ids; absent = all 0) and Hugging Face's attention_mask (nonzero = a real
   // token, 0 = padding that no query sees; absent = every key is real).

@@ -93,7 +93,9 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
     TRIDENT_CHECK(!needs_batch || batch != batches.end(), "pipeline: micro-batch {} was not loaded", mb);
     Variable h = model.stage_forward(model.stage().embed ? batch->second.tokens : Tensor(), input, ctx);
     if (!model.stage().head) return h;
-    Variable loss = model.logits_loss(model.head_local(h, ctx), batch->second.labels, normalizer);
+    const Variable logits = model.head_local(h, ctx);
+    if (ctx.predictions != nullptr) model.count_predictions(logits.data(), batch->second.labels, *ctx.predictions);
+    Variable loss = model.logits_loss(logits, batch->second.labels, normalizer);
     local += loss.data().item();
     return loss_scale != 1.0 ? autograd::scale(loss, loss_scale) : loss;
   };

@@ -92,7 +92,8 @@ TrainSummary train(const TrainOptions& options) {
       return summary;
     }
     summary.val_losses.emplace_back(0, *loss);
-    run.log->log_eval(0, *loss);
+    if (evaluator->mlm_accuracy()) summary.val_mlm_accuracies.emplace_back(0, *evaluator->mlm_accuracy());
+    run.log->log_eval(0, *loss, evaluator->mlm_accuracy());
   }
 
   // A run resumed from the checkpoint early stopping saved is finished (a larger patience continues it).
@@ -154,7 +155,8 @@ TrainSummary train(const TrainOptions& options) {
         break;
       }
       summary.val_losses.emplace_back(step, *loss);
-      run.log->log_eval(step, *loss);
+      if (evaluator->mlm_accuracy()) summary.val_mlm_accuracies.emplace_back(step, *evaluator->mlm_accuracy());
+      run.log->log_eval(step, *loss, evaluator->mlm_accuracy());
       // Recorded in the state the checkpoint of this step saves (best_checkpoints.h).
       observe(run.state.monitor, config, step, summary.val_losses.back().second);
     }

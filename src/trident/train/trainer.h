@@ -53,6 +53,7 @@ struct TrainSummary {
   std::int64_t steps_done = 0;          // optimizer steps taken by the end
   std::vector<double> losses;           // training loss of every step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, val loss)
+  std::vector<std::pair<std::int64_t, double>> val_mlm_accuracies;  // (step, accuracy): masked-LM models
   std::string last_checkpoint;          // "" when none was written
   bool interrupted = false;             // stopped by SIGINT/SIGTERM or train.exit_duration_minutes (after saving)
   StopCause stopped = StopCause::completed;

@@ -130,10 +130,13 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
   std::fflush(stdout);
 }
 
-void MetricsLogger::log_eval(std::int64_t step, double val_loss) {
+void MetricsLogger::log_eval(std::int64_t step, double val_loss, std::optional<double> mlm_accuracy) {
   if (!enabled_) return;
-  message(fmt::format("eval at step {}: val loss {:.4f} | val perplexity {:.2f}", step, val_loss, std::exp(val_loss)));
-  write_json({{"step", step}, {"val_loss", val_loss}, {"val_ppl", std::exp(val_loss)}});
+  message(fmt::format("eval at step {}: val loss {:.4f} | val perplexity {:.2f}{}", step, val_loss, std::exp(val_loss),
+                      mlm_accuracy ? fmt::format(" | val MLM accuracy {:.2f}%", 100 * *mlm_accuracy) : ""));
+  nlohmann::json record = {{"step", step}, {"val_loss", val_loss}, {"val_ppl", std::exp(val_loss)}};
+  if (mlm_accuracy) record["val_mlm_accuracy"] = *mlm_accuracy;
+  write_json(record);
 }
 
 void MetricsLogger::message(const std::string& text) {

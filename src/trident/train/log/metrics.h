@@ -70,7 +70,8 @@ class MetricsLogger {
   ~MetricsLogger();
 
   void log_step(const StepMetrics& m, bool permanent);
-  void log_eval(std::int64_t step, double val_loss);
+  // The validation loss (and perplexity), and a masked-LM model's accuracy at the masked positions.
+  void log_eval(std::int64_t step, double val_loss, std::optional<double> mlm_accuracy = std::nullopt);
   void message(const std::string& text);  // a permanent line (clears the live line first)
   void finish();
   // Drops the JSONL lines of steps after `step` (a resume redoes them), crash-safely: the kept lines go to
