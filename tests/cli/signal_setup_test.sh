@@ -4,7 +4,7 @@
 # (core/interrupt.h), which prints a line once the run is inside the wait, and the signal is sent then.
 #   1. building the dataset's index cache: exit 75 within 10 s, one line saying so, no cache entry file
 #      and no run directory left;
-#   2. initialising the model's weights: the same;
+#   2. initialising the model's weights: the same, on one process and on 2 ranks;
 #   3. writing a checkpoint: the write finishes whole, then the run stops (exit 75 within 10 s);
 #   4. loading that checkpoint for a resume: exit 75 within 10 s, the checkpoint as it was; a resume then
 #      continues from it.
@@ -18,12 +18,12 @@ args=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --s
       --set model.max_seq_len=16 --set train.seq_len=16 --set train.micro_batch_size=2 "${tiny_data[@]}"
       --set train.log_interval=1 --set train.eval_interval=0)
 
-# stop_in WAIT SIGNAL LOG ARGS...: runs trident ARGS with WAIT slowed by 30 s (3 s for a checkpoint's write,
+# stop_in WAIT SIGNAL LOG ARGS...: runs trident ARGS with WAIT slowed by 30 s (2 s for a checkpoint's write,
 # which is not cut short) and sends SIGNAL once the run says it is inside the wait (signal_when).
 stop_in() {
   local wait=$1 sig=$2 log=$3 delay=30000
   shift 3
-  [[ $wait == checkpoint_write ]] && delay=3000
+  [[ $wait == checkpoint_write ]] && delay=2000
   TRIDENT_TEST_SLOW_WAIT=$wait:$delay signal_when "$sig" "$log" "grep -q TRIDENT_TEST_SLOW_WAIT '$log'" "$trident" "$@"
 }
 
@@ -46,6 +46,19 @@ echo "ok: the abandoned index build left no cache entry file"
 
 # 2. The model's initialisation.
 set_up_stop model_init INT "initialising the model's weights"
+
+# 2b. The same under `trident launch -n 2`, which passes the signal to every rank: the ranks agree, and one
+# line says so (mpirun's parts skip in a sanitizer build: tiny_corpus.sh).
+if sanitizer_build "$trident" || ! command -v mpirun >/dev/null; then
+  echo "skipped: 2 ranks (a sanitizer build, or no mpirun)"
+else
+  stop_in model_init INT "$work/init2.log" launch -n 2 -- "$trident" "${args[@]}" --set train.steps=2
+  [[ $rc -eq 75 && $(grep -c "stopped by signal" "$work/init2.log") -eq 1 ]] \
+    && grep -q "^trident: stopped by signal while initialising the model's weights" "$work/init2.log" \
+    || fail "2 ranks: exit $rc, not one line saying so: $(cat "$work/init2.log")"
+  rm -rf "$work/run"  # its flight/ directory: the notes of a multi-rank start (docs: flight_recorder.h)
+  echo "ok: SIGINT to trident launch -n 2 while initialising the model's weights stopped both ranks in $secs s"
+fi
 
 # 3. A checkpoint's write (after step 1 of 3): finished whole, then the run stops.
 stop_in checkpoint_write INT "$work/write.log" "${args[@]}" --set train.steps=3 --set checkpoint.interval=1

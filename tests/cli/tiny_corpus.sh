@@ -51,7 +51,7 @@ tiny_corpus_run() {
 }
 
 # signal_when SIG LOG WHEN COMMAND...: runs COMMAND in the background (its output to LOG), waits (20 s at
-# most) until WHEN (shell code) holds and a second more, sends SIG, and sets rc (COMMAND's exit status) and
+# most) until WHEN (shell code) holds and half a second more, sends SIG, and sets rc (COMMAND's exit status) and
 # secs (from the signal to the exit); fails when COMMAND never gets there or takes more than 10 s to stop.
 # The tests of signals during long waits (issue 48, item 8).
 signal_when() {
@@ -61,7 +61,7 @@ signal_when() {
   pid=$!
   for _ in $(seq 1 200); do eval "$when" && break; sleep 0.1; done
   eval "$when" || fail "SIG$sig: the run never got to the wait: $(tail -3 "$log")"
-  sleep 1  # well into it
+  sleep 0.5  # well into it
   start=$(date +%s.%N)
   kill -"$sig" $pid
   wait $pid
