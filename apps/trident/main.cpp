@@ -17,9 +17,11 @@
 
 #include "commands.h"
 #include "trident/core/error.h"
+#include "trident/core/interrupt.h"
 #include "trident/core/version.h"
 #include "trident/dist/communicator.h"
 #include "trident/dist/mpi_communicator.h"
+#include "trident/train/trainer.h"
 
 namespace {
 // One clear line per error, once per job, then the end of the job. Ranks that all fail agree first:
@@ -30,12 +32,14 @@ namespace {
 // `detail` (--verbose) is printed instead of `line`; it names the rank and host itself. `alone`: a rank
 // whose collective timed out reports at once, naming its rank, and ends the job — its peers are stuck
 // or gone, so there is no agreement to wait for.
-[[noreturn]] void fail(const std::string& line, int exit_code, const std::string& detail = "", bool alone = false) {
+// `kind`: what the line is ("error: "; "" for a stop that is not an error).
+[[noreturn]] void fail(const std::string& line, int exit_code, const std::string& detail = "", bool alone = false,
+                       std::string_view kind = "error: ") {
   std::fflush(stdout);
   const auto line_of = [&](bool name_rank) {
     const int rank = trident::error_rank() >= 0 ? trident::error_rank() : trident::dist::launcher_rank();
     const std::string where = name_rank && rank >= 0 && detail.empty() ? fmt::format("rank {}: ", rank) : "";
-    return fmt::format("trident: error: {}{}\n", where, detail.empty() ? line : detail);
+    return fmt::format("trident: {}{}{}\n", kind, where, detail.empty() ? line : detail);
   };
   if (alone && trident::dist::launched_by_mpi()) {
     std::fputs(line_of(true).c_str(), stderr);
@@ -166,6 +170,13 @@ int main(int argc, char** argv) {
       fail(fmt::format("{} (see trident train --help-config)", hint), e.get_exit_code());
     }
     fail(fmt::format("{} (see {} --help)", e.what(), command), e.get_exit_code());
+  } catch (const trident::Interrupted& e) {
+    // A signal during a long wait of training's set-up (core/interrupt.h): the ranks stop as they would
+    // for an error every one of them sees (all alike: one line and a clean exit; else the job ends), with
+    // the exit status of a run a signal stopped.
+    fail(fmt::format("{}, before the run's first step: nothing to save (exit status {}: the run did not finish)",
+                     e.what(), trident::train::kExitInterrupted),
+         trident::train::kExitInterrupted, "", false, "");
   } catch (const trident::dist::CollectiveTimeout& e) {
     fail(e.message(), 1, verbose ? std::string(e.what()) : std::string(), true);
   } catch (const trident::Error& e) {

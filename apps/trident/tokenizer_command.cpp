@@ -11,7 +11,8 @@
 //       prints the bytes of whitespace-separated ids (stdin or --ids), as is;
 //       with --jsonl, each input line is one sequence and prints as one JSON string.
 //   trident tokenizer train [--model bpe|wordpiece] --input FILE... --vocab-size N
-//                           [--special-token TOK]... --output tokenizer.json
+//                           [--special-token TOK]... [--json-key text] --output tokenizer.json
+//       trains on text files, or on the documents of JSONL and Parquet files.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -88,6 +89,31 @@ std::vector<std::int32_t> parse_ids(std::string_view text, std::string_view sour
     ++index;
   }
   return ids;
+}
+
+// `tokenizer train`'s inputs: a text file as it is; a JSONL or Parquet file's documents (the string at
+// `json_key` of each, never the raw records), each ended by a newline, in blocks of whole documents: the
+// text that a file of those documents one per line would give.
+template <typename Trainer>
+void feed_inputs(Trainer& trainer, const std::vector<std::string>& inputs, const std::string& json_key) {
+  for (const std::string& file : inputs) {
+    if (data::detect_input_format(file) == data::InputFormat::text) {
+      trainer.feed_file(file);
+      continue;
+    }
+    data::DocumentReader reader({file}, std::nullopt, json_key);
+    data::RawDocument doc;
+    std::string block;
+    while (reader.next(doc)) {
+      block += data::extract_document_text(doc, reader.format_of(doc.file_index), json_key, file);
+      block += '\n';
+      if (block.size() >= (std::size_t{4} << 20)) {
+        trainer.feed(block);
+        block.clear();
+      }
+    }
+    if (!block.empty()) trainer.feed(block);
+  }
 }
 
 }  // namespace
@@ -206,12 +232,17 @@ void add_tokenizer_command(CLI::App& app) {
         cmd->add_subcommand("train", "Train a byte-level BPE or a WordPiece tokenizer; write its tokenizer.json");
     struct Args {
       std::vector<std::string> inputs, special_tokens;
-      std::string output, model = "bpe";
+      std::string output, model = "bpe", json_key = "text";
       std::int64_t vocab_size = 0, min_frequency = 2;
       bool quiet = false;
     };
     auto args = std::make_shared<Args>();
-    sub->add_option("--input,-i", args->inputs, "Text files to train on")->required()->check(CLI::ExistingFile);
+    sub->add_option("--input,-i", args->inputs,
+                    "Files to train on: text, or the documents of JSONL (*.jsonl, *.json) and Parquet files")
+        ->required()
+        ->check(CLI::ExistingFile);
+    sub->add_option("--json-key", args->json_key, "JSONL and Parquet inputs: the key (column) of the text")
+        ->capture_default_str();
     sub->add_option("--vocab-size", args->vocab_size, "Vocabulary size: special tokens + 256 bytes + merges")
         ->required();
     sub->add_option("--special-token", args->special_tokens, "A special token (repeatable; ids 0, 1, ... in order)");
@@ -238,7 +269,7 @@ void add_tokenizer_command(CLI::App& app) {
         options.min_frequency = args->min_frequency;
         if (!args->quiet) options.log = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
         data::WordPieceTrainer trainer(options);
-        for (const auto& f : args->inputs) trainer.feed_file(f);
+        feed_inputs(trainer, args->inputs, args->json_key);
         const std::vector<std::string> tokens = trainer.train();
         data::write_wordpiece_tokenizer_json(tokens, args->output);
         if (!args->quiet) fmt::print(stderr, "wrote {} ({} tokens)\n", args->output, tokens.size());
@@ -250,7 +281,7 @@ void add_tokenizer_command(CLI::App& app) {
       options.min_frequency = args->min_frequency;
       if (!args->quiet) options.log = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
       data::BpeTrainer trainer(options);
-      for (const auto& f : args->inputs) trainer.feed_file(f);
+      feed_inputs(trainer, args->inputs, args->json_key);
       const data::TrainedBpe result = trainer.train();
       data::write_tokenizer_json(result, args->output);
       if (!args->quiet) {

@@ -37,8 +37,10 @@ void add_train_command(CLI::App& app) {
     }
     options->verbose = verbose();
     const train::TrainSummary s = train::train(*options);
-    // Once per job (every rank stopped at the same step with the same checkpoint).
-    if (s.interrupted && error_rank() <= 0) {
+    // Once per job (every rank stopped at the same step with the same checkpoint). A signal before the
+    // first step (the set-up, the evaluation at step 0) saved nothing, and the trainer's line said so.
+    const bool before_any_step = s.stopped == train::StopCause::signal && s.last_checkpoint.empty();
+    if (s.interrupted && !before_any_step && error_rank() <= 0) {
       fmt::print(
           "trident: interrupted at step {}; {}{}\n", s.steps_done,
           s.last_checkpoint.empty() ? std::string("no checkpoint written by this run")

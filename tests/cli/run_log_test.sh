@@ -2,7 +2,8 @@
 # The lines a run prints about itself: MFU never reads above 100% (a run whose matmul peak,
 # train.peak_gflops, is below the rate its steps reach, as a peak measured in a busy moment would be,
 # divides by that rate instead, in the log line and in metrics.jsonl); the run ends with one line giving
-# its wall time, the tokens seen and the final losses.
+# its wall time, the tokens seen and the final losses; a run asked to evaluate (train.eval_interval) without
+# validation data says in one line that no evaluation will run, and why (issue 48, item 1).
 #   run_log_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
@@ -30,3 +31,15 @@ end=$(grep "^end of run: " "$work/r.log") || fail "no end-of-run line: $(tail -3
   || fail "the end-of-run line: $end"
 echo "$end"
 echo "ok: with a peak of 0.1 MFLOP/s the MFU reads $(echo $mfus | tr ' ' ,)%"
+
+# No validation data (data.split '100,0,0', no data.valid_paths) under train.eval_interval=2: one line says so.
+"$trident" train --run-dir "$work/nv" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 \
+  --set model.max_seq_len=16 "${tiny_data[@]}" --set data.split=\"100,0,0\" --set train.seq_len=16 \
+  --set train.micro_batch_size=2 --set train.steps=2 --set train.eval_interval=2 > "$work/nv.log" 2>&1 \
+  || fail "training without validation data: $(tail -5 "$work/nv.log")"
+[[ $(grep -c "no evaluation" "$work/nv.log") -eq 1 ]] \
+  && grep -q "^no evaluation will run: train.eval_interval=2 asks for one, but the run has no validation data \
+(data.split '100,0,0' leaves no validation documents and data.valid_paths is empty)" "$work/nv.log" \
+  || fail "no single line saying that no evaluation will run: $(cat "$work/nv.log")"
+! grep -q "^eval at step" "$work/nv.log" || fail "an evaluation ran without validation data"
+echo "ok: $(grep "no evaluation" "$work/nv.log")"

@@ -50,6 +50,26 @@ tiny_corpus_run() {
     --set log.progress=off --set train.peak_gflops=1)
 }
 
+# signal_when SIG LOG WHEN COMMAND...: runs COMMAND in the background (its output to LOG), waits (20 s at
+# most) until WHEN (shell code) holds and half a second more, sends SIG, and sets rc (COMMAND's exit status) and
+# secs (from the signal to the exit); fails when COMMAND never gets there or takes more than 10 s to stop.
+# The tests of signals during long waits (issue 48, item 8).
+signal_when() {
+  local sig=$1 log=$2 when=$3 pid start
+  shift 3
+  "$@" > "$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do eval "$when" && break; sleep 0.1; done
+  eval "$when" || fail "SIG$sig: the run never got to the wait: $(tail -3 "$log")"
+  sleep 0.5  # well into it
+  start=$(date +%s.%N)
+  kill -"$sig" $pid
+  wait $pid
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  awk -v s="$secs" 'BEGIN { exit !(s <= 10) }' || fail "SIG$sig: the run took $secs s to stop"
+}
+
 # losses LOG: the loss and validation loss lines of a training log, to the printed digits (tokens/s and
 # timings differ between runs).
 losses() { grep -oE "^(step +[0-9]+/[0-9]+ \| loss [0-9.]+|eval at step [0-9]+: val loss [0-9.]+)" "$1"; }

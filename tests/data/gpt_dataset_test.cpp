@@ -10,6 +10,8 @@
 #include <numeric>
 
 #include "test_util.h"
+#include "trident/core/interrupt.h"
+#include "trident/data/dataset/blended_dataset.h"
 #include "trident/data/dataset/split.h"
 
 namespace trident::data {
@@ -227,6 +229,36 @@ TEST(GptDataset, DamagedCacheIsAnErrorNamingTheFile) {
                                                              description.string())));
   restore();
   EXPECT_EQ(error_of(load_and_read), "(no error)");
+}
+
+// A stop requested during a training's set-up abandons the index build at its next interruption point
+// (core/interrupt.h), before anything is written: the cache directory holds no entry file, and the next
+// build, unrequested, writes the whole entry. Outside an InterruptionScope (a library caller's build) a
+// pending request changes nothing.
+TEST(GptDataset, StopRequestAbandonsTheIndexBuild) {
+  TempDir dir("trident-gpt-stop");
+  auto ds = counting_dataset(dir / "c", {5, 3, 7, 1, 9, 4, 6, 2, 8});
+  GptDatasetConfig cfg;
+  cfg.seq_len = 4;
+  cfg.num_samples = 20000;  // several interruption points' worth of samples
+  cfg.cache_dir = dir / "cache";
+  const auto entry_files = [&] {
+    std::vector<std::string> names;
+    for (const auto& f : std::filesystem::directory_iterator(cfg.cache_dir))
+      if (!f.path().string().ends_with("-lock")) names.push_back(f.path().filename().string());
+    return names;
+  };
+  request_interrupt();
+  {
+    const InterruptionScope scope;
+    EXPECT_THROW((void)GptDataset(ds, cfg), Interrupted);
+    EXPECT_THROW((void)build_blending_indices(std::vector<double>{1, 2}, 10000), Interrupted);
+    EXPECT_THROW((void)ds->token_range(), Interrupted);
+  }
+  EXPECT_THAT(entry_files(), ::testing::IsEmpty());
+  EXPECT_EQ(GptDataset(ds, cfg).size(), build_gpt_indices(ds->sequence_lengths(), {0, 9}, 4, 20000, 1234).samples());
+  EXPECT_EQ(entry_files().size(), 5u);  // the three indices, their sizes and the description
+  clear_interrupt();
 }
 
 TEST(Split, MegatronSplitString) {

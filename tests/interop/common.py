@@ -27,6 +27,11 @@ def run(cmd, stdin=None):
     return p.stdout
 
 
+def tiny_corpus_lines():
+    """The tiny corpus's 400 short lines (tests/cli/tiny_corpus.sh writes the same)."""
+    return [f"line {i} of the test corpus, with words that repeat and repeat again." for i in range(1, 401)]
+
+
 def tiny_corpus(trident, directory):
     """Makes `directory` hold a small training corpus as the training scripts use it: c.txt (400 short
     lines), tok.json (a byte-level BPE of 300 tokens with <|endoftext|>) and the indexed dataset c.bin/c.idx
@@ -34,8 +39,7 @@ def tiny_corpus(trident, directory):
     os.makedirs(directory, exist_ok=True)
     text = os.path.join(directory, "c.txt")
     with open(text, "w") as f:
-        for i in range(1, 401):
-            f.write(f"line {i} of the test corpus, with words that repeat and repeat again.\n")
+        f.writelines(line + "\n" for line in tiny_corpus_lines())
     tok_json = os.path.join(directory, "tok.json")
     run([trident, "tokenizer", "train", "--input", text, "--vocab-size", "300", "--special-token", "<|endoftext|>",
          "--output", tok_json])

@@ -16,6 +16,7 @@
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
+#include "trident/core/interrupt.h"
 
 namespace trident::checkpoint {
 
@@ -139,6 +140,7 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
     TRIDENT_CHECK(it.value().is_string(), "'{}': the checksum of '{}' must be a string, got {}", meta_path.string(),
                   it.key(), it.value().dump());
     const std::string expected = it.value().get<std::string>();
+    interruption_point(LongWait::checkpoint_load);  // each file read whole: a resume's long wait
     const std::string actual = hex64(file_checksum(path));
     TRIDENT_CHECK(actual == expected, "checkpoint file '{}' is corrupted: checksum {} but meta.json records {}", path,
                   actual, expected);
@@ -381,6 +383,8 @@ std::unique_ptr<CheckpointReader> try_open(const fs::path& dir, std::string* why
     return std::make_unique<CheckpointReader>(dir.string());
   } catch (const Error& e) {
     if (why) *why = e.message();
+  } catch (const Interrupted&) {
+    throw;  // a signal during the verification (core/interrupt.h), not a checkpoint that fails it
   } catch (const std::exception& e) {
     // Whatever else goes wrong reading it (a filesystem error, say), this one cannot be resumed from:
     // the caller tries the next.

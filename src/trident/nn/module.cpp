@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "trident/core/convert.h"
+#include "trident/core/interrupt.h"
 #include "trident/core/memory.h"
 
 namespace trident::nn {
@@ -199,6 +200,7 @@ Parameter* Module::find_parameter(const std::string& name) {
 void Module::initialize(std::uint64_t seed, DType dtype) {
   MemoryCategoryScope scope(MemoryCategory::parameters);
   for (Parameter* p : parameters()) {
+    interruption_point(LongWait::model_init);  // a large model takes long: a signal abandons it
     Tensor t = Tensor::empty(p->local_shape(), dtype);
     initialize_parameter(*p, t, seed);
     p->var = Variable(t, true);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "trident/core/atomic_file.h"
+#include "trident/core/interrupt.h"
 #include "trident/core/memory.h"
 #include "trident/core/parallel.h"
 #include "trident/dist/flight_recorder.h"
@@ -298,6 +299,8 @@ void build_model(Run& run) {
 std::string agree_resume_directory(Run& run, const TrainOptions& options) {
   const ParallelState& par = run.par;
   std::string chosen, refused;
+  // A signal while rank 0 verifies the checkpoints (core/interrupt.h) stops every rank alike here.
+  const std::string interrupted = "\x01interrupted";
   if (par.is_root()) {
     try {
       chosen = resume_directory(run.config, options, run.ckpt_root, *run.log);
@@ -305,10 +308,13 @@ std::string agree_resume_directory(Run& run, const TrainOptions& options) {
     } catch (const Error& e) {
       refused = e.message();
       chosen.clear();
+    } catch (const Interrupted&) {
+      refused = interrupted;
     }
   }
   chosen = par.world->broadcast_text(chosen);
   refused = par.world->broadcast_text(refused);
+  if (refused == interrupted) throw Interrupted(LongWait::checkpoint_load);
   TRIDENT_CHECK(refused.empty(), "{}", refused);
   return chosen;
 }

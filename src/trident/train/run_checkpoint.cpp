@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "trident/core/atomic_file.h"
+#include "trident/core/interrupt.h"
 #include "trident/models/hf.h"
 #include "trident/models/pretrained.h"
 #include "trident/train/config/model_options.h"
@@ -76,6 +77,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
       models::append_pieces(pieces, key, p, shard.data, shard.row_offset);
   }
   checkpoint::write_shard((fs::path(tmp) / shard_file(par.rank)).string(), pieces);
+  test_slow_wait(LongWait::checkpoint_write);  // the test of a signal during the write (core/interrupt.h)
   if (par.is_root()) {
     // Written and fsync'd like the shards (errors checked): meta.json will
     // record their checksums, and a commit must not outlive its files.
@@ -193,6 +195,7 @@ void check_fresh_run(const std::string& root, const models::TransformerSpec& spe
 
 void load_model(const checkpoint::CheckpointReader& reader, const std::vector<nn::Parameter*>& params) {
   for (nn::Parameter* p : params) {
+    interruption_point(LongWait::checkpoint_load);  // a signal abandons the resume (nothing written yet)
     p->var.data().copy_from(models::read_local_rows(reader, "model/" + p->name, *p, 0, local_rows(*p), p->var.dtype()));
     p->var.mark_data_changed();
   }

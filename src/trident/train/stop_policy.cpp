@@ -1,25 +1,24 @@
 #include "trident/train/stop_policy.h"
 
-#include <atomic>
 #include <csignal>
 
+#include "trident/core/interrupt.h"
 #include "trident/train/trainer.h"
 
 namespace trident::train {
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-
+// The flag is core's (core/interrupt.h): the long waits below the trainer read it at their interruption points.
 extern "C" void on_stop_signal(int sig) {
-  g_stop.store(true);
+  request_interrupt();
   std::signal(sig, SIG_DFL);
 }
 
 }  // namespace
 
 void request_stop() noexcept {
-  g_stop.store(true);
+  request_interrupt();
 }
 
 namespace detail {
@@ -39,11 +38,11 @@ StopReason agree_stop(dist::Communicator& world, StopReason mine) {
 }
 
 bool stop_requested() noexcept {
-  return g_stop.load();
+  return interrupt_requested();
 }
 
 StopSignals::StopSignals() {
-  g_stop.store(false);
+  clear_interrupt();
   int_ = std::signal(SIGINT, on_stop_signal);
   term_ = std::signal(SIGTERM, on_stop_signal);
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "trident/core/interrupt.h"
 #include "trident/dist/communicator.h"
 
 namespace trident::train::detail {
@@ -35,7 +36,8 @@ bool stop_requested() noexcept;
 
 // While it lives, SIGINT and SIGTERM ask for a stop (stop_requested()) instead of ending the process: the
 // first signal asks for a checkpoint and a clean stop; the handler then steps aside, so a second one ends a
-// stop that hangs. Clears a pending request when made. Not copyable: one at a time.
+// stop that hangs. Clears a pending request when made. The long waits of the set-up (core/interrupt.h)
+// give up with trident::Interrupted at their interruption points meanwhile. Not copyable: one at a time.
 class StopSignals {
  public:
   StopSignals();
@@ -46,6 +48,7 @@ class StopSignals {
  private:
   using Handler = void (*)(int);
   Handler int_, term_;
+  InterruptionScope interruptible_;
 };
 
 // The stop policy of one training. Made alone, it handles the signals itself (a StopSignals of its own);

@@ -70,6 +70,13 @@ TrainSummary train(const TrainOptions& options) {
   const Config& config = run.config;
   std::optional<Evaluator> evaluator;
   if (run.data.valid && config.train.eval_interval > 0) evaluator.emplace(run);
+  if (!run.data.valid && config.train.eval_interval > 0) {
+    run.log->message(fmt::format("no evaluation will run: train.eval_interval={} asks for one, but the run has no "
+                                 "validation data (data.split '{}' leaves no validation documents and "
+                                 "data.valid_paths is empty); give data.valid_paths or a validation share in "
+                                 "data.split, or set train.eval_interval=0",
+                                 config.train.eval_interval, config.data.split));
+  }
 
   TrainSummary summary;
   StopPolicy stop(*run.par.world, config.train.steps, config.train.exit_duration_minutes, run.job_start, signals);

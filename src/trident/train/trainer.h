@@ -80,6 +80,9 @@ Device training_device(const Config& config);
 // stopped part-way is not taken: the checkpoint holds the state before it.
 // Rank 0 holds RUN_DIR/train.lock for the whole run (one training per run
 // directory); a resume checks that the checkpoint holds the configured model.
+// A signal during a long wait of the set-up (the dataset's index build, the
+// model's initialisation, a resume's load) throws trident::Interrupted
+// (core/interrupt.h) there instead, within seconds, with nothing written.
 TrainSummary train(const TrainOptions& options);
 
 // Requests a graceful stop (what the signal handlers do); for tests.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "trident/core/error.h"
+#include "trident/core/interrupt.h"
 
 namespace trident::data {
 
@@ -22,6 +23,7 @@ BlendIndex build_blending_indices(std::span<const double> weights, std::int64_t 
   out.dataset.resize(static_cast<std::size_t>(size));
   out.dataset_sample.resize(static_cast<std::size_t>(size));
   for (std::int64_t s = 0; s < size; ++s) {
+    if (s % 4096 == 0) interruption_point(LongWait::index_cache);  // a signal abandons the build
     const double progress = static_cast<double>(std::max<std::int64_t>(s, 1));
     std::size_t best = 0;
     double best_error = w[0] * progress - static_cast<double>(count[0]);

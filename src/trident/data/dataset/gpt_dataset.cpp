@@ -7,6 +7,7 @@
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
+#include "trident/core/interrupt.h"
 #include "trident/core/rng.h"
 #include "trident/data/dataset/mapped_file.h"
 #include "trident/data/dataset/shuffle.h"
@@ -125,6 +126,7 @@ std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes
   out[0] = 0;
   out[1] = 0;
   for (std::int64_t s = 1; s <= samples; ++s) {
+    if (s % 4096 == 1) interruption_point(LongWait::index_cache);  // a signal abandons the build (nothing written)
     std::int64_t remaining = seq_len + extra;
     while (remaining != 0) {
       TRIDENT_CHECK(doc_pos < document_index.size(), "sample index: ran out of documents at sample {}", s);
@@ -187,6 +189,7 @@ GptIndices build_gpt_indices(std::span<const std::int32_t> sizes, DocumentRange 
   } else {
     shuffle(all, rng.derive("document_index"));
   }
+  interruption_point(LongWait::index_cache);
   const std::int64_t total_samples = (epochs * tokens_per_epoch - extra) / seq_len;
   ix.sample_index = build_sample_index(sizes, ix.document_index, seq_len, total_samples, add_extra_token);
   ix.shuffle_index.resize(static_cast<std::size_t>(total_samples));

@@ -10,6 +10,7 @@
 
 #include "trident/core/atomic_file.h"
 #include "trident/core/error.h"
+#include "trident/core/interrupt.h"
 
 namespace trident::data {
 namespace {
@@ -162,6 +163,7 @@ IndexedDataset::TokenRange range_of(const std::byte* p, std::size_t n) {
   V lo = std::numeric_limits<V>::max(), hi = std::numeric_limits<V>::lowest();
   V buf[kChunk];
   for (std::size_t begin = 0; begin < n; begin += kChunk) {
+    if (begin % (kChunk * 256) == 0) interruption_point(LongWait::token_scan);  // each 1M tokens
     const std::size_t m = std::min(kChunk, n - begin);
     std::memcpy(buf, p + begin * sizeof(V), m * sizeof(V));  // no unaligned loads through V*
     for (std::size_t k = 0; k < m; ++k) {
