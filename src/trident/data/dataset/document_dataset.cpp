@@ -29,7 +29,7 @@ DocumentDataset::DocumentDataset(std::shared_ptr<const IndexedDataset> dataset, 
                 config_.num_samples);
   const std::int64_t docs = r.size();
   const std::int64_t samples = config_.num_samples > 0 ? config_.num_samples : docs;
-  const CounterRng rng = CounterRng(config_.seed, "data/documents");
+  const CounterRng rng(config_.seed, "data/documents");
   std::vector<std::int32_t> epoch(static_cast<std::size_t>(docs));
   order_.reserve(static_cast<std::size_t>(samples));
   for (std::int64_t e = 0; static_cast<std::int64_t>(order_.size()) < samples; ++e) {

@@ -530,7 +530,6 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config;
 }
 
-
 Config load_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                    std::vector<std::string>* notes) {
   // First without the DeepSpeed config: which file it is (the TOML file's or an override's), and the
