@@ -37,7 +37,6 @@ class UnpackedLayouts : public ::testing::TestWithParam<Layout> {
   static LayoutRun run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
                  std::vector<std::string> extra = {"train.steps=10"}) {
     extra.emplace_back("data.packing=false");
-    extra.emplace_back("train.peak_gflops=1");  // no second per run spent measuring the matmul peak
     if (l.arch == "bert") {
       const std::filesystem::path dir = runs_.shared / "bert";
       extra.insert(extra.end(), {"model.arch=bert", "model.n_layer=4", "model.d_ff=64",
