@@ -2,8 +2,8 @@
 # The lines a run prints about itself: MFU never reads above 100% (a run whose matmul peak,
 # train.peak_gflops, is below the rate its steps reach, as a peak measured in a busy moment would be,
 # divides by that rate instead, in the log line and in metrics.jsonl); the run ends with one line giving
-# its wall time, the tokens seen and the final losses; a run asked to evaluate (train.eval_interval) without
-# validation data says in one line that no evaluation will run, and why (issue 48, item 1).
+# its wall time, the tokens seen (the real ones, padding left out) and the final losses; a run asked to evaluate
+# (train.eval_interval) without validation data says in one line that no evaluation will run, and why (issue 48, item 1).
 #   run_log_test.sh TRIDENT_BINARY
 set -uo pipefail
 trident=$1
@@ -30,6 +30,21 @@ end=$(grep "^end of run: " "$work/r.log") || fail "no end-of-run line: $(tail -3
   && [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" && $((BASH_REMATCH[1] % (3 * 16))) == 0 ]] \
   || fail "the end-of-run line: $end"
 echo "$end"
+# One padded line per sample (data.packing = false, lines of about 20 tokens padded to 32): the tokens
+# counted are the real ones, fewer than the batches compute, and a resume counts on from the checkpoint's.
+padded=(--set model.n_layer=1 --set model.n_head=2 --set model.d_model=16 --set model.max_seq_len=32
+  "${tiny_data[@]}" --set train.seq_len=32 --set train.micro_batch_size=2 --set train.eval_interval=0
+  --set data.packing=false)
+"$trident" train --run-dir "$work/p" "${padded[@]}" --set train.steps=2 > "$work/p1.log" 2>&1 \
+  || fail "padded training: $(tail -5 "$work/p1.log")"
+"$trident" train --run-dir "$work/p" "${padded[@]}" --set train.steps=4 --resume > "$work/p2.log" 2>&1 \
+  || fail "padded resume: $(tail -5 "$work/p2.log")"
+tokens() { grep "^end of run: " "$1" | sed -E 's/.*, ([0-9]+) tokens \(([0-9]+) since step 0\).*/\1 \2/'; }
+read -r t1 s1 < <(tokens "$work/p1.log")
+read -r t2 s2 < <(tokens "$work/p2.log")
+[[ -n $t1 && -n $t2 && $t1 == "$s1" && $s2 == $((t1 + t2)) && $t1 -lt $((2 * 2 * 32)) && $t2 -lt $((2 * 2 * 32)) ]] \
+  || fail "padded runs' tokens: $(grep -h '^end of run' "$work/p1.log" "$work/p2.log")"
+echo "ok: padded runs count $t1 and $t2 real tokens of $((2 * 2 * 32)) computed, $s2 since step 0"
 echo "ok: with a peak of 0.1 MFLOP/s the MFU reads $(echo $mfus | tr ' ' ,)%"
 
 # No validation data (data.split '100,0,0', no data.valid_paths) under train.eval_interval=2: one line says so.

@@ -1,6 +1,11 @@
 #include "trident/train/config/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "testing/helpers.h"
 
@@ -181,6 +186,9 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
       {"dist.timeout_s=0", "key 'dist.timeout_s' must be a positive finite number"},
       {"checkpoint.interval=-1", "key 'checkpoint.interval' must be 0 or more"},
       {"checkpoint.keep=-1", "key 'checkpoint.keep' must be 0 or more"},
+      {"train.epochs=0", "key 'train.epochs' must be a positive finite number, got 0"},
+      {"train.epochs=-2", "key 'train.epochs' must be a positive finite number, got -2"},
+      {"train.epochs=inf", "key 'train.epochs' must be a positive finite number, got inf"},
   };
   for (const auto& [assignment, want] : bad) {
     Config c;
@@ -214,6 +222,34 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_EQ(back.optim.lr, 0.0003);
   EXPECT_EQ(back.optim.eps, 1e-8);
   EXPECT_GT(config_keys().size(), 40u);
+}
+
+// A run's length is train.steps or train.epochs: both given (in a file, by --set, or one in each) is an
+// error naming both; train.epochs alone keeps the resolved steps out of config.toml, which reads back.
+TEST(Config, StepsAndEpochsExcludeEachOther) {
+  const std::string both = testing::error_message([] { load_config("", {"train.steps=10", "train.epochs=3"}); });
+  EXPECT_EQ(both, "train.steps = 10 and train.epochs = 3.0 are both given (by --set): a run's length is counted in "
+                  "steps or in epochs, not both; drop one of them");
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / fmt::format("trident-epochs-{}.toml", ::getpid());
+  std::ofstream(file) << "[train]\nsteps = 40\n";
+  const std::string mixed = testing::error_message([&] { load_config(file.string(), {"train.epochs=2.5"}); });
+  EXPECT_NE(mixed.find("train.steps = 40 and train.epochs = 2.5 are both given (by " + file.string() + " or --set)"),
+            std::string::npos)
+      << mixed;
+  std::filesystem::remove(file);
+  Config c = load_config("", {"train.epochs=2"});
+  ASSERT_TRUE(c.train.epochs.has_value());
+  EXPECT_EQ(*c.train.epochs, 2.0);
+  c.train.steps = 37;  // as resolved at start
+  const std::string text = to_toml(c);
+  EXPECT_NE(text.find("\n# steps = 37: resolved from train.epochs\nepochs = 2.0\n"), std::string::npos) << text;
+  Config back;
+  apply_toml(back, text, "resolved");
+  EXPECT_EQ(back.train.epochs, c.train.epochs);
+  EXPECT_NE(to_toml(Config{}).find("\n# epochs unset: the default\n"), std::string::npos);
+  EXPECT_TRUE(load_config("", {}).data.packing);
+  EXPECT_FALSE(load_config("", {"data.packing=false"}).data.packing);
 }
 
 TEST(Config, TensorBoardTakesABooleanOrADirectory) {

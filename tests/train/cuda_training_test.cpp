@@ -53,9 +53,9 @@ class CudaTrainingOnGpu : public CudaTraining {
   }
 };
 
-// 20 fp32 steps of the tiny GPT-2, LLaMA and both mixture-of-experts families (top-2 routing with the
-// aux and z losses; Qwen2-MoE with capacity dispatch and a gated shared expert): every loss within 1e-4
-// of the CPU's.
+// 20 fp32 steps of the tiny GPT-2 (packed, and one padded document per sample), LLaMA and both
+// mixture-of-experts families (top-2 routing with the aux and z losses; Qwen2-MoE with capacity dispatch
+// and a gated shared expert): every loss within 1e-4 of the CPU's.
 TEST_F(CudaTrainingOnGpu, TinyModelsFollowTheCpuRun) {
   const std::vector<std::string> moe = {"model.n_kv_head=2", "model.d_ff=32", "model.n_experts=4",
                                         "model.experts_per_token=2", "model.moe_aux_loss_coef=0.05",
@@ -66,6 +66,8 @@ TEST_F(CudaTrainingOnGpu, TinyModelsFollowTheCpuRun) {
   };
   const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
       {"gpt2", {}},
+      // One padded document per sample: the key masks uploaded beside the ids, the CUDA attention's padding.
+      {"gpt2_unpacked", {"data.packing=false"}},
       {"llama", {"model.arch=llama", "model.n_kv_head=2"}},
       {"mixtral", with(moe, {"model.arch=mixtral"})},
       {"qwen2_moe", with(moe, {"model.arch=qwen2_moe", "model.moe_d_ff=16", "model.moe_shared_d_ff=24",

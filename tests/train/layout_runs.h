@@ -47,15 +47,20 @@ class LayoutRuns {
   }
 
   // The tiny GPT with 20 steps, micro-batch 2, global batch 8, dropout and clipping, evaluated on one
-  // global batch at steps 0, 10 and 20, plus `overrides`.
+  // global batch at steps 0, 10 and 20, with a given matmul peak, plus `overrides` (train.epochs among them
+  // replaces the 20 steps).
   Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name,
           const std::vector<std::string>& overrides) const {
     const bool single = comm->size() == 1 && world->size() > 1;
+    const bool epochs = std::any_of(overrides.begin(), overrides.end(),
+                                    [](const std::string& o) { return o.starts_with("train.epochs="); });
     train::TrainOptions o;
     o.overrides = tiny_run(shared / "corpus", "cache");
-    for (const char* s : {"train.steps=20", "train.micro_batch_size=2", "train.global_batch_size=8",
-                          "model.dropout=0.1", "optim.clip_grad=1.0", "train.eval_interval=10",
-                          "train.eval_steps=1"}) {
+    if (!epochs) o.overrides.emplace_back("train.steps=20");
+    // train.peak_gflops=1: no run spends a second (every rank, after a barrier) measuring the matmul peak.
+    for (const char* s : {"train.micro_batch_size=2", "train.global_batch_size=8", "model.dropout=0.1",
+                          "optim.clip_grad=1.0", "train.eval_interval=10", "train.eval_steps=1",
+                          "train.peak_gflops=1"}) {
       o.overrides.emplace_back(s);
     }
     o.overrides.insert(o.overrides.end(), overrides.begin(), overrides.end());

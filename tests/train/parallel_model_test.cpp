@@ -1,5 +1,6 @@
 // train::ParallelModel under every layout the job's ranks allow (dp × tp × pp): loaded from a Hugging
-// Face directory, trained with the program's own loop (AdamW, dropout on, pipelined when pp > 1), it
+// Face directory, trained with the program's own loop (AdamW, dropout on, pipelined when pp > 1) on
+// micro-batches of which half the samples are padded (attention masks), it
 // follows the single-process model to 1e-5 in every step's loss and gradient norm; its merged save
 // holds those parameters, its sharded save holds exactly the same, and the sharded save reads back
 // under the layout to exactly the trained parameters.
@@ -22,18 +23,22 @@ namespace fs = std::filesystem;
 
 constexpr std::int64_t kMicroBatch = 2, kSeqLen = 16, kPerRank = 2, kSteps = 3;
 
-// Global sample s: random token ids, labels the next ones.
+// Global sample s: random token ids, labels the next ones; an odd sample is right-padded after 5 to 13
+// real tokens (id 0, label -100, attention mask 0), as the trainer's data.packing = false pads.
 MicroBatch samples(std::int64_t first, std::int64_t vocab) {
-  std::vector<std::int64_t> ids, labels;
+  std::vector<std::int64_t> ids, labels, mask;
   for (std::int64_t s = first; s < first + kMicroBatch; ++s) {
     const CounterRng rng(9, "sample/" + std::to_string(s));
+    const std::int64_t real = s % 2 ? 5 + s % 9 : kSeqLen + 1;
     for (std::int64_t t = 0; t <= kSeqLen; ++t) {
-      const auto id = static_cast<std::int64_t>(rng.bits(static_cast<std::uint64_t>(t)) % vocab);
+      const auto id = t < real ? static_cast<std::int64_t>(rng.bits(static_cast<std::uint64_t>(t)) % vocab) : 0;
       if (t < kSeqLen) ids.push_back(id);
-      if (t > 0) labels.push_back(id);
+      if (t < kSeqLen) mask.push_back(t < real ? 1 : 0);
+      if (t > 0) labels.push_back(t < real ? id : -100);
     }
   }
-  return {Tensor::from_vector(ids, {kMicroBatch, kSeqLen}), Tensor::from_vector(labels, {kMicroBatch, kSeqLen})};
+  return {Tensor::from_vector(ids, {kMicroBatch, kSeqLen}), Tensor::from_vector(labels, {kMicroBatch, kSeqLen}),
+          Tensor::from_vector(mask, {kMicroBatch, kSeqLen})};
 }
 
 std::vector<float> values(const models::TransformerLM& model) {

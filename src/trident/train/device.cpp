@@ -96,11 +96,13 @@ data::Batch BatchMover::operator()(data::Batch batch) {
   if (uploader_) {
     batch.tokens = uploader_->pinned.upload(batch.tokens);
     batch.labels = uploader_->pinned.upload(batch.labels);
+    if (batch.key_mask.defined()) batch.key_mask = uploader_->pinned.upload(batch.key_mask);
     return batch;
   }
 #endif
   batch.tokens = batch.tokens.to(device_);
   batch.labels = batch.labels.to(device_);
+  if (batch.key_mask.defined()) batch.key_mask = batch.key_mask.to(device_);
   return batch;
 }
 

@@ -50,6 +50,7 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     data::Batch b = next();
     if (par_.grad_sync) par_.grad_sync->begin_micro_batch(last);
     nn::ForwardContext ctx = context(m);
+    ctx.key_mask = b.key_mask;
     if (spec_.n_experts > 0) ctx.aux = &step_aux_;
     Variable loss = model.loss(b.tokens, b.labels, ctx, normalizer);
     step_aux_.losses.clear();  // (their values are in weighted_value; the graph goes with `loss`)
@@ -88,9 +89,17 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
     const models::TransformerLM& model = *chunks_[static_cast<std::size_t>(chunk)];
     nn::ForwardContext ctx = context(mb);
     if (spec_.n_experts > 0 && ctx.training) ctx.aux = &chunk_aux;
-    const auto batch = batches.find(mb);
+    auto batch = batches.find(mb);
+    if (batch == batches.end() && options_.key_masks) {
+      // A middle stage reads the micro-batches for their key masks as it meets them: in order, since
+      // every schedule runs the first chunk's forwards in micro-batch order.
+      TRIDENT_CHECK(mb == static_cast<int>(batches.size()), "pipeline: micro-batch {} met before micro-batch {}",
+                    mb, batches.size());
+      batch = batches.emplace(mb, next()).first;
+    }
     const bool needs_batch = model.stage().embed || model.stage().head;
     TRIDENT_CHECK(!needs_batch || batch != batches.end(), "pipeline: micro-batch {} was not loaded", mb);
+    if (batch != batches.end()) ctx.key_mask = batch->second.key_mask;
     Variable h = model.stage_forward(model.stage().embed ? batch->second.tokens : Tensor(), input, ctx);
     if (!model.stage().head) return h;
     const Variable logits = model.head_local(h, ctx);
@@ -148,7 +157,9 @@ double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const 
   double total = 0;
   for (std::int64_t i = 0; i < batches; ++i) {
     data::Batch b = next();
-    total += chunks_.front()->loss(b.tokens, b.labels, context(i), normalizer).data().item();
+    nn::ForwardContext ctx = context(i);
+    ctx.key_mask = b.key_mask;
+    total += chunks_.front()->loss(b.tokens, b.labels, ctx, normalizer).data().item();
   }
   return par_.dp->all_reduce_scalar(total, dist::ReduceOp::sum);
 }

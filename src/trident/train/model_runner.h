@@ -39,6 +39,9 @@ class ModelRunner {
     std::int64_t seq_len = 1;
     DType compute_dtype = DType::f32;
     Device device = Device::cpu();           // where parameters and activations live
+    // The micro-batches carry key masks (padded samples, data::Batch::key_mask), which every stage's
+    // attention reads: middle pipeline stages read micro-batches too.
+    bool key_masks = false;
   };
   // Builds this rank's chunks (uninitialised): layers split over
   // pipeline_parallel_size × virtual_pipeline_size virtual stages, evenly or
@@ -49,7 +52,10 @@ class ModelRunner {
   // Every parameter of every chunk.
   const std::vector<nn::Parameter*>& parameters() const noexcept { return params_; }
   // This rank reads micro-batches: it hosts the first virtual stage (token ids) or the last (labels).
-  bool reads_data() const noexcept { return !par_.pipelined() || par_.first_stage() || par_.last_stage(); }
+  // With key masks, every stage does.
+  bool reads_data() const noexcept {
+    return !par_.pipelined() || par_.first_stage() || par_.last_stage() || options_.key_masks;
+  }
 
   // Forward and backward of `micro_batches` micro-batches (each loss divided by
   // `normalizer`, backward of loss × loss_scale), then the gradient

@@ -112,7 +112,7 @@ ParallelModel::ParallelModel(const models::TransformerSpec& spec, std::shared_pt
   m.runner = std::make_unique<detail::ModelRunner>(
       m.spec, m.par,
       detail::ModelRunner::Options{options.stage_layers, options.schedule, m.options.micro_batch_size,
-                                   m.options.seq_len, DType::f32, Device::cpu()});
+                                   m.options.seq_len, DType::f32, Device::cpu(), /*key_masks=*/true});
   for (const auto& chunk : m.runner->chunks()) {
     chunk->initialize(options.seed);
     chunk->set_activation_checkpointing(options.activation_checkpointing);
@@ -162,14 +162,16 @@ double ParallelModel::forward_backward(const std::vector<MicroBatch>& micro_batc
   const auto count = static_cast<std::int64_t>(micro_batches.size());
   TRIDENT_CHECK(count >= 1, "forward_backward: no micro-batch given");
   const Shape expected{m.options.micro_batch_size, m.options.seq_len};
-  const bool reads = m.runner->reads_data();
-  if (reads) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      const MicroBatch& b = micro_batches[static_cast<std::size_t>(i)];
-      TRIDENT_CHECK(b.ids.shape() == expected && b.labels.shape() == expected,
-                    "forward_backward: micro-batch {} has ids {} and labels {}; the model was built for {}", i,
-                    b.ids.shape(), b.labels.shape(), expected);
-    }
+  // The stages that read ids (the first) or labels (the last); every stage reads the attention masks.
+  const bool reads = !par.pipelined() || par.first_stage() || par.last_stage();
+  for (std::int64_t i = 0; i < count; ++i) {
+    const MicroBatch& b = micro_batches[static_cast<std::size_t>(i)];
+    TRIDENT_CHECK(!reads || (b.ids.shape() == expected && b.labels.shape() == expected),
+                  "forward_backward: micro-batch {} has ids {} and labels {}; the model was built for {}", i,
+                  b.ids.shape(), b.labels.shape(), expected);
+    TRIDENT_CHECK(!b.attention_mask.defined() || b.attention_mask.shape() == expected,
+                  "forward_backward: micro-batch {} has an attention_mask {}; the model was built for {}", i,
+                  b.attention_mask.shape(), expected);
   }
   if (normalizer <= 0) {
     // The global batch's labels: this rank's (first or last stage) summed over data parallelism, then
@@ -195,6 +197,7 @@ double ParallelModel::forward_backward(const std::vector<MicroBatch>& micro_batc
         data::Batch batch;
         batch.tokens = b.ids;
         batch.labels = b.labels;
+        batch.key_mask = b.attention_mask;
         return batch;
       },
       [&](std::int64_t mb) {

@@ -87,10 +87,13 @@ nn::ForwardContext step_context(std::uint64_t seed, std::int64_t step, std::int6
                                 DType compute_dtype = DType::f32);
 
 // One micro-batch of a causal LM: token ids and their labels (the next tokens; -100 is ignored), both
-// i64 [micro_batch_size, seq_len].
+// i64 [micro_batch_size, seq_len]; optionally Hugging Face's attention_mask for right-padded samples
+// ([micro_batch_size, seq_len], i64, i32 or u8; 0 = padding, which no query sees), whose labels the
+// program sets to -100. The trainer's data.packing = false gives such batches (data::Batch::key_mask).
 struct MicroBatch {
   Tensor ids;
   Tensor labels;
+  Tensor attention_mask = {};
 };
 
 struct ParallelModelOptions {
@@ -135,7 +138,7 @@ class ParallelModel {
   // of pp under the interleaved schedule) of the global batch (in
   // step_context's order), plainly one after the other, or through the pipeline schedule's
   // instruction list when pp > 1 — every rank of a pipeline passes the same count; the middle stages'
-  // tensors are not read. Gradients accumulate in fp32 and are then reduced (summed over the
+  // ids and labels are not read, their attention masks are (every stage's attention hides the padding). Gradients accumulate in fp32 and are then reduced (summed over the
   // data-parallel group with an overlapped bucketed all-reduce; the tied embedding between the first
   // and last stage), so after it every replica holds the gradient of the global batch's mean loss.
   // `normalizer`: what each token-loss sum is divided by (0: the global batch's label count, counting

@@ -221,8 +221,8 @@ void open_model_and_data(Run& run) {
   check_memory_fits(config, spec, memory, host_memory_bytes(), "this host", run.device.is_cuda());
   // A step of more micro-batches than an epoch has samples would run for ever (and ignore signals until
   // it ends): surely a mistake.
+  const std::int64_t epoch = accum > 1 || config.train.epochs ? epoch_samples(config, objective) : 0;
   if (accum > 1) {
-    const std::int64_t epoch = epoch_samples(config);
     TRIDENT_CHECK(epoch == 0 || accum <= epoch,  // 0: no sample at all, which open_data names
                   "train.global_batch_size={} means {} accumulation steps (global_batch_size / (micro_batch_size {} × "
                   "data-parallel {})) per optimizer step, more than the {} samples of one epoch of the training data "
@@ -235,6 +235,12 @@ void open_model_and_data(Run& run) {
           !__builtin_mul_overflow(std::max<std::int64_t>(config.train.eval_steps, 1), global_batch, &valid_samples),
       "train.steps={} (or train.eval_steps={}) × the global batch of {} samples overflows a 64-bit count",
       config.train.steps, config.train.eval_steps, global_batch);
+  if (config.train.epochs) {
+    // A blend holds one epoch of the training set, which the loader reads again in a fresh order each
+    // epoch (data::EpochOrder): train.epochs counts passes over it.
+    run.epoch_samples = epoch;
+    train_samples = epoch;
+  }
   if (objective == models::Objective::masked_lm) {
     // The masks are drawn at global sample coordinates, so every layout masks the same tokens; a
     // tokenizer without a mask token is an error here, naming what was expected.
@@ -264,7 +270,7 @@ void build_model(Run& run) {
       run.spec, run.par,
       ModelRunner::Options{config.dist.pipeline_num_layers,
                            parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), run.micro_batch,
-                           run.seq_len, run.compute_dtype, run.device});
+                           run.seq_len, run.compute_dtype, run.device, run.data.train->padded()});
   for (const auto& chunk : run.runner->chunks()) {
     chunk->initialize(static_cast<std::uint64_t>(config.train.seed));
     if (!config.model.from_pretrained.empty()) models::load_pretrained(*chunk, config.model.from_pretrained);
@@ -335,6 +341,8 @@ std::string changed_settings(const std::string& dir, const Config& config, std::
   }
   std::vector<std::string> changes;
   for (const ConfigKey& k : config_keys()) {
+    // Resolved from train.epochs, which the comparison covers: the saved file holds no train.steps.
+    if (k.key == "train.steps" && config.train.epochs && saved.train.epochs) continue;
     const std::string was = key_value(saved, k.key), now = key_value(config, k.key);
     if (was != now) changes.push_back(fmt::format("{} {} → {}", k.key, was.empty() ? "unset" : was, now.empty() ? "unset" : now));
   }
@@ -511,6 +519,10 @@ void open_the_rest(Run& run, const TrainOptions& options) {
   open_loader(run);
   run.flops_per_token = run.runner->chunks().front()->flops_per_token(run.seq_len);
   run.tokens_per_step = static_cast<double>(run.global_batch * run.seq_len);
+  run.tokens_before = run.data.train->padded() && run.loader
+                          ? static_cast<double>(data::real_tokens(*run.data.train, *run.train_order, 0,
+                                                                  run.state.consumed_samples, run.loader_options))
+                          : run.tokens_per_step * static_cast<double>(run.state.step);
 }
 
 }  // namespace
@@ -527,6 +539,8 @@ std::unique_ptr<Run> build_run(const TrainOptions& given) {
     world = dist::launched_by_mpi() ? dist::mpi_world(plain.dist.timeout_s) : dist::self_communicator();
   }
   run->config = load_config(options.config_path, options.overrides, world->size(), &run->config_notes);
+  if (const std::string steps = resolve_epochs(run->config, world->size()); !steps.empty())
+    run->config_notes.push_back(steps);
   const Config& config = run->config;
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
   run->device = training_device(config);

@@ -63,7 +63,11 @@ struct Run {
   std::unique_ptr<BatchMover> on_device;
   double peak_gflops = 0;      // train.peak_gflops, or the measured matmul peak
   double flops_per_token = 0;  // of this rank's first chunk
-  double tokens_per_step = 0;  // global_batch × seq_len
+  double tokens_per_step = 0;  // global_batch × seq_len: the tokens a step computes
+  // The real tokens (not padding) trained before this run's first step, and in its steps so far.
+  double tokens_before = 0;
+  double tokens_trained = 0;
+  std::int64_t epoch_samples = 0;  // with train.epochs: the samples of one epoch (0 without)
   std::vector<std::string> rank_hosts;  // each world rank's host, gathered at the first straggler report
 
   const std::vector<nn::Parameter*>& params() const { return runner->parameters(); }

@@ -47,11 +47,24 @@ struct DataSources {
 // indices), else an error names the dataset, the tokenizer and both numbers.
 // The samples are windows for `objective`: seq_len + 1 tokens, consecutive ones sharing one, for the
 // next token; seq_len tokens that do not overlap for a masked LM (data::GptDatasetConfig::add_extra_token).
+// With data.packing = false, one document per sample (data::DocumentDataset) of as many tokens, padded with
+// the tokenizer's pad token (data::padding_id; none is an error naming data.packing and the tokenizer); a
+// masked LM's cut keeps the template's closing tokens. A blend's sources are then weighed by documents.
 DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t train_samples,
                       std::int64_t valid_samples, models::Objective objective = models::Objective::next_token);
 // The same, loading data.tokenizer.
 DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples);
-// The samples of train.seq_len tokens in one epoch of the training split (summed over data.paths).
-std::int64_t epoch_samples(const Config& c);
+// The samples in one epoch of the training split, summed over data.paths (the blended training set): its
+// windows of train.seq_len tokens for `objective` (data.packing), or its documents (unpacked).
+std::int64_t epoch_samples(const Config& c, models::Objective objective);
+// The objective of the model the configuration describes (its family's: model.from_pretrained's
+// config.json, model.preset's or model.arch).
+models::Objective configured_objective(const Config& c);
+// Every data.paths and data.valid_paths entry has its .bin and .idx, else an error naming it.
+void check_data_paths(const Config& c);
+// With train.epochs, sets train.steps to ⌊epochs × epoch_samples / global batch⌋ for a job of `world_size`
+// ranks and returns the line that says so ("" without train.epochs). Fewer than one step is an error naming
+// the keys.
+std::string resolve_epochs(Config& c, int world_size);
 
 }  // namespace trident::train::detail

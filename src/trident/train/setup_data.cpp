@@ -10,6 +10,7 @@
 
 #include "trident/data/dataset/blended_dataset.h"
 #include "trident/data/dataset/dataset_card.h"
+#include "trident/data/dataset/document_dataset.h"
 #include "trident/data/dataset/gpt_dataset.h"
 #include "trident/data/dataset/indexed_dataset.h"
 #include "trident/data/dataset/split.h"
@@ -38,6 +39,23 @@ std::int64_t tokens_in(const data::IndexedDataset& ds, data::DocumentRange r) {
   return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
 }
 
+// The samples of one epoch of documents `r` of `ds`: one per document unpacked; packed, the windows
+// GptDataset cuts (seq_len + 1 tokens sharing one for the next token, seq_len apart for a masked LM).
+std::int64_t samples_in(const Config& c, const data::IndexedDataset& ds, data::DocumentRange r,
+                        models::Objective objective) {
+  if (!c.data.packing) return r.size();
+  const std::int64_t extra = objective == models::Objective::next_token ? 1 : 0;
+  const std::int64_t tokens = tokens_in(ds, r);
+  return tokens > extra ? (tokens - extra) / c.train.seq_len : 0;
+}
+
+// How samples are cut from documents: packed windows, or one padded document each.
+struct Framing {
+  models::Objective objective = models::Objective::next_token;
+  std::int32_t pad_id = 0;
+  std::int64_t keep_last = 0;
+};
+
 // One dataset's documents for one split, and its weight in that split's blend.
 struct Part {
   std::shared_ptr<const data::IndexedDataset> dataset;
@@ -52,23 +70,37 @@ struct Part {
 // past a dataset's end.
 std::shared_ptr<const data::SampleSource> sample_stream(const Config& c, const std::vector<Part>& parts,
                                                         std::int64_t samples, std::string_view split,
-                                                        models::Objective objective) {
+                                                        const Framing& framing) {
   double total = 0;
   for (const Part& p : parts) total += p.weight;
   std::vector<std::shared_ptr<const data::SampleSource>> sources;
   std::vector<double> weights;
+  const bool next_token = framing.objective == models::Objective::next_token;
   for (const Part& p : parts) {
-    data::GptDatasetConfig g;
-    g.seq_len = c.train.seq_len;
-    g.seed = static_cast<std::uint64_t>(c.train.seed);
-    g.cache_dir = cache_dir_of(c, *p.dataset);
-    g.documents = p.documents;
-    g.add_extra_token = objective == models::Objective::next_token;
-    if (parts.size() > 1) {
-      g.num_samples = static_cast<std::int64_t>(std::ceil(p.weight / total * static_cast<double>(samples) * 1.005)) + 1;
-    }
+    const std::int64_t num_samples =
+        parts.size() > 1
+            ? static_cast<std::int64_t>(std::ceil(p.weight / total * static_cast<double>(samples) * 1.005)) + 1
+            : 0;
     try {
-      sources.push_back(std::make_shared<data::GptDataset>(p.dataset, g));
+      if (!c.data.packing) {
+        data::DocumentDatasetConfig d;
+        d.sample_tokens = c.train.seq_len + (next_token ? 1 : 0);
+        d.pad_id = framing.pad_id;
+        d.keep_last = framing.keep_last;
+        d.num_samples = num_samples;
+        d.seed = static_cast<std::uint64_t>(c.train.seed);
+        d.documents = p.documents;
+        sources.push_back(std::make_shared<data::DocumentDataset>(p.dataset, d));
+      } else {
+        data::GptDatasetConfig g;
+        g.seq_len = c.train.seq_len;
+        g.seed = static_cast<std::uint64_t>(c.train.seed);
+        g.cache_dir = cache_dir_of(c, *p.dataset);
+        g.documents = p.documents;
+        g.add_extra_token = next_token;
+        g.num_samples = num_samples;
+        sources.push_back(std::make_shared<data::GptDataset>(p.dataset, g));
+      }
     } catch (const Error& e) {
       TRIDENT_FAIL("{} data ({}): {}", split, p.origin, e.message());
     }
@@ -148,17 +180,41 @@ void check_card(const Config& c, const data::IndexedDataset& ds, const data::Tok
 
 }  // namespace
 
-std::int64_t epoch_samples(const Config& c) {
+std::int64_t epoch_samples(const Config& c, models::Objective objective) {
   std::int64_t samples = 0;
   for (const auto& path : c.data.paths) {
     auto ds = data::IndexedDataset::open(path);
     if (ds->size() == 0) continue;  // open_data names an empty dataset
     const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
-    // A sample is seq_len + 1 tokens, consecutive samples sharing one.
-    const std::int64_t tokens = tokens_in(*ds, ranges[0]);
-    if (tokens > 1) samples += (tokens - 1) / c.train.seq_len;
+    samples += samples_in(c, *ds, ranges[0], objective);
   }
   return samples;
+}
+
+std::string resolve_epochs(Config& c, int world_size) {
+  if (!c.train.epochs) return "";
+  validate_layout(c, world_size);
+  check_data_paths(c);
+  const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
+  const auto dp = static_cast<int>(c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / (tp * pp));
+  const std::int64_t global_batch = c.train.micro_batch_size * accumulation_steps(c, dp) * dp;
+  const std::int64_t epoch = epoch_samples(c, configured_objective(c));
+  const double epochs = *c.train.epochs;
+  const double samples = std::floor(epochs * static_cast<double>(epoch));
+  const double steps = std::floor(samples / static_cast<double>(global_batch));
+  TRIDENT_CHECK(steps >= 1,
+                "train.epochs={} over the training set's {} samples per epoch ({}; data.split '{}') is {} samples, "
+                "less than one global batch of {}: raise train.epochs or lower the batch",
+                epochs, epoch,
+                c.data.packing ? fmt::format("windows of train.seq_len={}", c.train.seq_len)
+                               : std::string("one per document, data.packing = false"),
+                c.data.split, static_cast<std::int64_t>(samples), global_batch);
+  TRIDENT_CHECK(steps < 1e15, "train.epochs={} × {} samples per epoch is too many steps to count", epochs, epoch);
+  c.train.steps = static_cast<std::int64_t>(steps);
+  const auto left = static_cast<std::int64_t>(samples) - c.train.steps * global_batch;
+  return fmt::format("train.epochs={}: {} steps = ⌊{} × {} samples per epoch / global batch {}⌋{}", epochs,
+                     c.train.steps, epochs, epoch, global_batch,
+                     left > 0 ? fmt::format(" (the last {} samples of the last epoch are not trained)", left) : "");
 }
 
 DataSources open_data(const Config& c, std::int64_t train_samples, std::int64_t valid_samples) {
@@ -169,6 +225,18 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
                       std::int64_t valid_samples, models::Objective objective) {
   DataSources d;
   d.tokenizer = std::move(tokenizer);
+  Framing framing{objective};
+  if (!c.data.packing) {
+    const std::optional<std::int32_t> pad = data::padding_id(d.tokenizer);
+    TRIDENT_CHECK(pad.has_value(),
+                  "data.packing = false pads each document to train.seq_len, and data.tokenizer '{}' has neither a pad "
+                  "token ({}) nor an end-of-document token ({}) to pad with",
+                  c.data.tokenizer, fmt::join(data::padding_names(), ", "), data::end_of_document_names_text());
+    framing.pad_id = *pad;
+    // An encoder's documents end with the template's closing tokens ([SEP]), which a cut keeps.
+    if (objective == models::Objective::masked_lm)
+      framing.keep_last = static_cast<std::int64_t>(d.tokenizer.parts().suffix_ids.size());
+  }
   // Without data.weights a blend draws from each dataset in proportion to its
   // tokens in the split (not to the samples built for the blend, which would
   // make every dataset as large as the whole run).
@@ -181,8 +249,10 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
     const auto ranges = data::parse_split(c.data.split, static_cast<std::int64_t>(ds->size()));
     TRIDENT_CHECK(ranges[0].size() > 0, "data.split '{}' leaves no training documents in '{}'", c.data.split,
                   c.data.paths[i]);
+    // Unpacked, a dataset's share is its documents (its samples), not its tokens.
     auto weight = [&](data::DocumentRange r) {
-      return c.data.weights.empty() ? static_cast<double>(tokens_in(*ds, r)) : c.data.weights[i];
+      if (!c.data.weights.empty()) return c.data.weights[i];
+      return static_cast<double>(c.data.packing ? tokens_in(*ds, r) : r.size());
     };
     auto origin = [&](data::DocumentRange r) {
       return fmt::format("documents [{}, {}) by data.split '{}'", r.begin, r.end, c.data.split);
@@ -198,12 +268,13 @@ DataSources open_data(const Config& c, data::Tokenizer tokenizer, std::int64_t t
       check_token_ids(c, *ds, d.tokenizer, "data.valid_paths");
       check_card(c, *ds, d.tokenizer, "data.valid_paths", objective);
       const data::DocumentRange all{0, static_cast<std::int64_t>(ds->size())};
-      valid.push_back({ds, all, static_cast<double>(tokens_in(*ds, all)), "data.valid_paths"});
+      valid.push_back({ds, all, static_cast<double>(c.data.packing ? tokens_in(*ds, all) : all.size()),
+                       "data.valid_paths"});
     }
   }
-  d.train = sample_stream(c, train, train_samples, "train", objective);
+  d.train = sample_stream(c, train, train_samples, "train", framing);
   if (!valid.empty() && c.train.eval_interval > 0) {
-    d.valid = sample_stream(c, valid, valid_samples, "validation", objective);
+    d.valid = sample_stream(c, valid, valid_samples, "validation", framing);
   }
   return d;
 }

@@ -232,7 +232,7 @@ void validate_config(const Config& c, int world_size) {
   TRIDENT_CHECK(c.dist.gradient_reduce == "mean" || c.dist.gradient_reduce == "sum",
                 "dist.gradient_reduce: unknown reduction '{}' (expected mean or sum)", c.dist.gradient_reduce);
   validate_monitoring(c);
-  TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
+  detail::check_data_paths(c);
   TRIDENT_CHECK(c.data.weights.empty() || c.data.weights.size() == c.data.paths.size(),
                 "data.weights has {} entries for {} data.paths", c.data.weights.size(), c.data.paths.size());
   double weight_sum = 0;
@@ -242,6 +242,17 @@ void validate_config(const Config& c, int world_size) {
   }
   TRIDENT_CHECK(c.data.weights.empty() || weight_sum > 0,
                 "data.weights are all 0: at least one dataset must be drawn from");
+  TRIDENT_CHECK(!c.data.tokenizer.empty(), "data.tokenizer is empty: give the tokenizer.json the data was made with");
+  TRIDENT_CHECK(fs::exists(c.data.tokenizer), "data.tokenizer: '{}' does not exist", c.data.tokenizer);
+  (void)training_device(c);
+}
+
+namespace detail {
+
+models::Objective configured_objective(const Config& c) { return models::family(configured_family(c.model)).objective; }
+
+void check_data_paths(const Config& c) {
+  TRIDENT_CHECK(!c.data.paths.empty(), "data.paths is empty: give at least one dataset prefix (PREFIX.bin/.idx)");
   for (const auto& p : c.data.paths) {
     TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"),
                   "data.paths: '{}' has no {}.bin/.idx (run `trident preprocess` or scripts/prepare_corpus.sh)", p, p);
@@ -249,9 +260,8 @@ void validate_config(const Config& c, int world_size) {
   for (const auto& p : c.data.valid_paths) {
     TRIDENT_CHECK(fs::exists(p + ".bin") && fs::exists(p + ".idx"), "data.valid_paths: '{}' has no {}.bin/.idx", p, p);
   }
-  TRIDENT_CHECK(!c.data.tokenizer.empty(), "data.tokenizer is empty: give the tokenizer.json the data was made with");
-  TRIDENT_CHECK(fs::exists(c.data.tokenizer), "data.tokenizer: '{}' does not exist", c.data.tokenizer);
-  (void)training_device(c);
 }
+
+}  // namespace detail
 
 }  // namespace trident::train

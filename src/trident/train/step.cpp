@@ -97,11 +97,17 @@ std::optional<StepResult> train_step(Run& run, const ModelRunner::StopBefore& st
   }
   run.par.optimizer->zero_grad();
   const double loss_scale = run.fp16 ? run.scaler.scale() : 1.0;
-  // Labels are counted where some are ignored: after end-of-document tokens, or all but the masked ones.
-  const bool masked = run.loader && (run.loader_options.masked_input_token >= 0 || run.loader_options.masking);
+  // Labels are counted where some are ignored: after end-of-document tokens, all but the masked ones, or
+  // those whose target is padding.
+  const bool padded = run.loader && run.data.train->padded();
+  const bool masked =
+      run.loader && (run.loader_options.masked_input_token >= 0 || run.loader_options.masking || padded);
   const double step_labels =
       masked ? labels_in(run, *run.data.train, *run.train_order, state.consumed_samples, run.global_batch)
              : run.tokens_per_step;
+  r.tokens = padded ? static_cast<double>(data::real_tokens(*run.data.train, *run.train_order, state.consumed_samples,
+                                                            run.global_batch, run.loader_options))
+                    : run.tokens_per_step;
   const std::optional<double> loss = run.runner->train_step(
       run.accum, [&run] { return (*run.on_device)(run.loader->next()); },
       [&run, step](std::int64_t m) { return training_context(run, step, m); }, step_labels, loss_scale, stop_before);
@@ -144,16 +150,21 @@ StepMetrics step_metrics(const Run& run, const StepResult& result, double second
   m.lr = result.lr;
   m.grad_norm = result.grad_norm;
   m.step_ms = seconds * 1e3;
-  m.tokens_per_s = run.tokens_per_step / seconds;
+  m.tokens_per_s = result.tokens / seconds;
   // The rate reached is proof of what the machine can do: a step that outruns the peak measured at start
-  // (measured in a busy moment) divides by its own rate, so MFU never reads above 100%.
-  const double achieved_gflops = run.flops_per_token * m.tokens_per_s / (1e9 * run.par.world->size());
+  // (measured in a busy moment) divides by its own rate, so MFU never reads above 100%. It counts every
+  // token computed, padding included.
+  const double achieved_gflops = run.flops_per_token * run.tokens_per_step / seconds / (1e9 * run.par.world->size());
   m.mfu = achieved_gflops / std::max(run.peak_gflops, achieved_gflops);
   m.peak_memory_mb = static_cast<double>(memory_stats(run.device).peak) / (1 << 20);
   m.eta_s = elapsed / static_cast<double>(step - first_step) * static_cast<double>(steps - step);
   m.loss_scale = run.fp16 ? run.scaler.scale() : 0;
   m.skipped = result.skipped;
   m.moe = result.moe;
+  if (run.epoch_samples > 0) {
+    m.epoch = static_cast<double>(run.state.consumed_samples) / static_cast<double>(run.epoch_samples);
+    m.epochs = *run.config.train.epochs;
+  }
   return m;
 }
 

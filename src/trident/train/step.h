@@ -18,6 +18,7 @@ struct StepResult {
   double lr = 0;         // the learning rate of the step
   double grad_norm = 0;  // of the whole model's (un-scaled) gradient
   bool skipped = false;  // fp16: an overflow skipped the update
+  double tokens = 0;     // the real tokens of the global batch (padding left out), what tokens/s counts
   std::optional<StepMetrics::MoE> moe;  // mixture-of-experts statistics (absent for a dense model)
 };
 

@@ -43,10 +43,11 @@ std::optional<double> test_slow_rank_delay(int rank) {
 // included), the tokens this run trained on and since step 0, and the last training and validation losses.
 std::string end_of_run(const Run& run, const TrainSummary& s, std::int64_t first_step) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.job_start).count();
-  const auto tokens = [&](std::int64_t steps) { return static_cast<std::int64_t>(run.tokens_per_step) * steps; };
+  // Real tokens: padding is not counted.
   std::string line = fmt::format("end of run: steps {}-{} in {} ({:.1f} min), {} tokens ({} since step 0)",
                                  first_step + 1, s.steps_done, format_duration(wall), wall / 60,
-                                 tokens(s.steps_done - first_step), tokens(s.steps_done));
+                                 static_cast<std::int64_t>(run.tokens_trained),
+                                 static_cast<std::int64_t>(run.tokens_before + run.tokens_trained));
   if (!s.losses.empty()) line += fmt::format(" | final loss {:.4f}", s.losses.back());
   if (!s.val_losses.empty()) line += fmt::format(" | final val loss {:.4f}", s.val_losses.back().second);
   return line;
@@ -138,6 +139,7 @@ TrainSummary train(const TrainOptions& options) {
     }
     const std::int64_t step = run.state.step;
     summary.losses.push_back(result->loss);
+    run.tokens_trained += result->tokens;
     if (step == first_step + 1) summary.memory_after_first_step = memory_stats(run.device);
     summary.memory_after_last_step = memory_stats(run.device);  // before this step's evaluation and checkpoint
 

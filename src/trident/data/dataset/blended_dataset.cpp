@@ -53,6 +53,9 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const SampleSource>> 
     TRIDENT_CHECK(sources_[i]->sample_tokens() == sources_.front()->sample_tokens(),
                   "BlendedDataset: dataset {} has samples of {} tokens, dataset 0 of {}", i,
                   sources_[i]->sample_tokens(), sources_.front()->sample_tokens());
+    TRIDENT_CHECK(sources_[i]->padded() == sources_.front()->padded(),
+                  "BlendedDataset: dataset {} is {}, dataset 0 {}", i,
+                  sources_[i]->padded() ? "padded" : "packed", sources_.front()->padded() ? "padded" : "packed");
   }
   index_ = build_blending_indices(weights, size);
   std::vector<std::int64_t> need(sources_.size(), 0);
@@ -70,6 +73,12 @@ void BlendedDataset::sample(std::int64_t i, std::int32_t* out) const {
   TRIDENT_CHECK(0 <= i && i < size(), "sample {} out of range (the blend has {})", i, size());
   const auto s = static_cast<std::size_t>(i);
   sources_[index_.dataset[s]]->sample(index_.dataset_sample[s], out);
+}
+
+std::int64_t BlendedDataset::length(std::int64_t i) const {
+  TRIDENT_CHECK(0 <= i && i < size(), "sample {} out of range (the blend has {})", i, size());
+  const auto s = static_cast<std::size_t>(i);
+  return sources_[index_.dataset[s]]->length(index_.dataset_sample[s]);
 }
 
 }  // namespace trident::data

@@ -26,7 +26,7 @@ class BlendedDataset final : public SampleSource {
  public:
   // `weights` empty: proportional to the sources' sizes (oslo's default).
   // Throws if a source has fewer samples than the blend draws from it, or if
-  // the sources' sample lengths differ.
+  // the sources' sample lengths (or their padding) differ.
   BlendedDataset(std::vector<std::shared_ptr<const SampleSource>> sources, std::vector<double> weights,
                  std::int64_t size);
 
@@ -34,6 +34,8 @@ class BlendedDataset final : public SampleSource {
   std::int64_t sample_tokens() const override { return sources_.front()->sample_tokens(); }
   void sample(std::int64_t i, std::int32_t* out) const override;
   using SampleSource::sample;
+  std::int64_t length(std::int64_t i) const override;
+  bool padded() const override { return sources_.front()->padded(); }
 
   const BlendIndex& index() const noexcept { return index_; }
 

@@ -37,12 +37,18 @@ std::vector<std::int64_t> micro_batch_sample_ids(std::int64_t consumed_samples, 
 std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
                             std::int64_t masked_input_token) {
   const std::int64_t t = source.sample_tokens(), s = t - 1;
-  if (masked_input_token < 0) return count * s;
+  const bool padded = source.padded();
+  if (masked_input_token < 0 && !padded) return count * s;
   std::vector<std::int32_t> buf(static_cast<std::size_t>(t));
   std::int64_t trained = 0;
   for (std::int64_t k = first; k < first + count; ++k) {
-    source.sample(order(k), buf.data());
-    trained += s - std::count(buf.begin(), buf.begin() + s, masked_input_token);
+    const std::int64_t j = order(k);
+    // Labels [0, n − 1) have a real target: a padded sample's real tokens end at n.
+    const std::int64_t labels = std::max<std::int64_t>((padded ? source.length(j) : t) - 1, 0);
+    trained += labels;
+    if (masked_input_token < 0) continue;
+    source.sample(j, buf.data());
+    trained -= std::count(buf.begin(), buf.begin() + labels, masked_input_token);
   }
   return trained;
 }
@@ -52,8 +58,9 @@ std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::
   std::vector<std::int32_t> buf(static_cast<std::size_t>(source.sample_tokens()));
   std::int64_t trained = 0;
   for (std::int64_t k = first; k < first + count; ++k) {
-    source.sample(order(k), buf.data());
-    trained += count_masked(masking, k, buf);
+    const std::int64_t j = order(k);
+    source.sample(j, buf.data());
+    trained += count_masked(masking, k, buf, source.length(j));
   }
   return trained;
 }
@@ -62,6 +69,15 @@ std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::
                             const LoaderOptions& options) {
   if (options.masking) return trained_labels(source, order, first, count, *options.masking);
   return trained_labels(source, order, first, count, options.masked_input_token);
+}
+
+std::int64_t real_tokens(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
+                         const LoaderOptions& options) {
+  const std::int64_t inputs = options.masking ? source.sample_tokens() : source.sample_tokens() - 1;
+  if (!source.padded()) return count * inputs;
+  std::int64_t real = 0;
+  for (std::int64_t k = first; k < first + count; ++k) real += std::min(source.length(order(k)), inputs);
+  return real;
 }
 
 DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options)
@@ -102,21 +118,30 @@ Batch DataLoader::make(std::int64_t consumed, EpochOrder& order) const {
   batch.consumed_samples = consumed + b * options_.dp_size;
   batch.tokens = Tensor::empty(Shape{b, s}, DType::i64);
   batch.labels = Tensor::empty(Shape{b, s}, DType::i64);
+  const bool padded = source_->padded();
+  if (padded) batch.key_mask = Tensor::empty(Shape{b, s}, DType::u8);
   auto* tok = batch.tokens.data<std::int64_t>();
   auto* lab = batch.labels.data<std::int64_t>();
   std::vector<std::int32_t> buf(static_cast<std::size_t>(t));
   for (std::int64_t r = 0; r < b; ++r) {
     const std::int64_t sample_id = batch.sample_ids[static_cast<std::size_t>(r)];
-    source_->sample(order(sample_id), buf.data());
+    const std::int64_t j = order(sample_id);
+    source_->sample(j, buf.data());
+    const std::int64_t n = padded ? source_->length(j) : t;  // real tokens: [0, n)
+    if (padded) {
+      auto* mask = batch.key_mask.data<std::uint8_t>() + r * s;
+      for (std::int64_t k = 0; k < s; ++k) mask[k] = k < n ? 1 : 0;
+    }
     if (options_.masking) {
-      const auto row = static_cast<std::size_t>(r * s), n = static_cast<std::size_t>(s);
-      mask_sample(*options_.masking, sample_id, buf, std::span(tok + row, n), std::span(lab + row, n));
+      const auto row = static_cast<std::size_t>(r * s), size = static_cast<std::size_t>(s);
+      mask_sample(*options_.masking, sample_id, buf, std::span(tok + row, size), std::span(lab + row, size), n);
       continue;
     }
     for (std::int64_t k = 0; k < s; ++k) {
       const std::int32_t input = buf[static_cast<std::size_t>(k)];
       tok[r * s + k] = input;
-      lab[r * s + k] = input == options_.masked_input_token ? kIgnoreLabel : buf[static_cast<std::size_t>(k + 1)];
+      const bool ignored = input == options_.masked_input_token || k + 1 >= n;  // no real target after the end
+      lab[r * s + k] = ignored ? kIgnoreLabel : buf[static_cast<std::size_t>(k + 1)];
     }
   }
   return batch;

@@ -21,6 +21,11 @@
 // in any run of the stream, so every rank can divide a step's loss sum by the
 // same global count before any backward pass.
 //
+// Padded samples (one document per sample, DocumentDataset): the real tokens of a sample are its first
+// SampleSource::length(); the batch's key_mask marks them, the labels whose target is padding are
+// ignored (as are all of a masked-LM sample's padding positions, which masking never selects), and
+// trained_labels() counts only real targets, so the loss is the mean over the global batch's real tokens.
+//
 // Masked LM (BERT): with `masking` set, a sample is the model's input as it is
 // (no shift: a sample of T tokens gives T inputs and T labels, so use samples
 // of exactly seq_len tokens, GptDatasetConfig::add_extra_token = false), masked
@@ -92,6 +97,10 @@ std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::
 // The rule `options` set: masking when it has a value, else masked_input_token.
 std::int64_t trained_labels(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
                             const LoaderOptions& options);
+// The real (not padding) input tokens of global samples [first, first + count): the ones of the batches'
+// key masks, what tokens/s counts. Every input of a packed source is real.
+std::int64_t real_tokens(const SampleSource& source, EpochOrder& order, std::int64_t first, std::int64_t count,
+                         const LoaderOptions& options);
 
 struct Batch {
   // Causal LM: i64 [micro_batch_size, seq_len], sample[0, seq_len). Masked LM: i64
@@ -100,6 +109,9 @@ struct Batch {
   // Causal LM: sample[1, seq_len], or kIgnoreLabel where masked. Masked LM: the original id at the
   // selected positions, kIgnoreLabel elsewhere.
   Tensor labels;
+  // A padded source's (SampleSource::padded): u8 [micro_batch_size, inputs], 1 at a real input token, 0 at
+  // padding (Hugging Face's attention_mask; nn::ForwardContext::key_mask). Undefined for a packed source.
+  Tensor key_mask;
   std::vector<std::int64_t> sample_ids;  // the global sample indices in it
   std::int64_t consumed_samples = 0;     // global samples consumed after this batch
 };

@@ -17,8 +17,11 @@ double unit(std::uint32_t bits) { return (static_cast<double>(bits) + 0.5) * 0x1
 
 // The one implementation behind mask_sample and count_masked (inputs/labels null: count only).
 std::int64_t apply(const MaskingOptions& o, std::int64_t global_sample, std::span<const std::int32_t> tokens,
-                   std::int64_t* inputs, std::int64_t* labels) {
+                   std::int64_t real, std::int64_t* inputs, std::int64_t* labels) {
   TRIDENT_CHECK(global_sample >= 0, "masked LM: negative global sample index {}", global_sample);
+  const auto size = static_cast<std::int64_t>(tokens.size());
+  if (real < 0) real = size;
+  TRIDENT_CHECK(real <= size, "masked LM: global sample {} has {} real tokens of {}", global_sample, real, size);
   const CounterRng rng(o.seed, kStream);
   const auto length = static_cast<std::uint64_t>(tokens.size());
   const std::uint64_t base = static_cast<std::uint64_t>(global_sample) * length;
@@ -33,9 +36,10 @@ std::int64_t apply(const MaskingOptions& o, std::int64_t global_sample, std::spa
                   global_sample, id, t, o.vocab_size);
     bool selected = false;
     std::array<std::uint32_t, 4> draws{};
-    if (std::find(o.special_ids.begin(), o.special_ids.end(), id) != o.special_ids.end()) {
+    const bool padding = static_cast<std::int64_t>(t) >= real;  // never selected
+    if (!padding && std::find(o.special_ids.begin(), o.special_ids.end(), id) != o.special_ids.end()) {
       after_special = true;
-    } else {
+    } else if (!padding) {
       draws = rng.block(base + t);
       const bool starts_word = !o.whole_word || after_special || o.continuation[static_cast<std::size_t>(id)] == 0;
       if (starts_word) word_selected = unit(draws[0]) < o.probability;
@@ -127,16 +131,16 @@ MaskingOptions masking_for_tokenizer(const Tokenizer& tokenizer, double probabil
 
 std::int64_t mask_sample(const MaskingOptions& options, std::int64_t global_sample,
                          std::span<const std::int32_t> tokens, std::span<std::int64_t> inputs,
-                         std::span<std::int64_t> labels) {
+                         std::span<std::int64_t> labels, std::int64_t length) {
   TRIDENT_CHECK(inputs.size() == tokens.size() && labels.size() == tokens.size(),
                 "masked LM: {} tokens but {} inputs and {} labels to write", tokens.size(), inputs.size(),
                 labels.size());
-  return apply(options, global_sample, tokens, inputs.data(), labels.data());
+  return apply(options, global_sample, tokens, length, inputs.data(), labels.data());
 }
 
 std::int64_t count_masked(const MaskingOptions& options, std::int64_t global_sample,
-                          std::span<const std::int32_t> tokens) {
-  return apply(options, global_sample, tokens, nullptr, nullptr);
+                          std::span<const std::int32_t> tokens, std::int64_t length) {
+  return apply(options, global_sample, tokens, length, nullptr, nullptr);
 }
 
 }  // namespace trident::data

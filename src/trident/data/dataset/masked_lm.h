@@ -87,13 +87,16 @@ void check_masking_options(const MaskingOptions& options);
 // Masks one sample (see above). `inputs` and `labels` have tokens.size()
 // entries. Returns the number of selected positions (labels that are not
 // kIgnoreLabel). A token outside [0, vocab_size) is an error. The options are
-// assumed checked (check_masking_options).
+// assumed checked (check_masking_options). `length` >= 0: only the first
+// `length` tokens are real (a padded sample, DocumentDataset); the padding
+// after them is never selected, keeps its ids and has ignored labels. The
+// RNG coordinates stay k·T + t with T = tokens.size().
 std::int64_t mask_sample(const MaskingOptions& options, std::int64_t global_sample,
                          std::span<const std::int32_t> tokens, std::span<std::int64_t> inputs,
-                         std::span<std::int64_t> labels);
+                         std::span<std::int64_t> labels, std::int64_t length = -1);
 
 // The number mask_sample would return, without writing anything.
 std::int64_t count_masked(const MaskingOptions& options, std::int64_t global_sample,
-                          std::span<const std::int32_t> tokens);
+                          std::span<const std::int32_t> tokens, std::int64_t length = -1);
 
 }  // namespace trident::data

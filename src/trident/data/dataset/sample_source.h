@@ -1,5 +1,5 @@
 // The interface the loader reads: a finite, random-access set of fixed-length
-// training samples (GptDataset, BlendedDataset).
+// training samples (GptDataset, DocumentDataset, BlendedDataset).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,15 @@ class SampleSource {
   virtual std::int64_t sample_tokens() const = 0;
   // Writes sample `i` (0 <= i < size()) to out[0, sample_tokens()). Thread-safe.
   virtual void sample(std::int64_t i, std::int32_t* out) const = 0;
+  // The real tokens at the start of sample `i`; the rest of its sample_tokens() are padding. A packed
+  // source (windows that run across documents) has no padding.
+  virtual std::int64_t length(std::int64_t i) const {
+    (void)i;
+    return sample_tokens();
+  }
+  // Whether samples may end in padding (one document per sample), so that the loader gives each batch
+  // an attention mask and ignores the labels there.
+  virtual bool padded() const { return false; }
 
   std::vector<std::int32_t> sample(std::int64_t i) const {
     std::vector<std::int32_t> out(static_cast<std::size_t>(sample_tokens()));

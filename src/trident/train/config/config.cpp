@@ -226,11 +226,12 @@ const std::vector<Field>& fields() {
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
     DATA(tokenizer); DATA(paths); DATA(weights, kNonNegativeFinite); DATA(split); DATA(valid_paths); DATA(cache_dir);
     DATA(prefetch, kNonNegative, " (0 = no background loading)"); DATA(eod_mask_loss);
-    DATA(mlm_probability, kProbability); DATA(whole_word_masking);
+    DATA(mlm_probability, kProbability); DATA(whole_word_masking); DATA(packing);
 #undef DATA
 #define TRAIN(n, ...) f.push_back(field("train", #n, &C::train, &TrainConfig::n __VA_OPT__(,) __VA_ARGS__))
     TRAIN(seq_len, kPositive); TRAIN(micro_batch_size, kPositive);
     TRAIN(global_batch_size, kNonNegative, " (0 = micro_batch_size × data_parallel_size)"); TRAIN(steps, kPositive);
+    TRAIN(epochs, kPositiveFinite);
     TRAIN(seed); TRAIN(precision); TRAIN(log_interval, kPositive); TRAIN(eval_interval, kNonNegative, " (0 = never)");
     TRAIN(eval_steps, kPositive); TRAIN(activation_checkpointing);
     TRAIN(peak_gflops, kNonNegativeFinite, " (0 = measure)");
@@ -489,15 +490,6 @@ void note_preset_and_keys(const Config& config, std::vector<std::string>* notes)
 
 }  // namespace
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides,
-                   std::vector<std::string>* notes) {
-  Config config;
-  if (!path.empty()) apply_file(config, path);
-  apply_overrides(config, overrides, path, notes);
-  note_preset_and_keys(config, notes);
-  return config;
-}
-
 namespace {
 
 // The keys ("optim.clip_grad") the TOML file `path` and the overrides give.
@@ -515,7 +507,28 @@ std::set<std::string> given_keys(const std::string& path, const std::vector<std:
   return keys;
 }
 
+// A run's length is train.steps or train.epochs: both given is an error naming both.
+void check_steps_or_epochs(const Config& config, const std::string& path, const std::vector<std::string>& overrides) {
+  if (!config.train.epochs) return;
+  const std::set<std::string> given = given_keys(path, overrides);
+  TRIDENT_CHECK(!given.contains("train.steps"),
+                "train.steps = {} and train.epochs = {} are both given{}: a run's length is counted in steps or in "
+                "epochs, not both; drop one of them",
+                config.train.steps, format_value(*config.train.epochs),
+                path.empty() ? std::string(" (by --set)") : fmt::format(" (by {} or --set)", path));
+}
+
 }  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   std::vector<std::string>* notes) {
+  Config config;
+  if (!path.empty()) apply_file(config, path);
+  apply_overrides(config, overrides, path, notes);
+  note_preset_and_keys(config, notes);
+  check_steps_or_epochs(config, path, overrides);
+  return config;
+}
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                    std::vector<std::string>* notes) {
@@ -536,6 +549,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::vector<std::string> lines = apply_deepspeed_file(config, ds_path, dp, given_keys(path, overrides));
   apply_overrides(config, overrides, path, &lines);
   note_preset_and_keys(config, &lines);
+  check_steps_or_epochs(config, path, overrides);
   // Its values are now in the configuration: the resolved config (config.toml) stands on its own.
   config.train.deepspeed_config.clear();
   config.applied_deepspeed_config = ds_path;
@@ -589,6 +603,11 @@ std::string to_toml(const Config& config) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", section);
     }
     const std::string value = f.get(config);
+    if (f.key() == "train.steps" && config.train.epochs) {
+      // Resolved from train.epochs at start (train/setup.h): a key here would be both.
+      out += fmt::format("# {} = {}: resolved from train.epochs\n", f.name, value);
+      continue;
+    }
     const auto origin = f.section == "model" ? config.model.origin.find(f.name) : config.model.origin.end();
     const std::string source = origin != config.model.origin.end() ? "  # " + origin->second : "";
     out += value.empty() && f.type != "string" ? fmt::format("# {} unset: the default\n", f.name)

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct DataConfig {
   std::string cache_dir;             // sample-index cache (default: beside the data)
   std::int64_t prefetch = 4;         // batches prepared ahead by the loader thread
   bool eod_mask_loss = false;        // no loss where the input token is the tokenizer's end-of-document
+  // true: samples are windows of train.seq_len tokens that run across documents (Megatron's packing);
+  // false: one document per sample, truncated or padded to train.seq_len, with an attention mask, the
+  // loss over its real tokens only (Hugging Face's padding="max_length", truncation=True).
+  bool packing = true;
   // Masked LM (encoder families, BERT): transformers' mlm_probability, and whole-word masking.
   double mlm_probability = 0.15;
   bool whole_word_masking = false;
@@ -51,6 +56,9 @@ struct TrainConfig {
   std::int64_t micro_batch_size = 4;
   std::int64_t global_batch_size = 0;  // 0 = micro_batch_size × data_parallel_size
   std::int64_t steps = 100;
+  // Passes over the (blended) training set, instead of train.steps (never both): the run's steps are
+  // floor(epochs × samples of one epoch / global batch), resolved at start (train/setup.h).
+  std::optional<double> epochs;
   std::int64_t seed = 1234;
   std::string precision = "fp32";      // fp32 | bf16 | fp16
   std::int64_t log_interval = 10;

@@ -86,7 +86,7 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
   if (!enabled_) return;
   const std::string line = fmt::format(
       "step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | {:.0f} ms/step | "
-      "mem {:.0f} MB{}{}{}{} | ETA {}",
+      "mem {:.0f} MB{}{}{}{}{} | ETA {}",
       m.step, m.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, 100 * m.mfu, m.step_ms, m.peak_memory_mb,
       m.moe ? fmt::format(" | aux {:.4f} | load max/mean {:.2f}{}", m.moe->aux_loss,
                           m.moe->load_imbalance.empty() ? 0.0
@@ -100,7 +100,7 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
           ? fmt::format(" | straggler rank {} on {}: {:.0f} ms, {:.1f}x the median", m.straggler->rank,
                         m.straggler->host, m.straggler->work_ms, m.straggler->ratio)
           : "",
-      format_duration(m.eta_s));
+      m.epochs > 0 ? fmt::format(" | epoch {:.2f}/{}", m.epoch, m.epochs) : "", format_duration(m.eta_s));
   if (permanent) {
     if (live_shown_) std::fputs("\r\033[K", stdout);
     std::fputs((line + "\n").c_str(), stdout);
@@ -108,6 +108,7 @@ void MetricsLogger::log_step(const StepMetrics& m, bool permanent) {
     nlohmann::json j = {{"step", m.step},         {"loss", m.loss},       {"lr", m.lr},
                         {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},
                         {"step_ms", m.step_ms},   {"peak_memory_mb", m.peak_memory_mb}};
+    if (m.epochs > 0) j["epoch"] = m.epoch;
     if (m.loss_scale > 0) j["loss_scale"] = m.loss_scale;
     if (m.moe) {
       j["aux_loss"] = m.moe->aux_loss;

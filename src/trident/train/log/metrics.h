@@ -36,6 +36,10 @@ struct StepMetrics {
   double eta_s = 0;
   double loss_scale = 0;      // fp16 only (0 otherwise)
   bool skipped = false;       // fp16 overflow
+  // With train.epochs: the epochs trained after this step (global samples over one epoch's, fractional as
+  // Hugging Face's Trainer logs it) and train.epochs; epochs 0: not shown.
+  double epoch = 0;
+  double epochs = 0;
   // Mixture of experts (absent for a dense model): the auxiliary losses' part of `loss`, each MoE
   // layer's token-load imbalance (the busiest expert's routed assignments over the mean), and the
   // fraction of assignments the capacity dropped; over the global batch.
