@@ -30,24 +30,28 @@ inline std::string grammar_corpus(int lines) {
   return out;
 }
 
-// Writes DIR/tokenizer.json and DIR/corpus.{bin,idx}.
-inline void make_corpus(const std::filesystem::path& dir, int lines = 3000) {
+// Writes DIR/tokenizer.json and DIR/corpus.{bin,idx}; with `tokenizer`, DIR/corpus.{bin,idx} made with that
+// tokenizer.json instead (a second dataset to blend with the first, whose ids mean the same tokens).
+inline void make_corpus(const std::filesystem::path& dir, int lines = 3000, const std::filesystem::path& tokenizer = {}) {
   std::filesystem::create_directories(dir);
   const std::string text = grammar_corpus(lines);
   std::ofstream(dir / "corpus.txt") << text;
-  data::BpeTrainerOptions bo;
-  bo.vocab_size = 320;
-  bo.special_tokens = {"<|endoftext|>"};
-  bo.threads = 1;
-  data::BpeTrainer trainer(bo);
-  trainer.feed(text);
-  data::write_tokenizer_json(trainer.train(), dir / "tokenizer.json");
+  if (tokenizer.empty()) {
+    data::BpeTrainerOptions bo;
+    bo.vocab_size = 320;
+    bo.special_tokens = {"<|endoftext|>"};
+    bo.threads = 1;
+    data::BpeTrainer trainer(bo);
+    trainer.feed(text);
+    data::write_tokenizer_json(trainer.train(), dir / "tokenizer.json");
+  }
   data::PreprocessOptions po;
   po.inputs = {dir / "corpus.txt"};
   po.output_prefix = (dir / "corpus").string();
   po.append_eod = true;
   po.workers = 1;
-  data::preprocess(data::Tokenizer::from_file(dir / "tokenizer.json"), po);
+  po.tokenizer_source = (tokenizer.empty() ? dir / "tokenizer.json" : tokenizer).string();
+  data::preprocess(data::Tokenizer::from_file(po.tokenizer_source), po);
 }
 
 // Overrides for a tiny GPT on that corpus.

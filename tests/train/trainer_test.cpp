@@ -572,7 +572,7 @@ TEST_F(Trainer, InconsistentBatchSizesNameTheKeys) {
 // and validation blends every dataset's validation split.
 TEST_F(Trainer, BlendsFollowTheDatasetsSizesAndValidateOnEveryDataset) {
   const fs::path small = dir_ / "small";
-  testing::make_corpus(small, 300);
+  testing::make_corpus(small, 300, dir_ / "tokenizer.json");  // the same tokenizer as the first
   auto config = [&](std::vector<std::string> extra) {
     auto o = options("blend",
                      {"data.paths=[\"" + (dir_ / "corpus").string() + "\", \"" + (small / "corpus").string() + "\"]",

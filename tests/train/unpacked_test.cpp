@@ -194,7 +194,7 @@ TEST_F(Unpacked, EpochsResolveTheStepsAndAResumeInTheSecondEpochIsExact) {
 // packed), and the blend holds one epoch, which the loader reads again in a fresh order each epoch.
 TEST_F(Unpacked, EpochsCountTheBlendedTrainingSet) {
   const fs::path small = dir_ / "small";
-  if (!fs::exists(small / "corpus.idx")) testing::make_corpus(small, 20);
+  if (!fs::exists(small / "corpus.idx")) testing::make_corpus(small, 20, dir_ / "tokenizer.json");
   const auto overrides = [&](std::vector<std::string> extra) {
     std::vector<std::string> o = testing::tiny_run(dir_, "cache");
     o.push_back("data.paths=[\"" + (dir_ / "corpus").string() + "\", \"" + (small / "corpus").string() + "\"]");
