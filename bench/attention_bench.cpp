@@ -23,7 +23,12 @@
 // (W(W+1)/2 + (T−W)·W against T(T+1)/2), which the kernels' 64-key tiles
 // round up.
 //
-//   attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--window W] [--no-peak]
+// Dropout on the probabilities: for each size, causal forward+backward with
+// attention dropout P against the same call without, timed in the same run
+// (the mask is regenerated per tile row in the forward and both backward passes).
+//
+//   attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--window W]
+//                   [--dropout P] [--no-peak]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,6 +40,7 @@
 #include <vector>
 
 #include "trident/core/parallel.h"
+#include "trident/core/rng.h"
 #include "trident/core/tensor.h"
 #include "trident/kernels/cpu/matmul.h"
 #include "trident/kernels/cpu/softmax.h"
@@ -80,6 +86,15 @@ Timing time_runs(const std::function<void()>& f, int min_reps, double seconds) {
   return {wall[wall.size() / 2], wall.front(), cpu[cpu.size() / 2]};
 }
 
+// One forward and backward of attention with options o (on tensors that outlive the function).
+std::function<void()> forward_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                       const trident::ops::AttentionOptions& o) {
+  return [&q, &k, &v, &dout, o] {
+    auto [out, lse] = trident::ops::attention(q, k, v, o);
+    (void)trident::ops::attention_backward(q, k, v, out, lse, dout, o);
+  };
+}
+
 // fp32 GEMM 1024³ in GFLOP per CPU-second (median), the per-core reference for the CPU-clock column.
 double gemm_gflop_per_cpu_second(int min_reps, double seconds) {
   const std::int64_t n = 1024;
@@ -98,6 +113,7 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   bool peak = true;
   std::int64_t window = 128;
+  double dropout = 0.1;
   std::vector<std::int64_t> sizes = {64, 256, 1024};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -113,12 +129,14 @@ int main(int argc, char** argv) {
       for (std::string item; std::getline(ss, item, ',');) sizes.push_back(std::atoll(item.c_str()));
     } else if (arg == "--window" && i + 1 < argc) {
       window = std::atoll(argv[++i]);
+    } else if (arg == "--dropout" && i + 1 < argc) {
+      dropout = std::atof(argv[++i]);
     } else if (arg == "--no-peak") {
       peak = false;
     } else {
       fmt::print(stderr,
                  "usage: attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] "
-                 "[--window W] [--no-peak]\n");
+                 "[--window W] [--dropout P] [--no-peak]\n");
       return 2;
     }
   }
@@ -168,12 +186,7 @@ int main(int argc, char** argv) {
       Tensor dout = filled({B, T, H, D}, dtype, 4);
       trident::ops::AttentionOptions full, windowed;
       windowed.window = window;
-      auto step = [&](const trident::ops::AttentionOptions& o) {
-        return [&, o] {
-          auto [out, lse] = trident::ops::attention(q, k, v, o);
-          (void)trident::ops::attention_backward(q, k, v, out, lse, dout, o);
-        };
-      };
+      auto step = [&](const trident::ops::AttentionOptions& o) { return forward_backward(q, k, v, dout, o); };
       const Timing t_full = time_runs(step(full), min_reps, seconds);
       const Timing t_window = time_runs(step(windowed), min_reps, seconds);
       const double pairs_full = 0.5 * static_cast<double>(T) * static_cast<double>(T + 1);
@@ -183,6 +196,27 @@ int main(int argc, char** argv) {
                  trident::dtype_name(dtype), T, t_full.median * 1e3, t_window.median * 1e3,
                  t_window.median / t_full.median, t_full.cpu * 1e3, t_window.cpu * 1e3, t_window.cpu / t_full.cpu,
                  pairs_window / pairs_full);
+    }
+  }
+
+  fmt::print("\nattention dropout p={}: causal fwd+bwd without and with it in the same run: median wall ms and "
+             "median process CPU ms\n",
+             dropout);
+  fmt::print("{:<5} {:>5} {:>9} {:>10} {:>7} {:>11} {:>12} {:>9}\n", "dtype", "T=S", "plain ms", "dropout ms", "ratio",
+             "plain cpu-ms", "dropout cpu-ms", "cpu ratio");
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (std::int64_t T : sizes) {
+      if (dropout <= 0) continue;
+      Tensor q = filled({B, T, H, D}, dtype, 1), k = filled({B, T, H, D}, dtype, 2), v = filled({B, T, H, D}, dtype, 3);
+      Tensor dout = filled({B, T, H, D}, dtype, 4);
+      trident::ops::AttentionOptions plain, dropped;
+      dropped.dropout = {dropout, trident::CounterRng(1, "bench/attention"), 0, 0, 0};
+      auto step = [&](const trident::ops::AttentionOptions& o) { return forward_backward(q, k, v, dout, o); };
+      const Timing t_plain = time_runs(step(plain), min_reps, seconds);
+      const Timing t_drop = time_runs(step(dropped), min_reps, seconds);
+      fmt::print("{:<5} {:>5} {:>9.2f} {:>10.2f} {:>7.3f} {:>11.2f} {:>12.2f} {:>9.3f}\n", trident::dtype_name(dtype), T,
+                 t_plain.median * 1e3, t_drop.median * 1e3, t_drop.median / t_plain.median, t_plain.cpu * 1e3,
+                 t_drop.cpu * 1e3, t_drop.cpu / t_plain.cpu);
     }
   }
 

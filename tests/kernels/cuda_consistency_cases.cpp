@@ -295,8 +295,10 @@ Tensor padded_keys(std::int64_t B, std::int64_t S, DType dtype) {
 }
 
 // Attention: shapes {q [B, T, H, D], k/v [B, S, Hkv, D]}; with a mask, it is [T, S] with -inf entries and its
-// first query row entirely hidden (zero output, lse −inf); with a key mask, padded_keys in key_mask_dtype.
-// The backward gets out and lse from the CPU forward.
+// first query row entirely hidden (zero output, lse −inf); with a key mask, padded_keys in key_mask_dtype;
+// with dropout on the probabilities, the call placed at sample 3 and head 1 of H + 2 heads (the mask is
+// drawn at those global coordinates, the same bits on both backends). The backward gets out and lse from
+// the CPU forward.
 void attention_cases(CaseTable& t) {
   struct Config {
     std::string name;
@@ -307,6 +309,7 @@ void attention_cases(CaseTable& t) {
     std::vector<DType> dtypes = kFloat;
     std::int64_t window = 0;  // sliding window (causal only)
     DType key_mask = DType::f32;  // a key-padding mask (padded_keys) of this dtype; f32: none
+    double dropout = 0;           // on the probabilities; 0: none
   };
   const std::vector<Config> configs = {
       {"causal", {2, 37, 4, 64}, {2, 37, 4, 64}},
@@ -345,12 +348,22 @@ void attention_cases(CaseTable& t) {
       {"key_mask_bert_long", {4, 200, 4, 64}, {4, 200, 4, 64}, false, 0, false, kRealistic, 0, DType::i64},
       {"key_mask_head_dim_40_scale", {4, 70, 4, 40}, {4, 70, 4, 40}, false, 0.2, false, kNoF64, 0, DType::u8},
       {"key_mask_window_gqa_mask", {4, 150, 8, 32}, {4, 150, 2, 32}, true, 0, true, kNoF64, 50, DType::i64},
+      // Dropout on the probabilities: causal; BERT (not causal, key padding, whole tiles); GQA at head_dim 128
+      // with a window; head_dim 40 with a mask and a scale; a KV cache; p = 0.5.
+      {"dropout_causal", {2, 37, 4, 64}, {2, 37, 4, 64}, true, 0, false, kFloat, 0, DType::f32, 0.1},
+      {"dropout_bert_key_mask", {4, 200, 4, 64}, {4, 200, 4, 64}, false, 0, false, kFloat, 0, DType::i64, 0.1},
+      {"dropout_bert_whole_tiles", {2, 128, 4, 64}, {2, 128, 4, 64}, false, 0, false, kRealistic, 0, DType::f32, 0.1},
+      {"dropout_window_gqa_head_dim_128", {1, 200, 8, 128}, {1, 200, 2, 128}, true, 0, false, kRealistic, 96,
+       DType::f32, 0.2},
+      {"dropout_head_dim_40_mask_scale", {2, 45, 4, 40}, {2, 53, 4, 40}, false, 0.3, true, kNoF64, 0, DType::u8, 0.3},
+      {"dropout_kv_cache_half", {2, 5, 4, 64}, {2, 41, 4, 64}, true, 0, false, kFloat, 0, DType::f32, 0.5},
   };
   for (const Config& cfg : configs) {
     ops::AttentionOptions options;
     options.causal = cfg.causal;
     options.scale = cfg.scale;
     options.window = cfg.window;
+    if (cfg.dropout > 0) options.dropout = {cfg.dropout, CounterRng(99, "consistency/attention"), 3, 1, cfg.q[2] + 2};
     const bool with_mask = cfg.mask;
     const DType key_mask_dtype = cfg.key_mask;
     const auto inputs = [options, with_mask, key_mask_dtype](bool backward) -> MakeInputs {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <tuple>
 
 #include "testing/helpers.h"
 #include "trident/models/family.h"
@@ -294,13 +295,39 @@ TEST(HfConfig, MixtralConfigRoundTrips) {
   std::filesystem::remove(path);
 }
 
+// Dropout on the attention probabilities under each family's name: read, written back (export writes the
+// value trained with), and defaulted as transformers' configs default it when absent.
+TEST(HfConfig, AttentionDropoutRoundTripsUnderEachFamilysName) {
+  for (const auto& [type, key, absent] : std::vector<std::tuple<std::string, std::string, double>>{
+           {"bert", "attention_probs_dropout_prob", 0.1}, {"gpt2", "attn_pdrop", 0.0}, {"llama", "attention_dropout", 0.0},
+           {"mistral", "attention_dropout", 0.0}, {"qwen2", "attention_dropout", 0.0}}) {
+    SCOPED_TRACE(type);
+    nlohmann::json extra = {{key, 0.25}};
+    if (type == "bert") extra["intermediate_size"] = 64;
+    std::string path = write_config(type, extra);
+    TransformerSpec s = read_hf_config(path);
+    EXPECT_EQ(s.attention_dropout, 0.25);
+    s.attention_dropout = 0.125;
+    const nlohmann::json written = nlohmann::json::parse(hf_config_json(s));
+    EXPECT_EQ(written.at(key).get<double>(), 0.125);
+    std::ofstream(path) << written.dump();
+    EXPECT_EQ(read_hf_config(path).attention_dropout, 0.125);
+    nlohmann::json without = written;
+    without.erase(key);
+    std::ofstream(path) << without.dump();
+    EXPECT_EQ(read_hf_config(path).attention_dropout, absent);
+    std::filesystem::remove(path);
+  }
+}
+
 // Values a model cannot have are refused when config.json is read, naming the file (not at the first
 // forward pass, after the run directory exists).
 TEST(HfConfig, ImpossibleValuesNameTheFile) {
   for (const auto& [extra, expected] : std::vector<std::pair<nlohmann::json, std::string>>{
            {{{"rope_theta", 0}}, "model.rope_theta must be a positive finite number, got 0"},
            {{{"rms_norm_eps", -1}}, "model.norm_eps must be a finite number >= 0, got -1"},
-           {{{"num_key_value_heads", 3}}, "n_head=4 is not a multiple of n_kv_head=3"}}) {
+           {{{"num_key_value_heads", 3}}, "n_head=4 is not a multiple of n_kv_head=3"},
+           {{{"attention_dropout", 1.5}}, "model.attention_dropout must be in [0, 1), got 1.5"}}) {
     const std::string path = write_config("llama", extra);
     const std::string message = testing::error_message([&] { read_hf_config(path); });
     EXPECT_NE(message.find("'" + path + "': "), std::string::npos) << message;

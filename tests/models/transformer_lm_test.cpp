@@ -35,6 +35,7 @@ TransformerSpec tiny(const std::string& arch, double dropout = 0.0) {
   s.vocab_size = 23;
   s.max_seq_len = 16;
   s.dropout = dropout;
+  s.attention_dropout = dropout;
   s.init_std = 0.3;  // large enough that every term of the gradient matters
   return s;
 }
@@ -312,6 +313,32 @@ TEST(TransformerLM, ActivationCheckpointingGivesIdenticalGradients) {
         EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << plain.parameters()[i]->name;
       }
     }
+  }
+}
+
+// Dropout on the attention probabilities changes training (each step and layer draws its own mask) and
+// leaves evaluation exactly as without it.
+TEST(TransformerLM, AttentionDropoutAppliesInTrainingOnly) {
+  for (const std::string arch : {"gpt2", "llama", "bert", "mixtral"}) {
+    SCOPED_TRACE(arch);
+    std::mt19937_64 gen(8);
+    Tensor ids = random_ids(gen, 2, 6, 23), labels = random_ids(gen, 2, 6, 23);
+    TransformerSpec plain_spec = tiny(arch), dropped_spec = plain_spec;
+    dropped_spec.attention_dropout = 0.3;
+    TransformerLM plain(plain_spec), dropped(dropped_spec);
+    plain.initialize(4);
+    dropped.initialize(4);
+    ForwardContext eval;
+    EXPECT_EQ(plain.forward(ids, eval).data().to_vector<float>(), dropped.forward(ids, eval).data().to_vector<float>());
+    ForwardContext train = eval;
+    train.training = true;
+    train.seed = 5;
+    const double base = plain.loss(ids, labels, train).data().item();
+    const double step1 = dropped.loss(ids, labels, train).data().item();
+    EXPECT_NE(step1, base);
+    EXPECT_EQ(dropped.loss(ids, labels, train).data().item(), step1);  // the same step draws the same masks
+    train.step = 1;
+    EXPECT_NE(dropped.loss(ids, labels, train).data().item(), step1);
   }
 }
 

@@ -2,7 +2,8 @@
 // softmax(scale · Q·Kᵀ + mask)·V with the causal rule of ops::attention
 // (key s visible to query t iff s ≤ t + S − T, and with a sliding window w > 0
 // also s > t + S − T − w), the key-padding mask (key s of sample b hidden iff
-// key_mask[b·S + s] == 0), and the textbook backward.
+// key_mask[b·S + s] == 0), dropout on the probabilities (each P times its
+// factor in `keep`, see dropout_keep), and the textbook backward.
 // Written independently of the blocked kernel (no online softmax, no tiles).
 #pragma once
 
@@ -10,9 +11,27 @@
 #include <limits>
 #include <vector>
 
+#include "trident/core/rng.h"
 #include "trident/core/tensor.h"
 
 namespace trident::testing {
+
+// The factors ops::attention's dropout puts on the probabilities P[b, h, t, s] ([B, H, T, S]): 0 where
+// rng.uniform(g) < p, else 1/(1 − p), at g = (((batch_offset + b)·heads + head_offset + h)·T + t)·S + s
+// (ops::AttentionDropout's definition, computed here from CounterRng::uniform alone).
+inline std::vector<double> dropout_keep(std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t S, double p,
+                                        const CounterRng& rng, std::int64_t batch_offset, std::int64_t head_offset,
+                                        std::int64_t heads) {
+  std::vector<double> keep(static_cast<std::size_t>(B * H * T * S));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t s = 0; s < S; ++s) {
+          const auto g = static_cast<std::uint64_t>((((batch_offset + b) * heads + head_offset + h) * T + t) * S + s);
+          keep[static_cast<std::size_t>(((b * H + h) * T + t) * S + s)] = rng.uniform(g) < p ? 0.0 : 1.0 / (1.0 - p);
+        }
+  return keep;
+}
 
 struct NaiveAttention {
   std::int64_t B, T, S, H, Hkv, D;
@@ -21,6 +40,9 @@ struct NaiveAttention {
   std::vector<double> mask;  // [T, S] or empty
   std::int64_t window = 0;   // sliding window (causal only); 0 = unlimited
   std::vector<std::int64_t> key_mask = {};  // [B, S], 0 = padding key; or empty (every key real)
+  std::vector<double> keep = {};  // [B, H, T, S]: dropout's factor on each probability (dropout_keep); empty: none
+
+  double keep_at(std::size_t i) const { return keep.empty() ? 1.0 : keep[i]; }
 
   bool visible(std::int64_t b, std::int64_t t, std::int64_t s) const {
     if (!key_mask.empty() && key_mask[static_cast<std::size_t>(b * S + s)] == 0) return false;
@@ -67,7 +89,7 @@ struct NaiveAttention {
         for (std::int64_t t = 0; t < T; ++t)
           for (std::int64_t s = 0; s < S; ++s)
             for (std::int64_t d = 0; d < D; ++d)
-              out[qi(b, t, h, d)] += p[pi(b, h, t, s)] * v[ki(b, s, h / (H / Hkv), d)];
+              out[qi(b, t, h, d)] += p[pi(b, h, t, s)] * keep_at(pi(b, h, t, s)) * v[ki(b, s, h / (H / Hkv), d)];
     return out;
   }
 
@@ -86,16 +108,16 @@ struct NaiveAttention {
           std::vector<double> dp(static_cast<std::size_t>(S));
           double rowdot = 0;  // Σ_s P·dP
           for (std::int64_t s = 0; s < S; ++s) {
-            double x = 0;
+            double x = 0;  // d out / d (P·keep)
             for (std::int64_t d = 0; d < D; ++d) x += dout[qi(b, t, h, d)] * v[ki(b, s, hk, d)];
-            dp[static_cast<std::size_t>(s)] = x;
-            rowdot += p[pi(b, h, t, s)] * x;
+            dp[static_cast<std::size_t>(s)] = keep_at(pi(b, h, t, s)) * x;
+            rowdot += p[pi(b, h, t, s)] * dp[static_cast<std::size_t>(s)];
           }
           for (std::int64_t s = 0; s < S; ++s) {
             const double pv = p[pi(b, h, t, s)];
             const double ds = pv * (dp[static_cast<std::size_t>(s)] - rowdot);
             for (std::int64_t d = 0; d < D; ++d) {
-              dv[ki(b, s, hk, d)] += pv * dout[qi(b, t, h, d)];
+              dv[ki(b, s, hk, d)] += pv * keep_at(pi(b, h, t, s)) * dout[qi(b, t, h, d)];
               dq[qi(b, t, h, d)] += scale * ds * k[ki(b, s, hk, d)];
               dk[ki(b, s, hk, d)] += scale * ds * q[qi(b, t, h, d)];
             }

@@ -1,7 +1,9 @@
 // Blocked attention kernel vs the naive f64 attention at sizes that cross tile
 // boundaries (and are not multiples of the tile), forward and backward, with
 // and without a sliding window and a key-padding mask; thread-count invariance;
-// fully masked rows and fully padded samples; argument errors.
+// fully masked rows and fully padded samples; dropout on the probabilities
+// (against the naive attention with the same mask, its drop rate and scale,
+// bit-identical shards of samples and heads); argument errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/attention.h"
 #include "trident/ops/attention.h"
+#include "trident/ops/shape.h"
 
 namespace trident::testing {
 namespace {
@@ -54,7 +57,16 @@ struct Problem {
   std::int64_t window = 0;
   bool key_padding = false;  // a key-padding mask of padded_keys(B, S)
   DType key_mask_dtype = DType::i64;
+  double dropout = 0;  // on the probabilities, as samples 3.. and heads 1.. of H + 2 (kDropoutRng)
 };
+
+const CounterRng kDropoutRng(2024, "test/attention/probs");
+
+// Problem p with dropout on the probabilities.
+Problem dropped(Problem p, double rate = 0.2) {
+  p.dropout = rate;
+  return p;
+}
 
 // Problem p with the key-padding mask of padded_keys (in `dtype`).
 Problem padded(Problem p, DType dtype = DType::i64) {
@@ -116,6 +128,10 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
     options.key_mask = padded_keys(p.B, p.S, p.key_mask_dtype);
     naive.key_mask = options.key_mask.to(DType::i64).to_vector<std::int64_t>();
   }
+  if (p.dropout > 0) {
+    options.dropout = {p.dropout, kDropoutRng, 3, 1, p.H + 2};
+    naive.keep = dropout_keep(p.B, p.H, p.T, p.S, p.dropout, kDropoutRng, 3, 1, p.H + 2);
+  }
   auto [out, lse] = ops::attention(q, k, v, options);
   auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, options);
 
@@ -123,13 +139,15 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
   std::vector<double> rdq, rdk, rdv;
   naive.backward(qv, kv, vv, dov, rdq, rdk, rdv);
   const std::string what =
-      fmt::format("B={} T={} S={} H={} Hkv={} D={} causal={} mask={} window={} key_mask={} {}", p.B, p.T, p.S, p.H,
-                  p.Hkv, p.D, p.causal, p.with_mask, p.window,
-                  p.key_padding ? dtype_name(p.key_mask_dtype) : std::string_view("none"), dtype_name(dtype));
+      fmt::format("B={} T={} S={} H={} Hkv={} D={} causal={} mask={} window={} key_mask={} dropout={} {}", p.B, p.T,
+                  p.S, p.H, p.Hkv, p.D, p.causal, p.with_mask, p.window,
+                  p.key_padding ? dtype_name(p.key_mask_dtype) : std::string_view("none"), p.dropout,
+                  dtype_name(dtype));
   EXPECT_LE(relative_error(values(out), naive.forward(qv, kv, vv)), tol) << "out, " << what;
   EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
   if (p.causal && p.window == 1) {
-    // One visible key: P = 1 and dS = dP − Di = 0, so dq and dk are exactly zero; measure them against dv.
+    // One visible key: P = 1 and dS = dP − Di = 0 (with dropout too: Di = keep·dZ = dP), so dq and dk are
+    // exactly zero; measure them against dv.
     double dv_scale = 0;
     for (double x : rdv) dv_scale = std::max(dv_scale, std::abs(x));
     for (const auto& [name, grad] : {std::pair{"dq", values(dq)}, std::pair{"dk", values(dk)}})
@@ -374,6 +392,111 @@ TEST(AttentionKernel, FullyPaddedSampleGivesZerosNotNaN) {
   }
 }
 
+// Dropout on the probabilities across 64-key tiles, forward and backward against the naive attention with
+// the same mask: causal and not, GQA, a KV cache, an additive mask, sliding windows, key padding; every dtype.
+TEST(AttentionKernel, ProbabilityDropoutMatchesNaive) {
+  compare_with_naive(dropped({1, 300, 300, 2, 2, 64, true}), DType::f64, 1e-12);
+  compare_with_naive(dropped({1, 150, 150, 2, 2, 40, false}, 0.5), DType::f64, 1e-12);
+  compare_with_naive(dropped({2, 131, 131, 4, 2, 32, true}), DType::f32, 2e-5);
+  compare_with_naive(dropped({1, 70, 300, 6, 2, 16, true}), DType::f64, 1e-12);             // S > T (cache)
+  compare_with_naive(dropped({1, 129, 77, 4, 4, 8, false, true}), DType::f64, 1e-12);       // additive mask
+  compare_with_naive(dropped({1, 131, 131, 4, 2, 32, true, false, 37}), DType::f64, 1e-12);  // window
+  compare_with_naive(dropped({1, 150, 150, 2, 2, 64, true, false, 1}), DType::f32, 2e-5);    // window 1
+  compare_with_naive(dropped(padded({4, 150, 150, 2, 2, 32, false})), DType::f64, 1e-12);   // BERT: key padding
+  compare_with_naive(dropped(padded({4, 131, 131, 4, 2, 32, true}, DType::u8)), DType::f32, 2e-5);
+  compare_with_naive(dropped({1, 150, 150, 4, 2, 64, true}), DType::bf16, 2e-2);
+  compare_with_naive(dropped(padded({4, 100, 100, 2, 2, 64, false})), DType::bf16, 2e-2);
+  compare_with_naive(dropped({1, 150, 150, 2, 2, 64, true}), DType::f16, 5e-3);
+}
+
+TEST(AttentionKernel, ProbabilityDropoutBf16DotProductPath) {
+  if (!kernels::cpu::attention_uses_bf16_dot_products()) {
+    GTEST_SKIP() << "built without AVX512-BF16: bf16 takes the f32-compute path (ProbabilityDropoutMatchesNaive)";
+  }
+  const double tol = 1e-2, elem = 3e-2;
+  compare_with_naive(dropped({2, 131, 131, 4, 2, 32, true}), DType::bf16, tol, elem);
+  compare_with_naive(dropped(padded({4, 131, 131, 4, 2, 32, false})), DType::bf16, tol, elem);
+  compare_with_naive(dropped({1, 70, 300, 6, 2, 16, true, false, 100}), DType::bf16, tol, elem);
+}
+
+// With every score equal (q = 0) each probability is 1/S, and with V the identity ([S, D = S]) out[t][s] is
+// 1/S times the keep factor of key s: exactly 0 with probability p, else 1/((1 − p)·S). The rate of zeros is
+// p within 5 standard deviations, the survivors carry exactly the scale, and the zeros are the generator's.
+TEST(AttentionKernel, ProbabilityDropoutRateAndScale) {
+  const std::int64_t B = 2, T = 96, S = 64, H = 4;
+  for (const double p : {0.1, 0.5}) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(fmt::format("p={} {}", p, dtype_name(dtype)));
+      Tensor q = Tensor::zeros({B, T, H, S}, dtype), k = Tensor::zeros({B, S, 1, S}, dtype);
+      std::vector<double> eye(static_cast<std::size_t>(B * S * S), 0.0);
+      for (std::int64_t b = 0; b < B; ++b)
+        for (std::int64_t s = 0; s < S; ++s) eye[static_cast<std::size_t>((b * S + s) * S + s)] = 1.0;
+      Tensor v = Tensor::from_vector<double>(eye, {B, S, 1, S}).to(dtype);
+      ops::AttentionOptions options;
+      options.causal = false;
+      options.dropout = {p, kDropoutRng, 0, 0, 0};
+      const auto out = values(ops::attention(q, k, v, options).first);
+      const auto keep = dropout_keep(B, H, T, S, p, kDropoutRng, 0, 0, H);
+      std::int64_t zeros = 0;
+      const double survivor = 1.0 / ((1.0 - p) * static_cast<double>(S));
+      for (std::int64_t b = 0; b < B; ++b)
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t s = 0; s < S; ++s) {
+              const double x = out[static_cast<std::size_t>(((b * T + t) * H + h) * S + s)];
+              const bool kept = keep[static_cast<std::size_t>(((b * H + h) * T + t) * S + s)] != 0;
+              ASSERT_EQ(x != 0, kept) << "b=" << b << " t=" << t << " h=" << h << " s=" << s;
+              if (kept) {
+                ASSERT_NEAR(x, survivor, 1e-6 * survivor);
+              } else {
+                ++zeros;
+              }
+            }
+      const double n = static_cast<double>(B * T * H * S), rate = static_cast<double>(zeros) / n;
+      EXPECT_NEAR(rate, p, 5 * std::sqrt(p * (1 - p) / n));
+    }
+  }
+}
+
+// A call holding some samples and heads of the layer (data and tensor parallelism) gives, bit for bit, the
+// rows of the whole call: the mask is drawn at global coordinates. And p = 0 is the plain kernel.
+TEST(AttentionKernel, ProbabilityDropoutOfAShardIsTheWholesRows) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937_64 gen(21);
+    const std::int64_t B = 4, T = 100, H = 4, D = 32;
+    Tensor q = random_f64(gen, {B, T, H, D}).to(dtype);
+    Tensor k = random_f64(gen, {B, T, H, D}).to(dtype);
+    Tensor v = random_f64(gen, {B, T, H, D}).to(dtype);
+    Tensor dout = random_f64(gen, {B, T, H, D}).to(dtype);
+    ops::AttentionOptions whole;
+    whole.causal = false;
+    whole.key_mask = padded_keys(B, T, DType::u8);
+    whole.dropout = {0.3, kDropoutRng, 0, 0, 0};
+    auto [out, lse] = ops::attention(q, k, v, whole);
+    auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, whole);
+    // Samples 1..2, heads 2..3.
+    const auto part = [](const Tensor& x) { return ops::slice(x.slice0(1, 3), 2, 2, 4); };
+    ops::AttentionOptions shard = whole;
+    shard.key_mask = whole.key_mask.slice0(1, 3);
+    shard.dropout = {0.3, kDropoutRng, 1, 2, H};
+    auto [o1, l1] = ops::attention(part(q), part(k), part(v), shard);
+    auto [dq1, dk1, dv1] = ops::attention_backward(part(q), part(k), part(v), o1, l1, part(dout), shard);
+    EXPECT_EQ(values(o1), values(part(out)));
+    EXPECT_EQ(values(dq1), values(part(dq)));
+    EXPECT_EQ(values(dk1), values(part(dk)));
+    EXPECT_EQ(values(dv1), values(part(dv)));
+    // The same call without the offsets draws another mask.
+    shard.dropout = {0.3, kDropoutRng, 0, 0, 0};
+    EXPECT_NE(values(ops::attention(part(q), part(k), part(v), shard).first), values(part(out)));
+    // p = 0 is the kernel without dropout, bit for bit.
+    ops::AttentionOptions off = whole, none = whole;
+    off.dropout = {0.0, kDropoutRng, 1, 2, H + 2};
+    none.dropout = {};
+    EXPECT_EQ(values(ops::attention(q, k, v, off).first), values(ops::attention(q, k, v, none).first));
+  }
+}
+
 TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     std::mt19937_64 gen(7);
@@ -385,13 +508,14 @@ TEST(AttentionKernel, ResultsDoNotDependOnThreadCount) {
     std::vector<std::vector<float>> runs[2];
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      for (std::int64_t window : {0, 70, -1}) {  // -1: not causal, with a key-padding mask
+      for (std::int64_t window : {0, 70, -1, -2}) {  // -1: not causal, with a key-padding mask; -2: and dropout
         ops::AttentionOptions options;
         options.window = std::max<std::int64_t>(window, 0);
         if (window < 0) {
           options.causal = false;
           options.key_mask = padded_keys(2, 200, DType::u8);
         }
+        if (window == -2) options.dropout = {0.1, kDropoutRng, 0, 0, 0};
         auto [out, lse] = ops::attention(q, k, v, options);
         auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, options);
         for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) {
@@ -496,6 +620,16 @@ TEST(AttentionKernel, BadArgumentsNameTheOpAndShapes) {
   expect_error([&] { ops::attention(q4, k, v, bad_keys); }, {"attention", "key_mask", "f32", "i64, i32 or u8"});
   expect_error([&] { ops::attention_backward(q4, k, v, out, lse, out, bad_keys); },
                {"attention_backward", "key_mask", "f32"});
+  ops::AttentionOptions bad_dropout;
+  for (double p : {1.0, -0.1, std::numeric_limits<double>::quiet_NaN()}) {
+    bad_dropout.dropout.p = p;
+    expect_error([&] { ops::attention(q4, k, v, bad_dropout); }, {"attention", "dropout p", "[0, 1)"});
+  }
+  expect_error([&] { ops::attention_backward(q4, k, v, out, lse, out, bad_dropout); },
+               {"attention_backward", "dropout p"});
+  bad_dropout.dropout = {0.1, CounterRng(1, 2), 0, 3, 6};
+  expect_error([&] { ops::attention(q4, k, v, bad_dropout); },
+               {"attention", "head_offset 3", "4 heads", "[1, 5, 4, 8]", "6 heads"});
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 // than, equal to and larger than T, window 1, with a cache, GQA) and key-padding
 // masks (samples padded differently: none, the last 3 keys, keys in the middle,
 // the first keys, every key — so some rows see no key at all; i64, i32 and u8;
-// with and without causal, a cache, a window and an additive mask), against the
-// naive f64 softmax(scale·QKᵀ + mask)·V of attention_reference.h.
+// with and without causal, a cache, a window and an additive mask), and dropout
+// on the probabilities (a fixed mask: the generator is fixed, so the f64
+// gradient check differentiates one function; whole and as a shard of a larger
+// batch and head count; across a 64-key tile), against the naive f64
+// softmax(scale·QKᵀ + mask)·V of attention_reference.h.
 #include <cmath>
 #include <limits>
 
@@ -29,7 +32,22 @@ struct Config {
   std::int64_t window = 0;
   std::vector<Pad> pads = {};  // per sample (B entries): a key-padding mask [B, S]; empty: none
   DType key_mask_dtype = DType::i64;
+  // Dropout on the probabilities (0: none), this call's place among the global samples and heads.
+  double dropout = 0;
+  std::int64_t batch_offset = 0, head_offset = 0, heads = 0;  // heads 0: H
 };
+
+const CounterRng kDropoutRng(77, "test/attention_dropout");
+
+// c with dropout p, placed at batch_offset and head_offset among `heads` heads (0: c.H).
+Config with_dropout(Config c, double p, std::int64_t batch_offset = 0, std::int64_t head_offset = 0,
+                    std::int64_t heads = 0) {
+  c.dropout = p;
+  c.batch_offset = batch_offset;
+  c.head_offset = head_offset;
+  c.heads = heads;
+  return c;
+}
 
 // The key-padding mask [B, S] of `pads` (1 = real key, 0 = padding) in `dtype`.
 Tensor key_mask_of(const std::vector<Pad>& pads, std::int64_t S, DType dtype) {
@@ -90,6 +108,7 @@ OpCase make_case(const Config& c) {
     o.window = c.window;
     if (c.with_mask) o.mask = in[3].data();
     if (!c.pads.empty()) o.key_mask = in[key_mask_at].data();
+    o.dropout = {c.dropout, kDropoutRng, c.batch_offset, c.head_offset, c.heads};
     return ag::attention(in[0], in[1], in[2], o);
   };
   oc.reference = [c, key_mask_at](const std::vector<Tensor>& in) {
@@ -97,6 +116,9 @@ OpCase make_case(const Config& c) {
                      c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D)), {}, c.window};
     if (c.with_mask) n.mask = values(in[3]);
     if (!c.pads.empty()) n.key_mask = in[key_mask_at].to(DType::i64).to_vector<std::int64_t>();
+    if (c.dropout > 0)
+      n.keep = dropout_keep(c.B, c.H, c.T, c.S, c.dropout, kDropoutRng, c.batch_offset, c.head_offset,
+                            c.heads > 0 ? c.heads : c.H);
     return tensor_from(n.forward(values(in[0]), values(in[1]), values(in[2])), in[0].shape());
   };
   oc.dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 1e-2}};
@@ -199,6 +221,21 @@ std::vector<OpCase> make_attention_cases() {
   };
   std::vector<OpCase> cases;
   for (const Config& c : configs) cases.push_back(make_case(c));
+  // Dropout on the probabilities: causal with GQA; BERT-like (not causal, key padding) as the shard of
+  // samples 5..7 and heads 2..3 of 6; a sliding window with an additive mask and a KV cache (T < S); and
+  // 66 keys (two key tiles, rows not a multiple of 4 keys long).
+  const std::vector<Config> dropped = {
+      with_dropout({"attention_dropout_causal_gqa", 2, 6, 6, 4, 2, 4, true, 0, false}, 0.3),
+      with_dropout({"attention_dropout_key_mask_shard", 3, 7, 7, 2, 2, 4, false, 0, false, 0,
+                    {Pad::kLast3, Pad::kNone, Pad::kMiddle}},
+                   0.25, 5, 2, 6),
+      with_dropout({"attention_dropout_window_mask_cache", 2, 5, 8, 2, 1, 5, true, 0, true, 3}, 0.5, 1, 0, 0),
+      with_dropout({"attention_dropout_two_key_tiles", 1, 66, 66, 1, 1, 2, true, 0, false}, 0.2),
+  };
+  for (const Config& c : dropped) {
+    cases.push_back(make_case(c));
+    cases.back().dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 1e-2}, {DType::f16, 5e-3}};
+  }
   return cases;
 }
 

@@ -21,6 +21,7 @@ TEST(Config, ParsesSectionsAndTypes) {
 arch = "llama"
 n_layer = 2
 dropout = 0.1
+attention_dropout = 0.05
 tie_embeddings = false
 [data]
 paths = ["a", "b"]
@@ -36,7 +37,12 @@ pipeline_num_layers = [1, 1]
   EXPECT_EQ(c.model.arch, "llama");
   EXPECT_EQ(c.model.n_layer, 2);
   EXPECT_DOUBLE_EQ(c.model.dropout, 0.1);
+  EXPECT_DOUBLE_EQ(c.model.attention_dropout, 0.05);
   EXPECT_EQ(c.model.tie_embeddings, false);
+  Config back;  // a key given (one that is otherwise left unset) round-trips through config.toml
+  apply_toml(back, to_toml(c), "config.toml");
+  EXPECT_DOUBLE_EQ(back.model.attention_dropout, 0.05);
+  EXPECT_TRUE(back.model.given.contains("attention_dropout"));
   EXPECT_EQ(c.data.paths, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(c.data.weights, (std::vector<double>{0.7, 3.0}));  // integers accepted as floats
   EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
@@ -163,6 +169,8 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
       {"data.weights=[1, -1]", "key 'data.weights' must be a finite number >= 0, got -1"},
       {"model.n_layer=-1", "key 'model.n_layer' must be 0 or more"},
       {"model.dropout=1.5", "key 'model.dropout' must be in [0, 1), got 1.5"},
+      {"model.attention_dropout=1", "key 'model.attention_dropout' must be in [0, 1), got 1"},
+      {"model.attention_dropout=-0.1", "key 'model.attention_dropout' must be in [0, 1), got -0.1"},
       {"model.norm_eps=-1", "key 'model.norm_eps' must be a finite number >= 0"},
       {"model.rope_theta=0", "key 'model.rope_theta' must be a positive finite number"},
       {"model.init_std=0", "key 'model.init_std' must be a positive finite number"},

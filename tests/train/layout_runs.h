@@ -63,6 +63,9 @@ class LayoutRuns {
                           "train.peak_gflops=1"}) {
       o.overrides.emplace_back(s);
     }
+    // Dropout on the attention probabilities too: its masks, drawn per global sample and head, must fall
+    // the same under every layout.
+    o.overrides.emplace_back("model.attention_dropout=0.1");
     o.overrides.insert(o.overrides.end(), overrides.begin(), overrides.end());
     o.run_dir = (single ? mine / name : shared / name).string();
     o.quiet = true;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -34,8 +35,9 @@ TEST(ModelOptions, FromPretrainedMaySetTheTrainingOptionsOnly) {
   std::set<std::string> settable;
   for (const ModelOption& o : model_options())
     if (o.pretrained_may_set) settable.insert(o.name);
-  EXPECT_EQ(settable, (std::set<std::string>{"from_pretrained", "from_pretrained_strict", "dropout", "make_vocab_size_divisible_by", "init_std",
-                                             "moe_aux_loss_coef", "moe_z_loss_coef", "moe_capacity_factor"}));
+  EXPECT_EQ(settable, (std::set<std::string>{"from_pretrained", "from_pretrained_strict", "dropout", "attention_dropout",
+                                             "make_vocab_size_divisible_by", "init_std", "moe_aux_loss_coef",
+                                             "moe_z_loss_coef", "moe_capacity_factor"}));
 }
 
 TEST(ModelOptions, AResumeMatchesTheModelNotTheTraining) {
@@ -45,7 +47,8 @@ TEST(ModelOptions, AResumeMatchesTheModelNotTheTraining) {
   for (const std::string name : {"arch", "n_layer", "d_ff", "vocab_size", "rope_theta", "norm_eps", "moe_d_ff",
                                  "qkv_bias", "rope_scaling.factor"})
     EXPECT_NE(std::find(matched.begin(), matched.end(), name), matched.end()) << name;
-  for (const std::string name : {"preset", "from_pretrained", "dropout", "init_std", "moe_aux_loss_coef"})
+  for (const std::string name : {"preset", "from_pretrained", "dropout", "attention_dropout", "init_std",
+                                 "moe_aux_loss_coef"})
     EXPECT_EQ(std::find(matched.begin(), matched.end(), name), matched.end()) << name;
 }
 
@@ -86,6 +89,22 @@ TEST(ModelOptions, TheSpecIsThePresetThenTheKeysThenTheDerivedSizes) {
   const models::TransformerSpec moe = spec_of({"model.preset=mixtral-tiny", "model.moe_capacity_factor=1.5"});
   EXPECT_EQ(moe.moe_capacity_factor, 1.5);
   EXPECT_EQ(moe.moe_aux_loss_coef, models::preset("mixtral-tiny").moe_aux_loss_coef);  // absent: the preset's
+}
+
+// model.attention_dropout: unset, the preset's (0) or the pretrained model's config.json's (BERT's
+// attention_probs_dropout_prob); given, the key's, over config.json's too.
+TEST(ModelOptions, AttentionDropoutIsTheKeysElseThePresetsOrConfigJsons) {
+  EXPECT_EQ(spec_of({"model.preset=bert-tiny"}).attention_dropout, 0.0);
+  EXPECT_EQ(spec_of({"model.preset=bert-tiny", "model.attention_dropout=0.1"}).attention_dropout, 0.1);
+  EXPECT_EQ(spec_of({"model.preset=gpt2-tiny", "model.attention_dropout=0.2"}).attention_dropout, 0.2);
+  const std::string dir = ::testing::TempDir() + "/attention_dropout_bert";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json")
+      << R"({"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 16,
+             "intermediate_size": 64, "vocab_size": 300, "attention_probs_dropout_prob": 0.15})";
+  EXPECT_EQ(spec_of({"model.from_pretrained=" + dir}).attention_dropout, 0.15);
+  EXPECT_EQ(spec_of({"model.from_pretrained=" + dir, "model.attention_dropout=0"}).attention_dropout, 0.0);
+  std::filesystem::remove_all(dir);
 }
 
 // Issue 48: a preset with explicit size keys in the same file: the keys win, and one line says so; a

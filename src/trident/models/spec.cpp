@@ -37,6 +37,8 @@ void TransformerSpec::validate() const {
                 n_kv_head);
   TRIDENT_CHECK(d_ff > 0, "model: d_ff must be positive, got {}", d_ff);
   TRIDENT_CHECK(dropout >= 0.0 && dropout < 1.0, "model: dropout must be in [0, 1), got {}", dropout);
+  TRIDENT_CHECK(attention_dropout >= 0.0 && attention_dropout < 1.0,
+                "model.attention_dropout must be in [0, 1), got {}", attention_dropout);
   TRIDENT_CHECK(std::isfinite(norm_eps) && norm_eps >= 0, "model.norm_eps must be a finite number >= 0, got {}",
                 norm_eps);
   TRIDENT_CHECK(std::isfinite(rope.theta) && rope.theta > 0, "model.rope_theta must be a positive finite number, got {}",

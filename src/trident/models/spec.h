@@ -33,7 +33,8 @@ struct TransformerSpec {
   // exports leave them out, so the model computes the same function for any value; 1: no padding at tp=1.
   std::int64_t vocab_divisible_by = 128;
   std::int64_t max_seq_len = 0;
-  double dropout = 0.0;
+  double dropout = 0.0;            // on the embeddings and each block's two residual branches
+  double attention_dropout = 0.0;  // on the attention probabilities (BERT's attention_probs_dropout_prob)
   double norm_eps = 1e-5;
   RopeFrequencies rope;  // RoPE's base theta and its optional long-context scaling (families with RoPE)
   bool tie_embeddings = true;

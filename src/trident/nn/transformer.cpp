@@ -98,6 +98,14 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
                   ctx.key_mask.shape(), B, T);
     attention.key_mask = ctx.key_mask.device() == q.data().device() ? ctx.key_mask : ctx.key_mask.to(q.data().device());
   }
+  if (ctx.training && options_.attention_dropout > 0) {
+    // Addressed by the sample's place in the global batch and the head's place in the layer.
+    attention.dropout.p = options_.attention_dropout;
+    attention.dropout.rng = ctx.dropout_rng(prefix() + ".probs");
+    attention.dropout.batch_offset = ctx.batch_offset;
+    attention.dropout.head_offset = tp_.rank() * H;
+    attention.dropout.heads = options_.n_head;
+  }
   Variable y = ag::attention(q, k, v, attention);
   y = out_->forward(ag::reshape(y, {B, T, H * hd}), ctx);
   return dropout(y, options_.dropout, prefix() + ".resid", ctx);

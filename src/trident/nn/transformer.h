@@ -43,6 +43,9 @@ struct SelfAttentionOptions {
   // false: every query sees every key of its sample (an encoder), except padding (ForwardContext::key_mask).
   bool causal = true;
   double dropout = 0.0;      // on the output, at site <prefix>.resid
+  // On the attention probabilities (training only), at site <prefix>.probs: drawn per (global sample,
+  // global head, query, key), so every layout drops the same (ops/attention.h).
+  double attention_dropout = 0.0;
   double init_std = 0.02;    // q, k, v
   double out_init_std = 0.02;
   // The sub-layers' names, the family's choice: `qkv` when fused, else `q`, `k`, `v`; then `out`.

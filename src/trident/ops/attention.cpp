@@ -63,6 +63,14 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
   TRIDENT_CHECK(options.window == 0 || options.causal,
                 "{}: window {} needs causal = true (a sliding window is defined for causal attention only)", op,
                 options.window);
+  const AttentionDropout& drop = options.dropout;
+  TRIDENT_CHECK(std::isfinite(drop.p) && drop.p >= 0.0 && drop.p < 1.0,
+                "{}: dropout p must be in [0, 1), got {} (q {})", op, drop.p, q.shape());
+  const std::int64_t heads = drop.heads > 0 ? drop.heads : q.size(2);
+  TRIDENT_CHECK(drop.batch_offset >= 0 && drop.head_offset >= 0 && drop.head_offset + q.size(2) <= heads,
+                "{}: dropout batch_offset {} and head_offset {} must be >= 0 with the {} heads of q {} within the "
+                "layer's {} heads",
+                op, drop.batch_offset, drop.head_offset, q.size(2), q.shape(), heads);
   kernels::cpu::AttentionDims dims;
   dims.batch = q.size(0);
   dims.q_len = q.size(1);
@@ -74,6 +82,7 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
   dims.window = options.window;
   if (key_mask.defined()) dims.key_mask_dtype = key_mask.dtype();
   dims.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  if (drop.p > 0) dims.dropout = {drop.p, drop.rng.seed(), drop.rng.stream(), drop.batch_offset, drop.head_offset, heads};
   return dims;
 }
 

@@ -12,15 +12,34 @@
 // (when set) leave, less the padding keys of its sample (key_mask), with the
 // additive mask added to the scores of those. A query that sees no key at all
 // (every key hidden or -inf) gets a zero output and lse = −inf.
+//
+// Dropout on the attention probabilities (options.dropout, for training):
+// out = (P ∘ keep)·V with P = softmax(scores) and keep = 1/(1 − p) or 0 per
+// (sample, head, query, key), drawn from the counter-based generator at the
+// element's global coordinates. The mask is never stored: the backward, given
+// the same options, regenerates it. lse stays that of P.
 #pragma once
 
 #include <cstdint>
 #include <tuple>
 #include <utility>
 
+#include "trident/core/rng.h"
 #include "trident/core/tensor.h"
 
 namespace trident::ops {
+
+// Dropout on the probabilities: probability P[b, h, t, s] is dropped iff rng.uniform(g) < p (the
+// dropout op's rule, ops/dropout.h) at g = (((batch_offset + b)·heads + head_offset + h)·T + t)·S + s,
+// so a call holding some samples of the global batch (data parallelism, micro-batches) or some heads of
+// the layer (tensor parallelism) drops what the whole layer would; kept ones are scaled by 1/(1 − p).
+struct AttentionDropout {
+  double p = 0;                   // in [0, 1); 0 = none (the plain kernels, bit for bit)
+  CounterRng rng{0, 0};           // a fresh stream per layer and step (nn::ForwardContext::dropout_rng)
+  std::int64_t batch_offset = 0;  // the global sample of q's batch row 0
+  std::int64_t head_offset = 0;   // the layer's head of q's head 0
+  std::int64_t heads = 0;         // the layer's heads in all; 0 = q's H
+};
 
 struct AttentionOptions {
   // Query t attends to keys s ≤ t + (S − T): bottom-right aligned, so with a
@@ -47,6 +66,8 @@ struct AttentionOptions {
   // sample has no real key among the keys it would see gets a zero output and lse = −inf. The CPU
   // kernels skip the key tiles that hold padding only. It is a constant: no gradient flows to it.
   Tensor key_mask;
+  // Dropout on the probabilities (above); the backward must be given the same.
+  AttentionDropout dropout = {};
 };
 
 // Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the

@@ -12,7 +12,8 @@ namespace trident::autograd {
 // recomputes the scores block by block with the same options (causal, scale,
 // sliding window, key padding), so gradients flow only through the visible
 // keys; options.mask and options.key_mask are constants (no gradient), held by
-// the backward closure with the rest of the options.
+// the backward closure with the rest of the options, which include the dropout
+// (its mask regenerated from the same generator, never saved).
 Variable attention(const Variable& q, const Variable& k, const Variable& v, const ops::AttentionOptions& options = {});
 
 }  // namespace trident::autograd

@@ -15,7 +15,8 @@
 // loops the compiler vectorises. Score tiles are [queries × keys], 64 × 64.
 //
 // Forward: online softmax per query row (running max m and sum l; the output
-// accumulator is rescaled by exp(m_old − m_new) when the max grows).
+// accumulator is rescaled by exp(m_old − m_new) when the max grows); with
+// dropout, each row of exp(s − m) is multiplied by its keep factors before ·V.
 // Backward: S is recomputed from Q, K and lse, P = exp(S − lse),
 // dS = P ∘ (dP − Di) with Di = Σ dout·out; dk/dv tasks (b, kv head, key block)
 // sum over the group's heads and query blocks in order, dq tasks (b, head,
@@ -237,6 +238,7 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
   using A = acc_t<T>;
   const Geometry g(dims);
   const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+  const ProbsDropout drop(dims);
   const A scale = static_cast<A>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
   const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp);
@@ -257,7 +259,8 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
         const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
         head.pack(g, k, v, b, h / g.group, kb, kb + 1);
         gemm_tile<A, false>(M, kTile, g.D, qs.get(), g.Dp, 1, head.keys_t(g, kb), kTile, sc.get(), kTile);
-        online_softmax_tile(g, mask, keys, b, t0, nq, M, s0, nk, sc.get(), running_max, running_sum, acc.get());
+        online_softmax_tile(g, mask, keys, drop, b, h, t0, nq, M, s0, nk, sc.get(), running_max, running_sum,
+                            acc.get());
         gemm_tile<A, true>(M, g.Dp, nk, sc.get(), kTile, 1, head.value_rows(g, kb), g.Dp, acc.get(), g.Dp);
       }
       store_output_rows(g, acc.get(), running_max, running_sum, b, h, t0, nq, out, lse);
@@ -275,6 +278,7 @@ struct BackwardArgs {
   T *dq, *dk, *dv;
   acc_t<T> scale;
   const KeyPadding* keys;
+  const ProbsDropout* drop;
 };
 
 // The query side of the backward, packed: Q·scale and dout rows [rows × Dp]
@@ -313,16 +317,16 @@ class QueryPack {
   Scratch<A> q_, dout_, di_;
 };
 
-// Scores S = Q·Kᵀ and dP = dout·Vᵀ of one tile of sample b, turned in place into P and dS
-// (hidden entries, padding keys, padding rows and rows with no visible key give 0).
+// Scores S = Q·Kᵀ and dZ = dout·Vᵀ of one tile of sample b and head h, turned in place into P (Z with
+// dropout) and dS (hidden entries, padding keys, padding rows and rows with no visible key give 0).
 template <typename T>
-void tile_softmax_grad(const Geometry& g, const BackwardArgs<T>& a, i64 b, const acc_t<T>* q_rows,
+void tile_softmax_grad(const Geometry& g, const BackwardArgs<T>& a, i64 b, i64 h, const acc_t<T>* q_rows,
                        const acc_t<T>* dout_rows, const acc_t<T>* di, const acc_t<T>* keys_t, const acc_t<T>* values_t,
                        const acc_t<T>* lse_h, i64 t0, i64 nq, i64 M, i64 s0, i64 nk, acc_t<T>* s, acc_t<T>* dp) {
   using A = acc_t<T>;
   gemm_tile<A, false>(M, kTile, g.D, q_rows, g.Dp, 1, keys_t, kTile, s, kTile);
   gemm_tile<A, false>(M, kTile, g.D, dout_rows, g.Dp, 1, values_t, kTile, dp, kTile);
-  softmax_grad_rows(g, a.mask, *a.keys, b, lse_h, di, t0, nq, M, s0, nk, s, dp);
+  softmax_grad_rows(g, a.mask, *a.keys, *a.drop, b, h, lse_h, di, t0, nq, M, s0, nk, s, dp);
 }
 
 // Per-thread scratch of the dk/dv tasks.
@@ -357,7 +361,7 @@ void backward_kv_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, KvS
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
       const A* q_rows = w.queries.q(g, j, t0);
       const A* dout_rows = w.queries.dout(g, j, t0);
-      tile_softmax_grad(g, a, b, q_rows, dout_rows, w.queries.di(j, t0), w.keys_t.get(), w.values_t.get(), lse_h, t0,
+      tile_softmax_grad(g, a, b, h, q_rows, dout_rows, w.queries.di(j, t0), w.keys_t.get(), w.values_t.get(), lse_h, t0,
                         nq, M, s0, nk, w.p.get(), w.ds.get());
       // dV += Pᵀ·dout and dK += dSᵀ·(Q·scale): A read column-wise (row stride 1, k stride 64).
       gemm_tile<A, true>(Mk, g.Dp, nq, w.p.get(), 1, kTile, dout_rows, g.Dp, w.dv.get(), g.Dp);
@@ -400,7 +404,7 @@ void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScr
     if (!a.keys->tile_has_keys(b, kb)) continue;  // padding only: dS = 0
     const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
     w.head.pack(g, a.k, a.v, b, h / g.group, kb, kb + 1);
-    tile_softmax_grad(g, a, b, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
+    tile_softmax_grad(g, a, b, h, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
                       w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.ds.get());
     gemm_tile<A, true>(M, g.Dp, nk, w.ds.get(), kTile, 1, w.head.key_rows(g, kb), g.Dp, w.dq.get(), g.Dp);
   }
@@ -461,6 +465,7 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
     using T = scalar_t;
     const Geometry g(dims);
     const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+    const ProbsDropout drop(dims);
     const BackwardArgs<T> args{static_cast<const T*>(q),
                                static_cast<const T*>(k),
                                static_cast<const T*>(v),
@@ -472,7 +477,8 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
                                static_cast<T*>(dk),
                                static_cast<T*>(dv),
                                static_cast<acc_t<T>>(dims.scale),
-                               &keys};
+                               &keys,
+                               &drop};
     backward_impl(g, args);
   });
 }

@@ -17,7 +17,13 @@
 // keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
 // S > T), and with a sliding `window` > 0 also keys s ≤ t + (S − T) − window
 // (ops/attention.h); padding keys (key mask 0) are hidden like a −inf mask
-// entry. Each query block visits only the key tiles that meet its visible range
+// entry. With dims.dropout.p > 0 (training), the probabilities P = softmax(S)
+// enter the product with V as Z = P ∘ keep, keep = 1/(1 − p) or 0 drawn from
+// the counter-based generator at the global index of (sample, head, query,
+// key) (AttentionDropout); lse stays that of P. The mask is never stored: the
+// forward and both backward tasks regenerate it per tile row, and the backward
+// uses dP = keep ∘ (dout·Vᵀ), dS = P ∘ (dP − Di) (Di = Σ dout·out = Σ Z·(dout·Vᵀ)
+// still) and dV = Zᵀ·dout. With p = 0 nothing of this runs. Each query block visits only the key tiles that meet its visible range
 // [first, last] and hold a real key (and each key block only the query tiles
 // that see it; a key block of padding only gets dk = dv = 0 at once), masking
 // per element inside partial tiles, so a windowed call costs O(T·window), not
@@ -39,6 +45,18 @@
 
 namespace trident::kernels::cpu {
 
+// Dropout on the attention probabilities (ops/attention.h). Probability (b, h, t, s) of a call is dropped
+// iff CounterRng(seed, stream).uniform(g) < p (kernels/dropout_rule.h) at the global index
+// g = (((batch_offset + b)·heads + head_offset + h)·T + t)·S + s, so a call holding some samples (data
+// parallelism, micro-batches) or some heads (tensor parallelism) draws what the whole layer would.
+struct AttentionDropout {
+  double p = 0.0;                      // in [0, 1); 0 = none
+  std::uint64_t seed = 0, stream = 0;  // the CounterRng's
+  std::int64_t batch_offset = 0;       // the global sample of batch row 0
+  std::int64_t head_offset = 0;        // the global head of head 0
+  std::int64_t heads = 0;              // the layer's heads in all (≥ head_offset + H)
+};
+
 struct AttentionDims {
   std::int64_t batch = 0;     // B
   std::int64_t q_len = 0;     // T
@@ -50,6 +68,7 @@ struct AttentionDims {
   std::int64_t window = 0;  // with causal: query p = t + S − T sees keys (p − window, p]; 0 = unlimited
   double scale = 1.0;  // the factor on q·k (already resolved; never 0 here)
   DType key_mask_dtype = DType::u8;  // of the key-padding mask, when one is passed: i64, i32 or u8
+  AttentionDropout dropout = {};     // on the probabilities; p = 0: none
 };
 
 // Whether bf16 runs on AVX512-BF16 dot products in this build.

@@ -4,7 +4,7 @@
 // multiplies 16 lane pairs of bf16 and adds both products into an f32 lane,
 // twice the multiply-adds of an f32 FMA. Scores, softmax, lse and every
 // accumulator stay f32. Rounded to bf16 is what a bf16 GEMM rounds: the inputs
-// (already bf16) and P and dS before they multiply V, dout, Q and K, as
+// (already bf16) and P (Z = P ∘ keep with dropout) and dS before they multiply V, dout, Q and K, as
 // FlashAttention does on tensor cores. The scale multiplies the f32 scores
 // (and dk, dq on store), so Q enters the products as given.
 //
@@ -226,6 +226,7 @@ void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16
              const void* key_mask, bf16* out, float* lse) {
   const Geometry g(dims);
   const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+  const ProbsDropout drop(dims);
   const auto scale = static_cast<float>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
   const i64 grain = task_grain(2 * std::min(kTile, g.T) * g.keys_per_query() * g.Dp);
@@ -248,7 +249,8 @@ void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16
         head.pack(g, k, v, b, h / g.group, kb, kb + 1);
         dot_tile<false>(M, kTile, g.Dp / 2, qs.get(), g.Dp, head.keys_t(g, kb), sc.get(), kTile);
         scale_rows(sc.get(), M, scale);
-        online_softmax_tile(g, mask, keys, b, t0, nq, M, s0, nk, sc.get(), running_max, running_sum, acc.get());
+        online_softmax_tile(g, mask, keys, drop, b, h, t0, nq, M, s0, nk, sc.get(), running_max, running_sum,
+                            acc.get());
         round_rows(sc.get(), M, p.get());
         dot_tile<true>(M, g.Dp, kTile / 2, p.get(), kTile, head.rows(g, kb), acc.get(), g.Dp);
       }
@@ -265,6 +267,7 @@ struct Args {
   bf16 *dq, *dk, *dv;
   float scale;
   const KeyPadding* keys;
+  const ProbsDropout* drop;
 };
 
 // The query side for `heads` consecutive heads from row t0 (rows past T zero):
@@ -311,14 +314,15 @@ class QueryRows {
   Scratch<float> di_;
 };
 
-// S·scale and dP of one tile of sample b from packed rows, turned into P and dS (f32).
-void tile_softmax_grad(const Geometry& g, const Args& a, i64 b, const bf16* q_rows, const bf16* dout_rows,
+// S·scale and dZ of one tile of sample b and head h from packed rows, turned into P (Z with dropout) and
+// dS (f32).
+void tile_softmax_grad(const Geometry& g, const Args& a, i64 b, i64 h, const bf16* q_rows, const bf16* dout_rows,
                        const float* di, const bf16* keys_t, const bf16* values_t, const float* lse_h, i64 t0, i64 nq,
                        i64 M, i64 s0, i64 nk, float* s, float* dp) {
   dot_tile<false>(M, kTile, g.Dp / 2, q_rows, g.Dp, keys_t, s, kTile);
   scale_rows(s, M, a.scale);
   dot_tile<false>(M, kTile, g.Dp / 2, dout_rows, g.Dp, values_t, dp, kTile);
-  softmax_grad_rows(g, a.mask, *a.keys, b, lse_h, di, t0, nq, M, s0, nk, s, dp);
+  softmax_grad_rows(g, a.mask, *a.keys, *a.drop, b, h, lse_h, di, t0, nq, M, s0, nk, s, dp);
 }
 
 // Stores rows [0, n) of an f32 [· × Dp] accumulator times `factor` into
@@ -355,7 +359,7 @@ void backward_kv_task(const Geometry& g, const Args& a, i64 task, KvWork& w) {
     const float* lse_h = a.lse + (b * g.H + h) * g.T;
     for (i64 qb = t_first / kTile; qb * kTile < t_end; ++qb) {
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
-      tile_softmax_grad(g, a, b, w.queries.q(g, j, t0), w.queries.dout(g, j, t0), w.queries.di(j, t0), w.keys_t.get(),
+      tile_softmax_grad(g, a, b, h, w.queries.q(g, j, t0), w.queries.dout(g, j, t0), w.queries.di(j, t0), w.keys_t.get(),
                         w.values_t.get(), lse_h, t0, nq, M, s0, nk, w.s.get(), w.dp.get());
       round_transposed(w.s.get(), M, w.pt.get());
       round_transposed(w.dp.get(), M, w.dst.get());
@@ -390,7 +394,7 @@ void backward_q_task(const Geometry& g, const Args& a, i64 task, QWork& w) {
     if (!a.keys->tile_has_keys(b, kb)) continue;  // padding only: dS = 0
     const i64 s0 = kb * kTile, nk = std::min(kTile, g.S - s0);
     w.head.pack(g, a.k, a.v, b, h / g.group, kb, kb + 1);
-    tile_softmax_grad(g, a, b, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
+    tile_softmax_grad(g, a, b, h, w.queries.q(g, 0, 0), w.queries.dout(g, 0, 0), w.queries.di(0, 0), w.head.keys_t(g, kb),
                       w.head.values_t(g, kb), lse_h, t0, nq, M, s0, nk, w.s.get(), w.dp.get());
     round_rows(w.dp.get(), M, w.ds.get());
     dot_tile<true>(M, g.Dp, kTile / 2, w.ds.get(), kTile, w.head.rows(g, kb), w.dq.get(), g.Dp);
@@ -416,7 +420,8 @@ void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf1
                              bf16* dk, bf16* dv) {
   const Geometry g(dims);
   const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
-  backward(g, Args{q, k, v, mask, out, dout, lse, dq, dk, dv, static_cast<float>(dims.scale), &keys});
+  const ProbsDropout drop(dims);
+  backward(g, Args{q, k, v, mask, out, dout, lse, dq, dk, dv, static_cast<float>(dims.scale), &keys, &drop});
 }
 
 }  // namespace trident::kernels::cpu::attention_detail

@@ -1,7 +1,7 @@
 // Pieces shared by the CPU attention kernels (attention.cpp: f32/f64 tile
 // products; attention_bf16.cpp: AVX512-BF16 dot products): the 64×64 tile
-// geometry and which keys each query sees (causal, window, key padding),
-// per-thread scratch, the online-softmax row operations on f32 score rows, and
+// geometry and which keys each query sees (causal, window, key padding), the
+// dropout on the probabilities, per-thread scratch, the online-softmax row operations on f32 score rows, and
 // an in-register 16×16 transpose. Internal to kernels/cpu.
 #pragma once
 
@@ -17,6 +17,7 @@
 
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/attention.h"
+#include "trident/kernels/cpu/dropout.h"
 #include "trident/kernels/cpu/softmax.h"
 
 namespace trident::kernels::cpu::attention_detail {
@@ -263,6 +264,30 @@ class KeyPadding {
   std::vector<std::uint8_t> real_, tiles_;
 };
 
+// The dropout on the probabilities of one call (AttentionDims::dropout): the keep factors (1/(1 − p) or
+// 0) of query t of (b, h) against a run of keys, drawn at their global indices by the dropout op's own
+// generator (dropout_keep_factors). Nothing is stored: each use regenerates its rows.
+class ProbsDropout {
+ public:
+  explicit ProbsDropout(const AttentionDims& d)
+      : active_(d.dropout.p > 0), rng_(d.dropout.seed, d.dropout.stream), rule_(drop_rule(d.dropout.p)),
+        b0_(d.dropout.batch_offset), h0_(d.dropout.head_offset), heads_(d.dropout.heads), T_(d.q_len),
+        S_(d.kv_len) {}
+  bool active() const { return active_; }
+  // keep[j] for keys s0 + first + j, j < lim − first, of query t of (b, h).
+  template <typename A>
+  void keep(i64 b, i64 h, i64 t, i64 s0, i64 first, i64 lim, A* keep) const {
+    const i64 g = (((b0_ + b) * heads_ + h0_ + h) * T_ + t) * S_ + s0 + first;
+    dropout_keep_factors(rng_, static_cast<std::uint64_t>(g), lim - first, rule_, keep);
+  }
+
+ private:
+  bool active_;
+  CounterRng rng_;
+  DropRule rule_;
+  i64 b0_, h0_, heads_, T_, S_;
+};
+
 // Queries [first, end) that see some key of key tile kb (nk keys from s0 = kb·64) of sample b: causal,
 // t ≥ s − shift; window, t < s − shift + window; none at all when the tile holds padding only.
 inline std::pair<i64, i64> queries_seeing(const Geometry& g, const KeyPadding& keys, i64 b, i64 kb, i64 nk) {
@@ -302,19 +327,27 @@ void online_softmax_row(A* row, const T* mask_row, const std::uint8_t* key_row, 
     for (i64 d = 0; d < Dp; ++d) acc_row[d] *= alpha;
 }
 
-// Forward, one score tile [M × 64] of sample b: the query block from t0 (nq
-// live rows, padding rows up to M) against the key tile of nk keys from s0,
-// each row through online_softmax_row with its visible columns, its row of the
-// additive mask (null: none) and the sample's key padding.
+// Forward, one score tile [M × 64] of sample b and head h: the query block from
+// t0 (nq live rows, padding rows up to M) against the key tile of nk keys from
+// s0, each row through online_softmax_row with its visible columns, its row of
+// the additive mask (null: none) and the sample's key padding; with dropout,
+// the row's exp(s − max) then times its keep factors (the running sum stays
+// that of the undropped row, so lse is P's).
 template <typename T, typename A>
-void online_softmax_tile(const Geometry& g, const T* mask, const KeyPadding& keys, i64 b, i64 t0, i64 nq, i64 M, i64 s0,
-                         i64 nk, A* scores, A* running_max, A* running_sum, A* acc) {
+void online_softmax_tile(const Geometry& g, const T* mask, const KeyPadding& keys, const ProbsDropout& drop, i64 b,
+                         i64 h, i64 t0, i64 nq, i64 M, i64 s0, i64 nk, A* scores, A* running_max, A* running_sum,
+                         A* acc) {
   const std::uint8_t* key_row = keys.row(b, s0);
   for (i64 i = 0; i < M; ++i) {
     const auto [first, lim] = g.visible_cols(t0, nq, i, s0, nk);
     const T* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
-    online_softmax_row(scores + i * kTile, mask_row, key_row, first, lim, running_max[i], running_sum[i],
-                       acc + i * g.Dp, g.Dp);
+    A* row = scores + i * kTile;
+    online_softmax_row(row, mask_row, key_row, first, lim, running_max[i], running_sum[i], acc + i * g.Dp, g.Dp);
+    if (drop.active() && lim > first) {
+      A keep[kTile];
+      drop.keep(b, h, t0 + i, s0, first, lim, keep);
+      for (i64 j = first; j < lim; ++j) row[j] *= keep[j - first];
+    }
   }
 }
 
@@ -334,16 +367,18 @@ void store_output_rows(const Geometry& g, const A* acc, const A* running_max, co
   }
 }
 
-// Backward, a recomputed tile of sample b: S (scaled scores) and dP = dout·Vᵀ
-// in place become P = exp(S + mask − lse) and dS = P ∘ (dP − Di) over the
-// visible real keys, 0 elsewhere and in rows past nq or with lse = −inf (rows
-// [0, M)).
+// Backward, a recomputed tile of sample b and head h: S (scaled scores) and
+// dZ = dout·Vᵀ in place become P = exp(S + mask − lse) and dS = P ∘ (dP − Di)
+// over the visible real keys, 0 elsewhere and in rows past nq or with
+// lse = −inf (rows [0, M)). Without dropout dP = dZ; with it dP = keep ∘ dZ,
+// and S becomes Z = P ∘ keep (what multiplies dout into dV).
 template <typename T, typename A>
-void softmax_grad_rows(const Geometry& g, const T* mask, const KeyPadding& keys, i64 b, const A* lse_h, const A* di,
-                       i64 t0, i64 nq, i64 M, i64 s0, i64 nk, A* s, A* dp) {
+void softmax_grad_rows(const Geometry& g, const T* mask, const KeyPadding& keys, const ProbsDropout& drop, i64 b, i64 h,
+                       const A* lse_h, const A* di, i64 t0, i64 nq, i64 M, i64 s0, i64 nk, A* s, A* dp) {
   const std::uint8_t* key_row = keys.row(b, s0);
   for (i64 i = 0; i < M; ++i) {
     A* srow = s + i * kTile;
+    A* dprow = dp + i * kTile;
     const i64 t = t0 + i;
     const bool live = i < nq && lse_h[t] != kNegInf<A>;
     const auto [first, lim] = g.visible_cols(t0, live ? nq : 0, i, s0, nk);
@@ -352,7 +387,15 @@ void softmax_grad_rows(const Geometry& g, const T* mask, const KeyPadding& keys,
       for (i64 j = first; j < lim; ++j) srow[j] += load(mrow[j]);
     }
     hide_padding(srow, key_row, first, lim);
-    row_softmax_grad(srow, dp + i * kTile, first, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
+    const bool dropped = drop.active() && lim > first;
+    A keep[kTile];
+    if (dropped) {
+      drop.keep(b, h, t, s0, first, lim, keep);
+      for (i64 j = first; j < lim; ++j) dprow[j] *= keep[j - first];
+    }
+    row_softmax_grad(srow, dprow, first, lim, live ? lse_h[t] : A(0), live ? di[i] : A(0));
+    if (dropped)
+      for (i64 j = first; j < lim; ++j) srow[j] *= keep[j - first];
   }
 }
 

@@ -125,13 +125,11 @@ void dropout_impl(const T* x, T* y, const Shape& local, double p, const CounterR
   if (n == 0) return;
   const std::int64_t row = local.rank() == 0 ? 1 : local[local.rank() - 1];
   const std::int64_t rows = n / row;
-  // Dropped iff uniform(g) = (bits + 0.5) 2^-32 < p, i.e. bits + 0.5 < p 2^32 (scaling by 2^32 is exact),
-  // i.e. bits < ceil(p 2^32 - 0.5) for the integer bits: an integer compare. When that bound
-  // exceeds every 32-bit value (p within 2^-33 of 1) every element is dropped.
-  const auto bound = static_cast<std::uint64_t>(std::ceil(p * 0x1p32 - 0.5));
-  const bool drop_all = bound > 0xffffffffull;
-  const auto threshold = static_cast<std::uint32_t>(drop_all ? 0 : bound);
-  const A scale = static_cast<A>(1.0 / (1.0 - p));
+  // Dropped iff uniform(g) < p: an integer compare of the element's word (kernels/dropout_rule.h).
+  const DropRule rule = drop_rule(p);
+  const bool drop_all = rule.drop_all;
+  const std::uint32_t threshold = rule.threshold;
+  const A scale = static_cast<A>(rule.scale);
   parallel_for(0, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 13) / row), [&](std::int64_t lo, std::int64_t hi) {
     alignas(64) std::uint32_t words[kWords];
     // Local copies: the output stores could otherwise alias the captured references, which blocks vectorisation.
@@ -164,6 +162,28 @@ void dropout_impl(const T* x, T* y, const Shape& local, double p, const CounterR
 }
 
 }  // namespace
+
+template <typename A>
+void dropout_keep_factors(const CounterRng& rng, std::uint64_t first, std::int64_t n, const DropRule& rule, A* keep) {
+  if (rule.drop_all) {
+    std::fill_n(keep, n, A(0));
+    return;
+  }
+  alignas(64) std::uint32_t words[kWords];
+  const A s = static_cast<A>(rule.scale);
+  const std::uint32_t t = rule.threshold;
+  for (std::int64_t j = 0; j < n;) {
+    const std::uint64_t g = first + static_cast<std::uint64_t>(j);
+    philox_words(rng, g >> 2, words);  // words of global indices (g & ~3) onwards
+    const std::uint32_t* bits = words + (g & 3);
+    const std::int64_t count = std::min<std::int64_t>(n - j, kWords - static_cast<std::int64_t>(g & 3));
+    for (std::int64_t k = 0; k < count; ++k) keep[j + k] = bits[k] >= t ? s : A(0);
+    j += count;
+  }
+}
+
+template void dropout_keep_factors<float>(const CounterRng&, std::uint64_t, std::int64_t, const DropRule&, float*);
+template void dropout_keep_factors<double>(const CounterRng&, std::uint64_t, std::int64_t, const DropRule&, double*);
 
 void dropout(DType dtype, const void* x, void* y, const Shape& local, double p, const CounterRng& rng,
              const GlobalSlice& slice) {

@@ -14,7 +14,14 @@
 #include "trident/core/dtype.h"
 #include "trident/core/rng.h"
 #include "trident/core/shape.h"
+#include "trident/kernels/dropout_rule.h"
 
 namespace trident::kernels::cpu {
 #include "trident/kernels/dropout.h"
+
+// What attention's probability dropout (kernels/cpu/attention_tiles.h) shares with `dropout`:
+// keep[j] = rule.scale (in A) for a kept element, 0 for a dropped one, for the elements at global
+// indices first + j, j < n, of rng's stream: bit for bit the mask `dropout` draws. A = float or double.
+template <typename A>
+void dropout_keep_factors(const CounterRng& rng, std::uint64_t first, std::int64_t n, const DropRule& rule, A* keep);
 }  // namespace trident::kernels::cpu

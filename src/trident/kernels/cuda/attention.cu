@@ -9,8 +9,10 @@
 // Forward: online softmax per query row in f32 (f64) — running max m and sum l, the output rescaled by
 // exp(m_old − m_new); key tiles outside the tile's visible range (causal, sliding window) are never
 // loaded, partial ones are masked per element, and so are padding keys (key_mask); a row with no visible
-// key gets out = 0 and lse = −inf. Backward: Di = Σ_d dout·out per row (its own kernel), then
-// P = exp(S − lse) recomputed, dS = P ∘ (dP − Di); one kernel per (batch, kv head, key tile) owns dK and
+// key gets out = 0 and lse = −inf. With dropout on the probabilities, P·V takes Z = P ∘ keep, keep drawn
+// per element by the counter-based generator at its global index (Geometry::keep, the CPU's mask to the
+// bit) and regenerated in the backward, never stored. Backward: Di = Σ_d dout·out per row (its own
+// kernel), then P = exp(S − lse) recomputed, dS = P ∘ (dP − Di) with dP = keep ∘ dZ, dV = Zᵀ·dO; one kernel per (batch, kv head, key tile) owns dK and
 // dV and sums over the group's heads and the query tiles in order, one per (batch, head, query tile) owns
 // dQ and sums over key tiles in order. Nothing is written by two blocks and no float atomics are used, so
 // results are bit-identical from run to run.
@@ -201,7 +203,8 @@ __global__ void __launch_bounds__(kFmaThreads)
       A sum = 0;
       for (int c = lane; c < BK; c += 32) {
         const A p = m_new == neg_inf ? A(0) : exp_acc(ps[r * LDP + c] - m_new);
-        ps[r * LDP + c] = p;
+        // With dropout, P·V takes p times its keep factor; the sum (lse) stays P's.
+        ps[r * LDP + c] = g.dropout && p != A(0) ? p * g.keep<A>(b, h, t0 + r, s0 + c) : p;
         sum += p;
       }
       sum = warp_sum(sum);
@@ -281,8 +284,10 @@ __global__ void __launch_bounds__(kFmaThreads) backward_kv_fma_kernel(Geometry g
         for (int j = 0; j < QJ; ++j) {
           const int kr = tr + 16 * i, qc = tc + 16 * j;
           const A p = recomputed_probability(g, t.mask, b, t0 + qc, s0 + kr, st[i][j], lse_s[qc]);
-          pt[kr * LDP + qc] = p;
-          dst[kr * LDP + qc] = p * (dpt[i][j] - di_s[qc]);
+          // With dropout: Zᵀ = Pᵀ ∘ keep multiplies dO into dV, and dP = keep ∘ dZ.
+          const A keep = g.dropout && p != A(0) ? g.keep<A>(b, h, t0 + qc, s0 + kr) : A(1);
+          pt[kr * LDP + qc] = p * keep;
+          dst[kr * LDP + qc] = p * (dpt[i][j] * keep - di_s[qc]);
         }
       }
       __syncthreads();
@@ -336,7 +341,8 @@ __global__ void __launch_bounds__(kFmaThreads) backward_q_fma_kernel(Geometry g,
       for (int j = 0; j < KJ; ++j) {
         const int qr = tr + 16 * i, kc = tc + 16 * j;
         const A p = recomputed_probability(g, t.mask, b, t0 + qr, s0 + kc, sc[i][j], lse_s[qr]);
-        dss[qr * LDS + kc] = p * (dp[i][j] - di_s[qr]);
+        const A keep = g.dropout && p != A(0) ? g.keep<A>(b, h, t0 + qr, s0 + kc) : A(1);  // dP = keep ∘ dZ
+        dss[qr * LDS + kc] = p * (dp[i][j] * keep - di_s[qr]);
       }
     }
     __syncthreads();

@@ -7,7 +7,8 @@
 // [B, S] (i64, i32 or u8: dims.key_mask_dtype; 0 hides the key, tested per element, padding-only tiles are
 // not skipped here); GQA, bottom-right causal alignment, the sliding window (only the key tiles of a query
 // tile's visible range are loaded, and only the query tiles that see a key tile), rows with no visible key
-// giving out = 0 and lse = −inf, all as on the CPU.
+// giving out = 0 and lse = −inf, and dropout on the probabilities (dims.dropout: the CPU's mask to the bit,
+// drawn per element where it is used), all as on the CPU.
 //
 // head_dim: 1 to 128 (padded inside to 32, 64 or 128; larger is a clear error). dtypes: bf16 and f16 on
 // tensor cores (mma.sync m16n8k16, f32 accumulation, P and dS rounded to the input dtype as operands of

@@ -8,6 +8,8 @@
 
 #include "trident/kernels/cuda/attention_launch.h"
 #include "trident/kernels/cuda/common.cuh"
+#include "trident/kernels/cuda/philox.cuh"
+#include "trident/kernels/dropout_rule.h"
 
 namespace trident::kernels::cuda::attention_detail {
 
@@ -23,6 +25,14 @@ struct Geometry {
   // 1: u8); an entry of 0 is a padding key.
   const unsigned char* key_mask;
   int key_mask_bytes;
+  // Dropout on the probabilities (cpu::AttentionDropout; false: none): probability (b, h, t, s) is kept,
+  // times 1/(1 − p), iff the word of its global index is at least drop_threshold (kernels/dropout_rule.h).
+  bool dropout;
+  bool drop_all;
+  std::uint32_t drop_threshold;
+  double drop_scale;
+  std::uint64_t drop_seed, drop_stream;
+  i64 drop_b0, drop_h0, drop_heads;
 
   __device__ i64 q_row(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   __device__ i64 kv_row(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
@@ -69,10 +79,17 @@ struct Geometry {
   }
   // Query t of sample b sees key s: visible under causal and window, and not padding.
   __device__ bool sees(i64 b, i64 t, i64 s) const { return visible(t, s) && real_key(b, s); }
+  // The dropout's keep factor of probability (b, h, t, s) in A: 1/(1 − p) or 0, the CPU kernels' to the bit.
+  template <typename A>
+  __device__ A keep(i64 b, i64 h, i64 t, i64 s) const {
+    const auto at = static_cast<std::uint64_t>((((drop_b0 + b) * drop_heads + drop_h0 + h) * T + t) * S + s);
+    return !drop_all && philox_word(at, drop_stream, drop_seed) >= drop_threshold ? static_cast<A>(drop_scale) : A(0);
+  }
 };
 
 inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask) {
   const int bytes = d.key_mask_dtype == DType::i64 ? 8 : d.key_mask_dtype == DType::i32 ? 4 : 1;
+  const DropRule rule = drop_rule(d.dropout.p);
   return Geometry{d.batch,
                   d.q_len,
                   d.kv_len,
@@ -85,7 +102,16 @@ inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask)
                   d.causal ? d.window : 0,
                   d.scale,
                   static_cast<const unsigned char*>(key_mask),
-                  bytes};
+                  bytes,
+                  d.dropout.p > 0,
+                  rule.drop_all,
+                  rule.threshold,
+                  rule.scale,
+                  d.dropout.seed,
+                  d.dropout.stream,
+                  d.dropout.batch_offset,
+                  d.dropout.head_offset,
+                  d.dropout.heads};
 }
 
 template <typename T>

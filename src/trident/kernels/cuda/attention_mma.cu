@@ -7,7 +7,8 @@
 // element for element, the A fragment of the next, so P and dS never leave registers. Fragments come from
 // the row-major tiles ([row][d]) by ldmatrix, transposed by ldmatrix itself where the tile's row is the
 // product's k index. Rows are padded by 8 elements so that every 8-lane phase of an ldmatrix hits 32
-// different banks.
+// different banks. Dropout on the probabilities multiplies each P (and dZ in the backward) held in
+// registers by its keep factor (Geometry::keep), drawn per element where it is used, never stored.
 #include <cstring>
 
 #include "trident/kernels/cuda/attention_common.cuh"
@@ -427,8 +428,9 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int i = 0; i < 4; ++i) {
         const int r = i >> 1;
         const float p = m_run[r] == neg_inf ? 0.0f : exp2f(sc[nt][i] - m_run[r]);
-        sc[nt][i] = p;
         row_sum[r] += p;
+        // With dropout, P·V takes p times its keep factor; the sum (lse) stays P's.
+        sc[nt][i] = g.dropout && p != 0.0f ? p * g.keep<float>(b, h, t_row[r], s0 + nt * 8 + 2 * tc + (i & 1)) : p;
       }
     }
 #pragma unroll
@@ -518,7 +520,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();
     if (it + 1 < n_iter) issue(it + 1, buf ^ 1);
     cp_async_commit();
-    const i64 t0 = (tq0 + it % n_t) * kMmaTile;
+    const i64 t0 = (tq0 + it % n_t) * kMmaTile, h = hk * g.group + it / n_t;
     const T* qb = qs + buf * L::rows;
     const T* dob = dos + buf * L::rows;
     const float* lse_b = lse_s + buf * kMmaTile;
@@ -535,8 +537,10 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int i = 0; i < 4; ++i) {
         const int c = nt * 8 + 2 * tc + (i & 1);
         const float p = recomputed_probability(whole, g, mask, b, t0 + c, key[i >> 1], st[nt][i], scale2, lse_b[c]);
-        st[nt][i] = p;
-        dpt[nt][i] = p * (dpt[nt][i] - di_b[c]);
+        // With dropout: Zᵀ = Pᵀ ∘ keep multiplies dO into dV, and dP = keep ∘ dZ.
+        const float keep = g.dropout && p != 0.0f ? g.keep<float>(b, h, t0 + c, key[i >> 1]) : 1.0f;
+        st[nt][i] = p * keep;
+        dpt[nt][i] = p * (dpt[nt][i] * keep - di_b[c]);
       }
     }
     // dV += Pᵀ·dO, dK += dSᵀ·Q (dO and Q read transposed: queries are the k index).
@@ -604,7 +608,8 @@ __global__ void __launch_bounds__(kMmaThreads)
         const int r = i >> 1;
         const i64 s = s0 + nt * 8 + 2 * tc + (i & 1);
         const float p = recomputed_probability(whole, g, mask, b, t_row[r], s, sc[nt][i], scale2, row_lse[r]);
-        dp[nt][i] = p * (dp[nt][i] - row_di[r]);
+        const float keep = g.dropout && p != 0.0f ? g.keep<float>(b, h, t_row[r], s) : 1.0f;  // dP = keep ∘ dZ
+        dp[nt][i] = p * (dp[nt][i] * keep - row_di[r]);
       }
     }
     accumulate_by_tile<T, Dp>(dq_acc, dp, kb, lane);  // dQ += dS·K

@@ -5,11 +5,11 @@
 // tensor is a single row. The threshold is the CPU kernel's, to the bit.
 #include "trident/kernels/cuda/dropout.h"
 
-#include <cmath>
 #include <vector>
 
 #include "trident/core/error.h"
 #include "trident/kernels/cuda/dropout_launch.h"
+#include "trident/kernels/dropout_rule.h"
 
 namespace trident::kernels::cuda {
 
@@ -56,11 +56,11 @@ void dropout(DType dtype, const void* x, void* y, const Shape& local, double p, 
   plan.rows = n / plan.row;
   plan.seed = rng.seed();
   plan.stream = rng.stream();
-  // As the CPU kernel: dropped iff bits < ceil(p 2^32 - 0.5); all dropped when that exceeds 32 bits.
-  const auto bound = static_cast<std::uint64_t>(std::ceil(p * 0x1p32 - 0.5));
-  plan.drop_all = bound > 0xffffffffull;
-  plan.threshold = static_cast<std::uint32_t>(plan.drop_all ? 0 : bound);
-  plan.scale = 1.0 / (1.0 - p);
+  // As the CPU kernel (kernels/dropout_rule.h).
+  const DropRule rule = drop_rule(p);
+  plan.drop_all = rule.drop_all;
+  plan.threshold = rule.threshold;
+  plan.scale = rule.scale;
   detail::launch_dropout(dtype, x, y, plan);
 }
 

@@ -40,6 +40,7 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   a.qkv_bias = a.out_bias = true;
   a.layout = nn::WeightLayout::out_in;
   a.dropout = s.dropout;
+  a.attention_dropout = s.attention_dropout;
   a.init_std = a.out_init_std = s.init_std;
   a.q = "self.query";
   a.k = "self.key";
@@ -117,6 +118,7 @@ const std::vector<HfKey>& hf_keys() {
       {"type_vocab_size", &S::type_vocab_size, std::int64_t{2}},
       {"layer_norm_eps", &S::norm_eps, 1e-12},
       {"hidden_dropout_prob", &S::dropout, 0.1},
+      {"attention_probs_dropout_prob", &S::attention_dropout, 0.1},
       {"initializer_range", &S::init_std, 0.02},
       {"tie_word_embeddings", &S::tie_embeddings, true},
   };
@@ -126,8 +128,6 @@ const std::vector<HfKey>& hf_keys() {
 void read_config(const HfConfigReader& c, TransformerSpec& s) {
   read_keys(c, s, hf_keys());
   s.n_kv_head = s.n_head;
-  // attention_probs_dropout_prob (dropout on the attention probabilities) is not applied: the fused
-  // attention kernels have no such dropout. It changes training noise only, never the model.
   const std::string act = c.get_or<std::string>("hidden_act", "gelu");
   TRIDENT_CHECK(act == "gelu", "'{}': hidden_act '{}' is not supported (trident's BERT uses the exact GELU, 'gelu')",
                 c.path(), act);
@@ -142,7 +142,6 @@ void read_config(const HfConfigReader& c, TransformerSpec& s) {
 void write_config(const TransformerSpec& s, HfConfigWriter& c) {
   write_keys(s, c, hf_keys());
   c.set("hidden_act", "gelu");
-  c.set("attention_probs_dropout_prob", 0.0);
   c.set("position_embedding_type", "absolute");
 }
 

@@ -31,6 +31,7 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   a.qkv_bias = a.out_bias = true;
   a.layout = nn::WeightLayout::in_out;
   a.dropout = s.dropout;
+  a.attention_dropout = s.attention_dropout;
   a.init_std = s.init_std;
   a.out_init_std = residual_std(s);
   a.qkv = "c_attn";
@@ -72,6 +73,7 @@ const std::vector<HfKey>& hf_keys() {
       {"n_positions", &S::max_seq_len},
       {"layer_norm_epsilon", &S::norm_eps, 1e-5},
       {"resid_pdrop", &S::dropout, 0.0},
+      {"attn_pdrop", &S::attention_dropout, 0.0},
       {"initializer_range", &S::init_std, 0.02},
       {"tie_word_embeddings", &S::tie_embeddings, true},  // untied: GPT2LMHeadModel keeps its own lm_head.weight
   };
@@ -97,7 +99,6 @@ void write_config(const TransformerSpec& s, HfConfigWriter& c) {
   c.set("activation_function", "gelu_new");
   c.set("n_ctx", s.max_seq_len);
   c.set("embd_pdrop", s.dropout);
-  c.set("attn_pdrop", 0.0);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ nn::SelfAttentionOptions llama_like_attention(const TransformerSpec& s) {
   a.rope = s.rope;
   a.window = s.sliding_window;
   a.dropout = s.dropout;
+  a.attention_dropout = s.attention_dropout;
   a.init_std = a.out_init_std = s.init_std;
   a.q = "q_proj";
   a.k = "k_proj";
@@ -134,6 +135,7 @@ std::vector<HfKey> llama_like_hf_keys(bool tie_default) {
       {"vocab_size", &S::vocab_size},
       {"max_position_embeddings", &S::max_seq_len},
       {"rms_norm_eps", &S::norm_eps, 1e-6},
+      {"attention_dropout", &S::attention_dropout, 0.0},
       {"initializer_range", &S::init_std, 0.02},
       {"tie_word_embeddings", &S::tie_embeddings, tie_default},
   };

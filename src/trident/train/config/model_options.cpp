@@ -138,6 +138,9 @@ std::vector<ModelOption> make_options() {
       // 0: the preset's, else train.seq_len.
       option("max_seq_len", FIELD(max_seq_len), U::keeps, kNonNegative, preset_or_default, kFixed, kMatched),
       option("dropout", FIELD(dropout), U::is_value, kFraction, "", kSettable, kFree),
+      // Unset: the preset's (0) or config.json's (BERT's attention_probs_dropout_prob, GPT-2's attn_pdrop,
+      // the LLaMA-shaped families' attention_dropout).
+      option("attention_dropout", FIELD(attention_dropout), U::absent, kFraction, "", kSettable, kFree),
       option("norm_eps", FIELD(norm_eps), U::is_value_unless_preset, kNonNegativeFinite, "", kFixed, kMatched),
       option("rope_theta", FIELD(rope.theta), U::is_value, kPositiveFinite, "", kFixed, kMatched),
       option("tie_embeddings", FIELD(tie_embeddings), U::absent, kAny, "", kFixed, kMatched),
