@@ -38,7 +38,7 @@ struct PreprocessOptions {
   bool skip_bad_lines = false;           // count and skip bad JSONL lines instead of failing
   // The tokenizer as the user named it, recorded in the dataset's card (PREFIX.card.json,
   // data/dataset/dataset_card.h) beside its fingerprint.
-  std::string tokenizer_source;
+  std::string tokenizer_source = {};  // (`= {}`: designated initialisers that omit it stay warning-free)
   int workers = 0;                       // 0: trident::num_threads()
   // Replace an existing PREFIX.bin/.idx; false makes one an error (`trident preprocess` without --overwrite).
   bool overwrite = true;
