@@ -76,7 +76,7 @@ foreach(m IN LISTS trident_link_order)
     string(APPEND TRIDENT_PC_LIBS " -ltrident_${m}")
   endif()
 endforeach()
-set(TRIDENT_PC_REQUIRES "fmt tomlplusplus openblas libpcre2-8 icu-uc libxxhash libzstd libzip cairo ompi-c")
+set(TRIDENT_PC_REQUIRES "fmt tomlplusplus openblas libpcre2-8 icu-uc libxxhash libzstd libzip cairo ${TRIDENT_MPI_PC_MODULE}")
 # The prefix relative to the .pc file, so the installed tree can move (and `cmake --install --prefix` works).
 file(RELATIVE_PATH TRIDENT_PC_UP "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 set(TRIDENT_PC_LIBS_PRIVATE "-ldnnl -fopenmp")

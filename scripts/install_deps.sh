@@ -40,7 +40,10 @@ packages=(
 # cluster tests skip and say so.
 optional=()
 if [[ ${1:-} == --tests ]]; then
-  packages+=(iproute2)
+  # MPICH beside Open MPI: the test command builds trident against it too and runs the distributed tests
+  # under its Hydra launcher (scripts/test.sh). Open MPI stays the default mpicc/mpirun (Debian's
+  # alternatives rank it above MPICH), so the main build is unchanged.
+  packages+=(iproute2 libmpich-dev mpich)
   optional+=(slurm-wlm munge)
 fi
 

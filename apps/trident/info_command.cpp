@@ -12,6 +12,7 @@
 #include "trident/core/parallel.h"
 #include "trident/core/version.h"
 #include "trident/data/dataset/parquet_reader.h"
+#include "trident/dist/launcher.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/kernels/cpu/matmul.h"
 #ifdef TRIDENT_HAVE_CUDA
@@ -65,7 +66,10 @@ void add_info_command(CLI::App& app) {
     fmt::print("nccl:            not built (no CUDA backend, or no NCCL when configured)\n");
 #endif
     fmt::print("matmul backend:  {}\n", kernels::cpu::matmul_backend_description());
-    fmt::print("mpi:             built ({})\n", dist::mpi_library_version());
+    const std::string mpi = dist::mpi_library_version();
+    const dist::Launcher launcher(dist::mpi_family_of(mpi));
+    fmt::print("mpi:             built ({}; trident launch runs {}, srun needs --mpi={})\n", mpi,
+               launcher.programs().front(), launcher.srun_plugin());
     fmt::print("parquet input:   {}\n", data::parquet_build_description());
   });
 }

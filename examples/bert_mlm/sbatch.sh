@@ -18,11 +18,12 @@ set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
 trident=${TRIDENT:-build/bin/trident}
 data=${DATA_DIR:-data}/bert_mlm
-# srun starts the ranks; trident finds its rank and the job's size from PMIx (no launcher of its own).
+# srun starts the ranks; trident finds its rank and the job's size through srun's MPI plug-in (no launcher
+# of its own): pmix for a trident built against Open MPI, SRUN_MPI=pmi2 for MPICH (`trident info` says which).
 # checkpoint.resume=auto: submitting the script again continues the run from its newest checkpoint (a
 # new run over it would be refused), as a Megatron job that --loads its --save directory.
 # shellcheck disable=SC2086  # TRIDENT_ARGS is a list of arguments
-srun --mpi=pmix "$trident" train examples/bert_mlm/bert_small.toml \
+srun --mpi="${SRUN_MPI:-pmix}" "$trident" train examples/bert_mlm/bert_small.toml \
   --deepspeed examples/bert_mlm/ds_config.json \
   --run-dir "${RUN_DIR:-runs/bert_mlm}" \
   --set "data.tokenizer=\"$data/tokenizer.json\"" \

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The BERT example's sbatch script (examples/bert_mlm/sbatch.sh, the DeepSpeed
-# job's shape: --nodes=1 --ntasks=4, srun --mpi=pmix, its ZeRO-3 ds_config.json)
+# job's shape: --nodes=1 --ntasks=4, srun --mpi=pmix or pmi2, its ZeRO-3 ds_config.json)
 # submitted to Slurm with `sbatch --wait`, on the example's own data
 # (prepare_data.sh) with a smaller model and fewer steps: the job runs as 4
 # data-parallel ranks and its validation MLM loss falls. Skips (exit 77) unless
 # a Slurm controller answers (scripts/slurm_local.sh starts a single-node one).
-#   bert_mlm_sbatch_test.sh TRIDENT_BINARY
+#   bert_mlm_sbatch_test.sh TRIDENT_BINARY [PLUGIN]   (srun's MPI plug-in: pmix for Open MPI, pmi2 for MPICH)
 set -uo pipefail
 trident=$(realpath "$1")
+export SRUN_MPI=${2:-pmix}  # the script's srun --mpi
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 if ! command -v sbatch >/dev/null 2>&1 || ! timeout 10 sinfo >/dev/null 2>&1; then

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # A rank that fails ends the whole job with a message naming the rank and the
 # cause, within the collective timeout; no rank hangs.
-#   failure_test.sh TRIDENT_BINARY
-#  1. a bad data file on one rank only (mpirun MPMD);
+#   failure_test.sh TRIDENT_BINARY MPIEXEC [FLAGS...]   (the MPI library's launcher and its flags:
+#                                                     cmake/TridentMpi.cmake)
+#  1. a bad data file on one rank only (MPMD: `-np 1 A : -np 1 B`, in Open MPI's and Hydra's spelling);
 #  2. a rank that stops responding (SIGSTOP): its peers' collective times out;
 #  3. a rank killed with SIGKILL mid-training;
 #  4. a rank that never joins a mixture-of-experts dispatch (expert parallelism): the peer's all-to-all
 #     times out with a line naming the MoE layer and the rank.
 set -uo pipefail
 trident=$1
+shift
+mpi=("$@")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader
-mpi=(mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle=1)
 tiny_corpus_run "$trident" failure 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null'
 
 common=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16

@@ -21,8 +21,10 @@
 
 #include "trident/core/convert.h"
 #include "trident/core/error.h"
+#include "trident/core/parallel.h"
 #include "trident/dist/done_work.h"
 #include "trident/dist/flight_recorder.h"
+#include "trident/dist/launcher.h"
 #include "trident/dist/watchdog.h"
 #include "trident/ops/elementwise.h"
 
@@ -147,6 +149,19 @@ class MpiWork final : public Work {
   std::string error_;
 };
 
+// More ranks on this node than cores. MPI libraries wait in their blocking calls by polling, and
+// MPICH (ch4) does so without ever yielding the core: with 8 ranks on 2 cores a rank spinning in
+// MPI_Allreduce takes the core from the peer it waits for (tensor-parallel training measured 7×
+// slower than Open MPI, whose mpi_yield_when_idle yields). Oversubscribed, a blocking collective
+// therefore runs as its non-blocking form under MpiWork::wait, which yields and then sleeps.
+bool ranks_outnumber_cores() {
+  static const bool outnumber = local_rank_count() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return outnumber;
+}
+
+// Whether a collective the caller waits for at once uses MPI's blocking call (see above).
+bool blocking(const CollectiveOptions& o) { return o.blocking && !ranks_outnumber_cores(); }
+
 class MpiCommunicator final : public Communicator {
  public:
   // `world_ranks`: the members' ranks in the job (empty: this is the world).
@@ -183,7 +198,7 @@ class MpiCommunicator final : public Communicator {
       if (o.op == ReduceOp::avg) ops::scale_(buffer, 1.0 / n);
       if (!buffer.is_same(target)) target.copy_from(buffer.to(target.dtype()));
     };
-    if (o.blocking) {
+    if (blocking(o)) {
       return run_blocking("all_reduce", buffer.nbytes(), o, [&] {
         return MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
                              mpi_op(o.op), comm_);
@@ -192,7 +207,7 @@ class MpiCommunicator final : public Communicator {
     auto work = make_work("all_reduce", buffer.nbytes(), o, finish);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), count_of(buffer, "all_reduce"), mpi_type(buffer.dtype()),
                              mpi_op(o.op), comm_, work->request()));
-    return work;
+    return waited(std::move(work), o);
   }
 
   std::unique_ptr<Work> reduce_scatter(const Tensor& input, Tensor& output, const CollectiveOptions& o) override {
@@ -211,7 +226,7 @@ class MpiCommunicator final : public Communicator {
       if (o.op == ReduceOp::avg) ops::scale_(out, 1.0 / n);
       if (!out.is_same(target)) target.copy_from(out.to(target.dtype()));
     };
-    if (o.blocking) {
+    if (blocking(o)) {
       return run_blocking("reduce_scatter", in.nbytes(), o, [&] {
         return MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
                                         mpi_type(out.dtype()), mpi_op(o.op), comm_);
@@ -220,7 +235,7 @@ class MpiCommunicator final : public Communicator {
     auto work = make_work("reduce_scatter", in.nbytes(), o, finish);
     MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), count_of(out, "reduce_scatter"),
                                         mpi_type(out.dtype()), mpi_op(o.op), comm_, work->request()));
-    return work;
+    return waited(std::move(work), o);
   }
 
   std::unique_ptr<Work> all_gather(const Tensor& input, Tensor& output, const CollectiveOptions& o) override {
@@ -232,7 +247,7 @@ class MpiCommunicator final : public Communicator {
     traffic_.all_gather_bytes += static_cast<std::int64_t>(output.nbytes());
     ++traffic_.calls;
     Tensor in = input, out = output;
-    if (o.blocking) {
+    if (blocking(o)) {
       return run_blocking("all_gather", out.nbytes(), o, [&] {
         return MPI_Allgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
                              count_of(in, "all_gather"), mpi_type(in.dtype()), comm_);
@@ -241,7 +256,7 @@ class MpiCommunicator final : public Communicator {
     auto work = make_work("all_gather", out.nbytes(), o, [in, out] {});
     MPI_CHECK(MPI_Iallgather(in.raw_data(), count_of(in, "all_gather"), mpi_type(in.dtype()), out.raw_data(),
                              count_of(in, "all_gather"), mpi_type(in.dtype()), comm_, work->request()));
-    return work;
+    return waited(std::move(work), o);
   }
 
   std::unique_ptr<Work> broadcast(Tensor& tensor, int root, const CollectiveOptions& o) override {
@@ -278,7 +293,13 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier(const CollectiveOptions& o) override {
-    run_blocking("barrier", 0, o, [&] { return MPI_Barrier(comm_); });
+    if (!ranks_outnumber_cores()) {
+      run_blocking("barrier", 0, o, [&] { return MPI_Barrier(comm_); });
+      return;
+    }
+    auto work = make_work("barrier", 0, o, [] {});
+    MPI_CHECK(MPI_Ibarrier(comm_, work->request()));
+    work->wait();
   }
 
   std::unique_ptr<Work> all_to_all(const Tensor& input, const std::vector<std::int64_t>& send_counts, Tensor& output,
@@ -299,7 +320,7 @@ class MpiCommunicator final : public Communicator {
     std::array<int, 4 * kStackRanks> stack_layout;
     std::shared_ptr<std::vector<int>> heap_layout;
     int* sc = stack_layout.data();
-    if (!o.blocking || n > kStackRanks) {
+    if (!blocking(o) || n > kStackRanks) {
       heap_layout = std::make_shared<std::vector<int>>(4 * n);
       sc = heap_layout->data();
     }
@@ -318,7 +339,7 @@ class MpiCommunicator final : public Communicator {
     traffic_.all_to_all_bytes += all_to_all_sent_bytes(input, send_counts);
     ++traffic_.calls;
     const MPI_Datatype type = mpi_type(input.dtype());
-    if (o.blocking) {
+    if (blocking(o)) {
       return run_blocking("all_to_all", input.nbytes(), o, [&] {
         return MPI_Alltoallv(input.raw_data(), sc, sd, type, output.raw_data(), rc, rd, type, comm_);
       });
@@ -326,7 +347,7 @@ class MpiCommunicator final : public Communicator {
     Tensor in = input, out = output;
     auto work = make_work("all_to_all", in.nbytes(), o, [in, out, heap_layout] {});
     MPI_CHECK(MPI_Ialltoallv(in.raw_data(), sc, sd, type, out.raw_data(), rc, rd, type, comm_, work->request()));
-    return work;
+    return waited(std::move(work), o);
   }
 
   std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& groups, const std::string& label) override {
@@ -382,6 +403,13 @@ class MpiCommunicator final : public Communicator {
     return std::make_unique<DoneWork>();
   }
 
+  // A non-blocking operation run for a caller that asked for a blocking one (ranks outnumber cores):
+  // complete on return, as a blocking call's Work is.
+  static std::unique_ptr<Work> waited(std::unique_ptr<MpiWork> work, const CollectiveOptions& o) {
+    if (o.blocking) work->wait();
+    return work;
+  }
+
   std::unique_ptr<MpiWork> make_work(std::string_view op, std::int64_t bytes, const CollectiveOptions& o,
                                      std::function<void()> done) {
     flight::Call call = next_call(op, o, bytes);
@@ -428,7 +456,10 @@ bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
     if (std::getenv(v) != nullptr) return true;
   }
-  return false;
+  // A task of an srun step of several tasks, whatever its --mpi plugin: one without the library's
+  // process-management interface is refused once MPI starts (check_srun_plugin), rather than training alone.
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  return tasks != nullptr && std::atoi(tasks) > 1 && std::getenv("SLURM_STEP_ID") != nullptr;
 }
 
 namespace {
@@ -439,6 +470,24 @@ MPI_Comm g_failure_comm = MPI_COMM_NULL;
 std::atomic<bool> g_mpi_unusable{false};
 }  // namespace
 
+namespace {
+// srun starts every task itself; its --mpi plugin must speak the MPI library's process-management
+// interface, or each task sees a job of its own and N copies train alone. That is refused at once.
+void check_srun_plugin() {
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  if (tasks == nullptr || std::atoi(tasks) <= 1 || std::getenv("SLURM_STEP_ID") == nullptr) return;
+  int size = 0;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  if (size != 1) return;
+  const std::string library = mpi_library_version();
+  const char* plugin = Launcher(mpi_family_of(library)).srun_plugin();
+  const char* given = std::getenv("SLURM_MPI_TYPE");
+  TRIDENT_FAIL("srun started {} tasks, but each sees a job of one rank: srun's --mpi plugin{} does not start ranks of "
+               "the MPI library trident is built against ({}); run srun --mpi={} (or set SLURM_MPI_TYPE={})",
+               tasks, given != nullptr ? fmt::format(" ({})", given) : std::string(), library, plugin, plugin);
+}
+}  // namespace
+
 std::shared_ptr<Communicator> mpi_world(double timeout_s) {
   int initialized = 0;
   MPI_CHECK(MPI_Initialized(&initialized));
@@ -446,6 +495,7 @@ std::shared_ptr<Communicator> mpi_world(double timeout_s) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
   }
+  check_srun_plugin();
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   if (g_failure_comm == MPI_COMM_NULL) {
     // Collective on the world, the first time on every rank (mpi_world is where each rank meets MPI).
@@ -626,6 +676,8 @@ std::string mpi_library_version() {
   if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown";
   std::string v(buf, static_cast<std::size_t>(len));
   if (auto nl = v.find_first_of(",\n"); nl != std::string::npos) v.resize(nl);
+  std::replace(v.begin(), v.end(), '\t', ' ');  // "MPICH Version:\t4.0.2"
+  v.erase(std::unique(v.begin(), v.end(), [](char a, char b) { return a == ' ' && b == ' '; }), v.end());
   return v;
 }
 

@@ -1,4 +1,4 @@
-// MpiCommunicator: the Communicator of CPU tensors over MPI (Open MPI).
+// MpiCommunicator: the Communicator of CPU tensors over MPI (any MPI-3 library; Open MPI and MPICH are tested).
 //
 // Non-blocking MPI operations polled with a deadline implement the timeout.
 // f32/f64/i32/i64 reduce natively; bf16/f16 are widened to f32, reduced and
@@ -17,7 +17,8 @@ namespace trident::dist {
 // Initialises MPI if needed and returns the world communicator. `timeout_s` is
 // the default deadline of every collective.
 std::shared_ptr<Communicator> mpi_world(double timeout_s = 300.0);
-// True when the process was started by an MPI launcher (mpirun, srun --mpi=pmix).
+// True when the process was started by an MPI launcher (mpirun, mpiexec.hydra, srun --mpi=pmix|pmi2), or
+// is a task of an srun step of several tasks (whose --mpi plugin mpi_world then checks).
 bool launched_by_mpi();
 // This process's rank as the launcher's environment gives it (before MPI starts); -1 without one.
 int launcher_rank();
