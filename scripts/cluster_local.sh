@@ -88,6 +88,8 @@ export OMPI_MCA_plm_rsh_agent=$scripts/netns_rsh
 export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_if_include=$subnet.0/24
 export OMPI_MCA_oob_tcp_if_include=$subnet.0/24
+export HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC=$scripts/netns_rsh
+export HYDRA_IFACE=eth0 UCX_NET_DEVICES=eth0
 ENV
 }
 

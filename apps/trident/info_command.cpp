@@ -27,7 +27,7 @@ namespace trident::cli {
 namespace {
 
 // "2 of 4 on host node2, local rank 0 of 2": the MPI job's own rank and size (so 4 separate
-// one-rank jobs, e.g. srun without --mpi=pmix, do not pass for one job), this host's name and
+// one-rank jobs, e.g. srun without the MPI plug-in, do not pass for one job), this host's name and
 // the rank's index among the ranks on this host (the GPU it takes with train.device=cuda).
 std::string rank_description() {
   if (dist::launched_by_mpi()) {
@@ -37,8 +37,9 @@ std::string rank_description() {
   }
   if (const char* task = std::getenv("SLURM_PROCID"); task != nullptr && *task != '\0') {
     const char* tasks = std::getenv("SLURM_NTASKS");
-    return fmt::format("none: Slurm task {} of {} on host {} without MPI (srun --mpi=pmix makes the tasks one job)",
-                       task, tasks != nullptr ? tasks : "?", host_name());
+    return fmt::format("none: Slurm task {} of {} on host {} without MPI (srun --mpi={} makes the tasks one job)",
+                       task, tasks != nullptr ? tasks : "?", host_name(),
+                       dist::Launcher(dist::mpi_family_of(dist::mpi_library_version())).srun_plugin());
   }
   return fmt::format("0 of 1 on host {} (not started by mpirun or srun)", host_name());
 }

@@ -25,12 +25,18 @@ diff <(grep '^step ' "$work/one.log" | cut -d'|' -f2) <(grep '^step ' "$work/two
   || fail "losses differ between one process and srun -n 2"
 echo "ok: srun --mpi=$plugin -n 2 follows the single-process losses: $(grep '^step ' "$work/two.log" | cut -d'|' -f2 | tr '\n' ' ')"
 
-# Without the library's plug-in each task would be a job of one rank: refused before training.
-if [[ $plugin == pmi2 ]]; then  # Open MPI refuses it itself ("OMPI was not built with SLURM's PMI support")
-  timeout 120 srun --mpi=none -n 2 "$trident" "${args[@]}" --run-dir "$work/none" > "$work/none.log" 2>&1 \
-    && fail "srun --mpi=none trained: $(tail -3 "$work/none.log")"
-  grep -q "trident: error: .*srun started 2 tasks, but each sees a job of one rank: .*run srun --mpi=pmi2" "$work/none.log" \
-    || fail "srun --mpi=none message: $(cat "$work/none.log")"
-  [[ ! -e $work/none/metrics.jsonl ]] || fail "srun --mpi=none wrote metrics"
-  echo "ok: srun --mpi=none is refused: $(grep -m1 'trident: error' "$work/none.log")"
+# Without an MPI plug-in each task would be a job of one rank: refused before training, naming the
+# plug-in to use; with another library's plug-in (pmix for MPICH) too.
+timeout 120 srun --mpi=none -n 2 "$trident" "${args[@]}" --run-dir "$work/none" > "$work/none.log" 2>&1 \
+  && fail "srun --mpi=none trained: $(tail -3 "$work/none.log")"
+grep -q "trident: error: srun started 2 tasks without an MPI plug-in (SLURM_MPI_TYPE=none), so each would train alone .*run srun --mpi=$plugin" \
+  "$work/none.log" || fail "srun --mpi=none message: $(cat "$work/none.log")"
+[[ ! -e $work/none/metrics.jsonl ]] || fail "srun --mpi=none wrote metrics"
+echo "ok: srun --mpi=none is refused: $(grep -m1 'trident: error' "$work/none.log")"
+if [[ $plugin == pmi2 ]] && srun --mpi=list 2>&1 | grep -qw pmix; then
+  timeout 120 srun --mpi=pmix -n 2 "$trident" "${args[@]}" --run-dir "$work/pmix" > "$work/pmix.log" 2>&1 \
+    && fail "MPICH under srun --mpi=pmix trained: $(tail -3 "$work/pmix.log")"
+  grep -q "srun started 2 tasks, but each sees a job of one rank: srun's --mpi plugin (pmix) does not start ranks of the MPI library .*run srun --mpi=pmi2" \
+    "$work/pmix.log" || fail "srun --mpi=pmix message: $(cat "$work/pmix.log")"
+  echo "ok: MPICH under srun --mpi=pmix is refused: $(grep -m1 'trident: error' "$work/pmix.log")"
 fi

@@ -25,6 +25,7 @@
 #include "trident/dist/done_work.h"
 #include "trident/dist/flight_recorder.h"
 #include "trident/dist/launcher.h"
+#include "trident/dist/self_communicator.h"
 #include "trident/dist/watchdog.h"
 #include "trident/ops/elementwise.h"
 
@@ -456,10 +457,33 @@ bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
     if (std::getenv(v) != nullptr) return true;
   }
-  // A task of an srun step of several tasks, whatever its --mpi plugin: one without the library's
-  // process-management interface is refused once MPI starts (check_srun_plugin), rather than training alone.
+  return false;
+}
+
+namespace {
+// The tasks of this srun step (0 outside one).
+int srun_step_tasks() {
   const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-  return tasks != nullptr && std::atoi(tasks) > 1 && std::getenv("SLURM_STEP_ID") != nullptr;
+  return tasks != nullptr && std::getenv("SLURM_STEP_ID") != nullptr ? std::atoi(tasks) : 0;
+}
+
+// The srun plug-in that starts ranks of the linked library, and the advice for one that did not.
+std::string srun_plugin_advice() {
+  const char* plugin = Launcher(mpi_family_of(mpi_library_version())).srun_plugin();
+  return fmt::format("run srun --mpi={} (or set SLURM_MPI_TYPE={})", plugin, plugin);
+}
+}  // namespace
+
+bool srun_task_without_mpi() { return !launched_by_mpi() && srun_step_tasks() > 1; }
+
+std::shared_ptr<Communicator> job_world(double timeout_s) {
+  if (launched_by_mpi()) return mpi_world(timeout_s);
+  TRIDENT_CHECK(!srun_task_without_mpi(),
+                "srun started {} tasks without an MPI plug-in (SLURM_MPI_TYPE={}), so each would train alone as a job "
+                "of one rank; {}",
+                srun_step_tasks(), std::getenv("SLURM_MPI_TYPE") != nullptr ? std::getenv("SLURM_MPI_TYPE") : "none",
+                srun_plugin_advice());
+  return self_communicator();
 }
 
 namespace {
@@ -479,12 +503,11 @@ void check_srun_plugin() {
   int size = 0;
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   if (size != 1) return;
-  const std::string library = mpi_library_version();
-  const char* plugin = Launcher(mpi_family_of(library)).srun_plugin();
   const char* given = std::getenv("SLURM_MPI_TYPE");
   TRIDENT_FAIL("srun started {} tasks, but each sees a job of one rank: srun's --mpi plugin{} does not start ranks of "
-               "the MPI library trident is built against ({}); run srun --mpi={} (or set SLURM_MPI_TYPE={})",
-               tasks, given != nullptr ? fmt::format(" ({})", given) : std::string(), library, plugin, plugin);
+               "the MPI library trident is built against ({}); {}",
+               tasks, given != nullptr ? fmt::format(" ({})", given) : std::string(), mpi_library_version(),
+               srun_plugin_advice());
 }
 }  // namespace
 

@@ -17,9 +17,15 @@ namespace trident::dist {
 // Initialises MPI if needed and returns the world communicator. `timeout_s` is
 // the default deadline of every collective.
 std::shared_ptr<Communicator> mpi_world(double timeout_s = 300.0);
-// True when the process was started by an MPI launcher (mpirun, mpiexec.hydra, srun --mpi=pmix|pmi2), or
-// is a task of an srun step of several tasks (whose --mpi plugin mpi_world then checks).
+// True when the process was started by an MPI launcher (mpirun, mpiexec.hydra, srun --mpi=pmix|pmi2).
 bool launched_by_mpi();
+// True for a task of an srun step of several tasks that srun started without an MPI plug-in (srun
+// --mpi=none): each task would be a job of one rank.
+bool srun_task_without_mpi();
+// The job's world: mpi_world when a launcher started this process, else self_communicator; refused for a
+// task of srun_task_without_mpi, naming the plug-in to use. (An srun plug-in that starts the process but
+// not as the library's rank, e.g. pmix for MPICH, is refused by mpi_world.)
+std::shared_ptr<Communicator> job_world(double timeout_s = 300.0);
 // This process's rank as the launcher's environment gives it (before MPI starts); -1 without one.
 int launcher_rank();
 // Ends every rank of the job after a fatal error on this one (MPI_Abort); no-op without MPI.

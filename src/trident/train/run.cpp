@@ -46,7 +46,7 @@ void check_same_config(dist::Communicator& world, const Config& config) {
 }
 
 void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dist::Communicator> world, Device device) {
-  if (!world) world = dist::launched_by_mpi() ? dist::mpi_world(config.dist.timeout_s) : dist::self_communicator();
+  if (!world) world = dist::job_world(config.dist.timeout_s);
   validate_config(config, world->size());
   check_same_config(*world, config);
   const Layout layout{static_cast<int>(config.dist.tensor_parallel_size),
@@ -536,7 +536,7 @@ std::unique_ptr<Run> build_run(const TrainOptions& given) {
   std::shared_ptr<dist::Communicator> world = options.world;
   if (!world) {
     const Config plain = load_config(options.config_path, options.overrides);
-    world = dist::launched_by_mpi() ? dist::mpi_world(plain.dist.timeout_s) : dist::self_communicator();
+    world = dist::job_world(plain.dist.timeout_s);
   }
   run->config = load_config(options.config_path, options.overrides, world->size(), &run->config_notes);
   if (const std::string steps = resolve_epochs(run->config, world->size()); !steps.empty())
