@@ -2,7 +2,8 @@
 // softmax(scale · Q·Kᵀ + mask)·V with the causal rule of ops::attention
 // (key s visible to query t iff s ≤ t + S − T, and with a sliding window w > 0
 // also s > t + S − T − w), the key-padding mask (key s of sample b hidden iff
-// key_mask[b·S + s] == 0), dropout on the probabilities (each P times its
+// key_mask[b·S + s] == 0), packed documents (key s hidden from query t of
+// sample b iff s < doc_starts[b·T + t]), dropout on the probabilities (each P times its
 // factor in `keep`, see dropout_keep), and the textbook backward.
 // Written independently of the blocked kernel (no online softmax, no tiles).
 #pragma once
@@ -41,11 +42,13 @@ struct NaiveAttention {
   std::int64_t window = 0;   // sliding window (causal only); 0 = unlimited
   std::vector<std::int64_t> key_mask = {};  // [B, S], 0 = padding key; or empty (every key real)
   std::vector<double> keep = {};  // [B, H, T, S]: dropout's factor on each probability (dropout_keep); empty: none
+  std::vector<std::int64_t> doc_starts = {};  // [B, T]: each query's document's first key; empty: no documents
 
   double keep_at(std::size_t i) const { return keep.empty() ? 1.0 : keep[i]; }
 
   bool visible(std::int64_t b, std::int64_t t, std::int64_t s) const {
     if (!key_mask.empty() && key_mask[static_cast<std::size_t>(b * S + s)] == 0) return false;
+    if (!doc_starts.empty() && s < doc_starts[static_cast<std::size_t>(b * T + t)]) return false;
     if (!causal) return true;
     const std::int64_t p = t + S - T;  // the query's absolute position
     return s <= p && (window == 0 || s > p - window);

@@ -58,7 +58,48 @@ struct Problem {
   bool key_padding = false;  // a key-padding mask of padded_keys(B, S)
   DType key_mask_dtype = DType::i64;
   double dropout = 0;  // on the probabilities, as samples 3.. and heads 1.. of H + 2 (kDropoutRng)
+  bool documents = false;  // packed documents of packed_documents(B, T)
 };
+
+// Problem p with the packed documents of packed_documents.
+Problem packed(Problem p) {
+  p.documents = true;
+  return p;
+}
+
+// Document starts [B, T] (i32) whose samples, in turn: hold one document; documents of 1, 63, 64, 65 and
+// 7 tokens and then the rest (starts on both sides of 64-key tile boundaries); every token its own
+// document; two documents split at T/2.
+Tensor packed_documents(std::int64_t B, std::int64_t T) {
+  std::vector<std::int32_t> starts(static_cast<std::size_t>(B * T));
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::vector<std::int64_t> opens;
+    switch (b % 4) {
+      case 1:
+        for (std::int64_t at : {1, 64, 128, 193, 200})
+          if (at < T) opens.push_back(at);
+        break;
+      case 2:
+        for (std::int64_t t = 1; t < T; ++t) opens.push_back(t);
+        break;
+      case 3:
+        opens.push_back(T / 2);
+        break;
+      default:
+        break;
+    }
+    std::int32_t start = 0;
+    std::size_t next = 0;
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (next < opens.size() && opens[next] == t) {
+        start = static_cast<std::int32_t>(t);
+        ++next;
+      }
+      starts[static_cast<std::size_t>(b * T + t)] = start;
+    }
+  }
+  return Tensor::from_vector<std::int32_t>(starts, {B, T});
+}
 
 const CounterRng kDropoutRng(2024, "test/attention/probs");
 
@@ -128,6 +169,10 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
     options.key_mask = padded_keys(p.B, p.S, p.key_mask_dtype);
     naive.key_mask = options.key_mask.to(DType::i64).to_vector<std::int64_t>();
   }
+  if (p.documents) {
+    options.document_starts = packed_documents(p.B, p.T);
+    naive.doc_starts = options.document_starts.to(DType::i64).to_vector<std::int64_t>();
+  }
   if (p.dropout > 0) {
     options.dropout = {p.dropout, kDropoutRng, 3, 1, p.H + 2};
     naive.keep = dropout_keep(p.B, p.H, p.T, p.S, p.dropout, kDropoutRng, 3, 1, p.H + 2);
@@ -139,9 +184,9 @@ void compare_with_naive(const Problem& p, DType dtype, double tol, double elem_t
   std::vector<double> rdq, rdk, rdv;
   naive.backward(qv, kv, vv, dov, rdq, rdk, rdv);
   const std::string what =
-      fmt::format("B={} T={} S={} H={} Hkv={} D={} causal={} mask={} window={} key_mask={} dropout={} {}", p.B, p.T,
-                  p.S, p.H, p.Hkv, p.D, p.causal, p.with_mask, p.window,
-                  p.key_padding ? dtype_name(p.key_mask_dtype) : std::string_view("none"), p.dropout,
+      fmt::format("B={} T={} S={} H={} Hkv={} D={} causal={} mask={} window={} key_mask={} dropout={} documents={} {}",
+                  p.B, p.T, p.S, p.H, p.Hkv, p.D, p.causal, p.with_mask, p.window,
+                  p.key_padding ? dtype_name(p.key_mask_dtype) : std::string_view("none"), p.dropout, p.documents,
                   dtype_name(dtype));
   EXPECT_LE(relative_error(values(out), naive.forward(qv, kv, vv)), tol) << "out, " << what;
   EXPECT_LE(relative_error(values(dv), rdv), tol) << "dv, " << what;
@@ -273,6 +318,73 @@ TEST(AttentionKernel, KeyPaddingMatchesNaive) {
   compare_with_naive(padded({4, 200, 150, 2, 1, 24, true}), DType::f64, 1e-12);                       // S < T
   compare_with_naive(padded({4, 131, 131, 4, 2, 32, true, false, 37}), DType::f64, 1e-12);            // window
   compare_with_naive(padded({4, 70, 300, 6, 2, 16, true, true, 100}, DType::u8), DType::f64, 1e-12);  // all
+}
+
+TEST(AttentionKernel, PackedDocumentsMatchNaive) {
+  compare_with_naive(packed({4, 300, 300, 2, 2, 32, true}), DType::f64, 1e-12);
+  compare_with_naive(packed({4, 300, 300, 4, 2, 40, true}), DType::f32, 2e-5);
+  compare_with_naive(packed({4, 150, 150, 4, 2, 64, true}), DType::bf16, 2e-2);
+  compare_with_naive(packed({4, 150, 150, 2, 2, 64, true}), DType::f16, 5e-3);
+  compare_with_naive(packed({4, 257, 257, 4, 1, 16, true, true, 70}), DType::f64, 1e-12);       // mask, window
+  compare_with_naive(packed(padded({4, 200, 200, 2, 1, 24, true})), DType::f64, 1e-12);          // key padding
+  compare_with_naive(packed(dropped({4, 131, 131, 2, 2, 16, true})), DType::f64, 1e-12);         // dropout
+}
+
+TEST(AttentionKernel, PackedDocumentsBf16DotProductPath) {
+  if (!kernels::cpu::attention_uses_bf16_dot_products()) {
+    GTEST_SKIP() << "built without AVX512-BF16: bf16 takes the f32-compute path (AttentionKernel.PackedDocumentsMatchNaive)";
+  }
+  compare_with_naive(packed({4, 300, 300, 4, 2, 32, true}), DType::bf16, 1e-2, 2e-2);
+  compare_with_naive(packed(padded({4, 150, 150, 2, 1, 40, true, false, 70})), DType::bf16, 1e-2, 2e-2);
+}
+
+// A packed sample of several documents gives, row for row, what each document gives alone (the same
+// numbers: each document's queries run over its own keys in the same order), and bad starts are refused.
+TEST(AttentionKernel, PackedDocumentsEqualSeparateDocuments) {
+  std::mt19937_64 gen(99);
+  const std::vector<std::int64_t> lengths = {70, 1, 64, 93};  // T = 228: documents across tile boundaries
+  const std::int64_t T = 228, H = 4, Hkv = 2, D = 16;
+  Tensor q = random_f64(gen, {1, T, H, D}).to(DType::f32);
+  Tensor k = random_f64(gen, {1, T, Hkv, D}).to(DType::f32);
+  Tensor v = random_f64(gen, {1, T, Hkv, D}).to(DType::f32);
+  Tensor dout = random_f64(gen, {1, T, H, D}).to(DType::f32);
+  std::vector<std::int32_t> starts;
+  for (std::int64_t at = 0; std::int64_t n : lengths) {
+    for (std::int64_t i = 0; i < n; ++i) starts.push_back(static_cast<std::int32_t>(at));
+    at += n;
+  }
+  ops::AttentionOptions packed_options;
+  packed_options.document_starts = Tensor::from_vector<std::int32_t>(starts, {1, T});
+  auto [out, lse] = ops::attention(q, k, v, packed_options);
+  auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, packed_options);
+  for (std::int64_t at = 0; std::int64_t n : lengths) {
+    const auto part = [&](const Tensor& t) { return ops::slice(t, 1, at, at + n); };
+    auto [o1, l1] = ops::attention(part(q), part(k), part(v));
+    auto [dq1, dk1, dv1] = ops::attention_backward(part(q), part(k), part(v), o1, l1, part(dout));
+    SCOPED_TRACE(fmt::format("document [{}, {})", at, at + n));
+    EXPECT_LE(max_error(values(part(out)), values(o1)), 1e-6);
+    EXPECT_LE(max_error(values(part(dq)), values(dq1)), 1e-6);
+    EXPECT_LE(max_error(values(part(dk)), values(dk1)), 1e-6);
+    EXPECT_LE(max_error(values(part(dv)), values(dv1)), 1e-6);
+    at += n;
+  }
+  // Bad document starts: named with the entry and what it may be.
+  const auto refuses = [&](std::vector<std::int32_t> bad, const std::string& what, ops::AttentionOptions o = {}) {
+    o.document_starts = Tensor::from_vector<std::int32_t>(bad, {1, static_cast<std::int64_t>(bad.size())});
+    const std::int64_t n = o.document_starts.size(1);
+    try {
+      ops::attention(ops::slice(q, 1, 0, n), ops::slice(k, 1, 0, n), ops::slice(v, 1, 0, n), o);
+      ADD_FAILURE() << "accepted " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refuses({0, 0, 2, 1}, "document_starts[0, 3] = 1 is not a document start (expected 3 or 2");
+  refuses({1, 1}, "document_starts[0, 0] = 1 is not a document start (expected 0");
+  refuses({0, 0, 5}, "document_starts[0, 2] = 5 is not a document start");
+  ops::AttentionOptions bidirectional;
+  bidirectional.causal = false;
+  refuses({0, 0}, "document_starts need causal self-attention", bidirectional);
 }
 
 TEST(AttentionKernel, KeyPaddingBf16DotProductPath) {

@@ -6,7 +6,9 @@
 // with and without causal, a cache, a window and an additive mask), and dropout
 // on the probabilities (a fixed mask: the generator is fixed, so the f64
 // gradient check differentiates one function; whole and as a shard of a larger
-// batch and head count; across a 64-key tile), against the naive f64
+// batch and head count; across a 64-key tile), and packed documents (each query
+// sees its own document only: documents of one token, two, several, across a
+// 64-key tile; with GQA, a window, key padding and dropout), against the naive f64
 // softmax(scale·QKᵀ + mask)·V of attention_reference.h.
 #include <cmath>
 #include <limits>
@@ -35,7 +37,30 @@ struct Config {
   // Dropout on the probabilities (0: none), this call's place among the global samples and heads.
   double dropout = 0;
   std::int64_t batch_offset = 0, head_offset = 0, heads = 0;  // heads 0: H
+  // Packed documents (AttentionOptions::document_starts): per sample, its documents' lengths (summing
+  // to T); empty: none.
+  std::vector<std::vector<std::int32_t>> documents = {};
 };
+
+// c with packed documents of the given lengths per sample.
+Config with_documents(Config c, std::vector<std::vector<std::int32_t>> lengths) {
+  c.documents = std::move(lengths);
+  return c;
+}
+
+// Document starts [B, T] (i32) of documents with these lengths per sample.
+Tensor document_starts_of(const std::vector<std::vector<std::int32_t>>& lengths, std::int64_t T) {
+  std::vector<std::int32_t> starts;
+  for (const auto& sample : lengths) {
+    std::int32_t at = 0;
+    for (std::int32_t n : sample) {
+      for (std::int32_t i = 0; i < n; ++i) starts.push_back(at);
+      at += n;
+    }
+    TRIDENT_CHECK(at == T, "test documents of {} tokens in a sample of {}", at, T);
+  }
+  return Tensor::from_vector<std::int32_t>(starts, {static_cast<std::int64_t>(lengths.size()), T});
+}
 
 const CounterRng kDropoutRng(77, "test/attention_dropout");
 
@@ -98,24 +123,28 @@ OpCase make_case(const Config& c) {
                              param(g, {c.B, c.S, c.Hkv, c.D})};
     if (c.with_mask) in.push_back(constant(random_mask(g, c.T, c.S)));
     if (!c.pads.empty()) in.push_back(constant(key_mask_of(c.pads, c.S, c.key_mask_dtype)));
+    if (!c.documents.empty()) in.push_back(constant(document_starts_of(c.documents, c.T)));
     return in;
   };
   const std::size_t key_mask_at = c.with_mask ? 4 : 3;  // index of the key mask among the inputs
-  oc.forward = [c, key_mask_at](const std::vector<Variable>& in) {
+  const std::size_t documents_at = key_mask_at + (c.pads.empty() ? 0 : 1);
+  oc.forward = [c, key_mask_at, documents_at](const std::vector<Variable>& in) {
     ops::AttentionOptions o;
     o.causal = c.causal;
     o.scale = c.scale;
     o.window = c.window;
     if (c.with_mask) o.mask = in[3].data();
     if (!c.pads.empty()) o.key_mask = in[key_mask_at].data();
+    if (!c.documents.empty()) o.document_starts = in[documents_at].data();
     o.dropout = {c.dropout, kDropoutRng, c.batch_offset, c.head_offset, c.heads};
     return ag::attention(in[0], in[1], in[2], o);
   };
-  oc.reference = [c, key_mask_at](const std::vector<Tensor>& in) {
+  oc.reference = [c, key_mask_at, documents_at](const std::vector<Tensor>& in) {
     NaiveAttention n{c.B, c.T, c.S, c.H, c.Hkv, c.D, c.causal,
                      c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D)), {}, c.window};
     if (c.with_mask) n.mask = values(in[3]);
     if (!c.pads.empty()) n.key_mask = in[key_mask_at].to(DType::i64).to_vector<std::int64_t>();
+    if (!c.documents.empty()) n.doc_starts = in[documents_at].to(DType::i64).to_vector<std::int64_t>();
     if (c.dropout > 0)
       n.keep = dropout_keep(c.B, c.H, c.T, c.S, c.dropout, kDropoutRng, c.batch_offset, c.head_offset,
                             c.heads > 0 ? c.heads : c.H);
@@ -236,6 +265,20 @@ std::vector<OpCase> make_attention_cases() {
     cases.push_back(make_case(c));
     cases.back().dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 1e-2}, {DType::f16, 5e-3}};
   }
+  // Packed documents (Megatron's reset_attention_mask): one document, then documents of 1, 2 and 4
+  // tokens, every token its own document; with GQA, a sliding window and key padding; dropout; and
+  // documents across the 64-key tile boundary (3 + 62 | 4, 70 keys).
+  const std::vector<Config> packed = {
+      with_documents({"attention_documents", 3, 7, 7, 2, 2, 4, true, 0, false}, {{7}, {1, 2, 4}, {1, 1, 1, 1, 1, 1, 1}}),
+      with_documents({"attention_documents_gqa_window_mask", 2, 8, 8, 4, 2, 5, true, 0, true, 3}, {{3, 5}, {6, 2}}),
+      with_documents({"attention_documents_key_mask", 3, 7, 7, 2, 1, 4, true, 0, false, 0,
+                      {Pad::kNone, Pad::kMiddle, Pad::kLast3}},
+                     {{2, 5}, {4, 3}, {7}}),
+      with_documents(with_dropout({"attention_documents_dropout", 2, 6, 6, 2, 2, 4, true, 0, false}, 0.3),
+                     {{2, 4}, {5, 1}}),
+      with_documents({"attention_documents_across_tiles", 1, 70, 70, 1, 1, 2, true, 0, false}, {{3, 62, 5}}),
+  };
+  for (const Config& c : packed) cases.push_back(make_case(c));
   return cases;
 }
 

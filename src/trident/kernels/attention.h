@@ -4,12 +4,12 @@
 // kernels/cpu/attention.h; the CUDA notes in kernels/cuda/attention.h). No include guard:
 // it is included once per backend namespace, after the types it names.
 
-// out and lse from q, k, v (mask and key_mask may be null). Overwrites out and lse.
+// out and lse from q, k, v (mask, key_mask and doc_starts may be null). Overwrites out and lse.
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, const void* key_mask, void* out, void* lse);
+                       const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out, void* lse);
 
 // dq, dk, dv (dtypes of q, k, v; overwritten) from the forward's out and lse and
 // the output gradient dout.
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
-                        void* dq, void* dk, void* dv);
+                        const void* mask, const void* key_mask, const std::int32_t* doc_starts, const void* out,
+                        const void* lse, const void* dout, void* dq, void* dk, void* dv);

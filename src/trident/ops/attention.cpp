@@ -1,6 +1,9 @@
 #include "trident/ops/attention.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <string>
 
 #include "trident/kernels/cpu/attention.h"
 #include "trident/ops/dispatch.h"
@@ -13,6 +16,39 @@ DType lse_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::
 
 const void* raw_or_null(const Tensor& t) {
   return t.defined() ? t.raw_data() : nullptr;
+}
+
+const std::int32_t* document_starts(const AttentionOptions& o) {
+  return o.document_starts.defined() ? o.document_starts.data<std::int32_t>() : nullptr;
+}
+
+// Document starts [B, T] (AttentionOptions::document_starts): i32 on q's device, causal self-attention, and
+// each row a run of documents: 0 first, then each entry either its own index (a document's first token)
+// or the entry before it.
+void check_document_starts(std::string_view op, const Tensor& q, const Tensor& k, const AttentionOptions& options) {
+  const Tensor& starts = options.document_starts;
+  const std::int64_t B = q.size(0), T = q.size(1);
+  TRIDENT_CHECK(starts.rank() == 2 && starts.size(0) == B && starts.size(1) == T,
+                "{}: document_starts {} must have shape [B, T] = [{}, {}] (q {})", op, starts.shape(), B, T, q.shape());
+  TRIDENT_CHECK(starts.dtype() == DType::i32, "{}: document_starts dtype {} (shape {}) must be i32", op,
+                starts.dtype(), starts.shape());
+  check_same_device(q, starts, op);
+  TRIDENT_CHECK(options.causal && k.size(1) == T,
+                "{}: document_starts need causal self-attention over the sample (causal = true, S = T), got causal = {} "
+                "and S = {}, T = {}",
+                op, options.causal, k.size(1), T);
+  const Tensor host = starts.to(Device::cpu());
+  const auto* s = host.data<std::int32_t>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::int32_t v = s[b * T + t];
+      const bool ok = t == 0 ? v == 0 : v == t || v == s[b * T + t - 1];
+      TRIDENT_CHECK(ok,
+                    "{}: document_starts[{}, {}] = {} is not a document start (expected {}: each entry is its own "
+                    "index, opening a document, or the entry before it)",
+                    op, b, t, v, t == 0 ? std::string("0") : fmt::format("{} or {}", t, s[b * T + t - 1]));
+    }
+  }
 }
 
 // Validates q, k, v and the options; returns the kernel's dimensions.
@@ -57,6 +93,7 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
                   key_mask.dtype(), key_mask.shape());
     check_same_device(q, key_mask, op);
   }
+  if (options.document_starts.defined()) check_document_starts(op, q, k, options);
   TRIDENT_CHECK(std::isfinite(options.scale), "{}: scale {} must be finite", op, options.scale);
   TRIDENT_CHECK(options.window >= 0, "{}: window {} must be >= 0 (0 = unlimited, n = the n most recent keys)", op,
                 options.window);
@@ -94,7 +131,8 @@ std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
   Tensor lse = Tensor::empty({dims.batch, dims.heads, dims.q_len}, lse_dtype(q.dtype()), q.device());
   TRIDENT_KERNEL(q.device(), attention_forward, q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
-                 raw_or_null(options.mask), raw_or_null(options.key_mask), out.raw_data(), lse.raw_data());
+                 raw_or_null(options.mask), raw_or_null(options.key_mask), document_starts(options), out.raw_data(),
+                 lse.raw_data());
   return {out, lse};
 }
 
@@ -121,8 +159,8 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Ten
   Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
   Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
   TRIDENT_KERNEL(q.device(), attention_backward, q.dtype(), dims, q.raw_data(), k.raw_data(), v.raw_data(),
-                 raw_or_null(options.mask), raw_or_null(options.key_mask), out.raw_data(), lse.raw_data(),
-                 dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
+                 raw_or_null(options.mask), raw_or_null(options.key_mask), document_starts(options), out.raw_data(),
+                 lse.raw_data(), dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
   return {dq, dk, dv};
 }
 

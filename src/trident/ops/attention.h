@@ -68,6 +68,13 @@ struct AttentionOptions {
   Tensor key_mask;
   // Dropout on the probabilities (above); the backward must be given the same.
   AttentionDropout dropout = {};
+  // Packed documents (Megatron's reset_attention_mask): i32 [B, T], the index of the first token of each
+  // token's document (0 for the first document; a document's first token t has document_starts[b, t] = t,
+  // and every later token of it the same value). Query t then sees only the keys of its own document:
+  // s ≥ document_starts[b, t], on top of causal and window. Needs causal and S = T (no KV cache). The
+  // kernels skip the key tiles of other documents, so a sample of n documents of length L costs
+  // about n·L², not (n·L)². On q's device; a constant.
+  Tensor document_starts = {};
 };
 
 // Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the

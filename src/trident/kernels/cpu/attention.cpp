@@ -234,10 +234,10 @@ class HeadPack {
 
 template <typename T>
 void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v, const T* mask, const void* key_mask,
-                  T* out, acc_t<T>* lse) {
+                  const std::int32_t* doc_starts, T* out, acc_t<T>* lse) {
   using A = acc_t<T>;
   const Geometry g(dims);
-  const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
   const ProbsDropout drop(dims);
   const A scale = static_cast<A>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
@@ -249,7 +249,7 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
-      const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
+      const auto [kb_begin, kb_end] = key_blocks(g, keys, b, t0, nq);
       pack_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, scale, qs.get());
       std::fill_n(acc.get(), M * g.Dp, A(0));
       std::fill_n(running_max, kTile, kNegInf<A>);
@@ -277,7 +277,7 @@ struct BackwardArgs {
   const acc_t<T>* lse;
   T *dq, *dk, *dv;
   acc_t<T> scale;
-  const KeyPadding* keys;
+  const HiddenKeys* keys;
   const ProbsDropout* drop;
 };
 
@@ -397,7 +397,7 @@ void backward_q_task(const Geometry& g, const BackwardArgs<T>& a, i64 task, QScr
   const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
   const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, kRows);
   const A* lse_h = a.lse + (b * g.H + h) * g.T;
-  const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
+  const auto [kb_begin, kb_end] = key_blocks(g, *a.keys, b, t0, nq);
   std::fill_n(w.dq.get(), M * g.Dp, A(0));
   if (kb_begin < kb_end) w.queries.pack(g, a, b, h, t0);
   for (i64 kb = kb_begin; kb < kb_end; ++kb) {
@@ -434,28 +434,29 @@ bool attention_uses_bf16_dot_products() noexcept {
 }
 
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, const void* key_mask, void* out, void* lse) {
+                       const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out, void* lse) {
 #ifdef TRIDENT_ATTENTION_BF16_DOT
   if (dtype == DType::bf16) {
     attention_forward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
-                           static_cast<const bf16*>(mask), key_mask, static_cast<bf16*>(out), static_cast<float*>(lse));
+                           static_cast<const bf16*>(mask), key_mask, doc_starts, static_cast<bf16*>(out),
+                           static_cast<float*>(lse));
     return;
   }
 #endif
   TRIDENT_DISPATCH_FLOAT(dtype, "attention", [&] {
     forward_impl(dims, static_cast<const scalar_t*>(q), static_cast<const scalar_t*>(k),
-                 static_cast<const scalar_t*>(v), static_cast<const scalar_t*>(mask), key_mask,
+                 static_cast<const scalar_t*>(v), static_cast<const scalar_t*>(mask), key_mask, doc_starts,
                  static_cast<scalar_t*>(out), static_cast<acc_t<scalar_t>*>(lse));
   });
 }
 
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
-                        void* dq, void* dk, void* dv) {
+                        const void* mask, const void* key_mask, const std::int32_t* doc_starts, const void* out,
+                        const void* lse, const void* dout, void* dq, void* dk, void* dv) {
 #ifdef TRIDENT_ATTENTION_BF16_DOT
   if (dtype == DType::bf16) {
     attention_backward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
-                            static_cast<const bf16*>(mask), key_mask, static_cast<const bf16*>(out),
+                            static_cast<const bf16*>(mask), key_mask, doc_starts, static_cast<const bf16*>(out),
                             static_cast<const float*>(lse), static_cast<const bf16*>(dout), static_cast<bf16*>(dq),
                             static_cast<bf16*>(dk), static_cast<bf16*>(dv));
     return;
@@ -464,7 +465,7 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
   TRIDENT_DISPATCH_FLOAT(dtype, "attention_backward", [&] {
     using T = scalar_t;
     const Geometry g(dims);
-    const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+    const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
     const ProbsDropout drop(dims);
     const BackwardArgs<T> args{static_cast<const T*>(q),
                                static_cast<const T*>(k),

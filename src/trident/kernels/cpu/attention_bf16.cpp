@@ -223,9 +223,9 @@ class HeadPairs {
 // ----------------------------------------------------------------- forward --
 
 void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-             const void* key_mask, bf16* out, float* lse) {
+             const void* key_mask, const std::int32_t* doc_starts, bf16* out, float* lse) {
   const Geometry g(dims);
-  const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
   const ProbsDropout drop(dims);
   const auto scale = static_cast<float>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
@@ -238,7 +238,7 @@ void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16
     for (i64 task = lo; task < hi; ++task) {
       const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
       const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
-      const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
+      const auto [kb_begin, kb_end] = key_blocks(g, keys, b, t0, nq);
       copy_rows(q + g.q_offset(b, t0, h), g.q_stride(), nq, M, g.D, g.Dp, qs.get());
       std::fill_n(acc.get(), M * g.Dp, 0.0f);
       std::fill_n(running_max, kTile, kNegInf<float>);
@@ -266,7 +266,7 @@ struct Args {
   const float* lse;
   bf16 *dq, *dk, *dv;
   float scale;
-  const KeyPadding* keys;
+  const HiddenKeys* keys;
   const ProbsDropout* drop;
 };
 
@@ -387,7 +387,7 @@ void backward_q_task(const Geometry& g, const Args& a, i64 task, QWork& w) {
   const i64 qb = task % g.q_blocks, h = (task / g.q_blocks) % g.H, b = task / (g.q_blocks * g.H);
   const i64 t0 = qb * kTile, nq = std::min(kTile, g.T - t0), M = round_up(nq, 16);
   const float* lse_h = a.lse + (b * g.H + h) * g.T;
-  const auto [kb_begin, kb_end] = g.key_blocks(t0, nq);
+  const auto [kb_begin, kb_end] = key_blocks(g, *a.keys, b, t0, nq);
   std::fill_n(w.dq.get(), M * g.Dp, 0.0f);
   if (kb_begin < kb_end) w.queries.pack(g, a, b, h, t0);
   for (i64 kb = kb_begin; kb < kb_end; ++kb) {
@@ -411,15 +411,15 @@ void backward(const Geometry& g, const Args& a) {
 }  // namespace
 
 void attention_forward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                            const void* key_mask, bf16* out, float* lse) {
-  forward(dims, q, k, v, mask, key_mask, out, lse);
+                            const void* key_mask, const std::int32_t* doc_starts, bf16* out, float* lse) {
+  forward(dims, q, k, v, mask, key_mask, doc_starts, out, lse);
 }
 
 void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                             const void* key_mask, const bf16* out, const float* lse, const bf16* dout, bf16* dq,
-                             bf16* dk, bf16* dv) {
+                             const void* key_mask, const std::int32_t* doc_starts, const bf16* out, const float* lse,
+                             const bf16* dout, bf16* dq, bf16* dk, bf16* dv) {
   const Geometry g(dims);
-  const KeyPadding keys(g, key_mask, dims.key_mask_dtype);
+  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
   const ProbsDropout drop(dims);
   backward(g, Args{q, k, v, mask, out, dout, lse, dq, dk, dv, static_cast<float>(dims.scale), &keys, &drop});
 }

@@ -170,10 +170,10 @@ inline void transpose16(__m512 (&r)[16]) {
 // attention_bf16.cpp: bf16 inputs through AVX512-BF16 dot products (same
 // contract as attention_forward / attention_backward for dtype bf16).
 void attention_forward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                            const void* key_mask, bf16* out, float* lse);
+                            const void* key_mask, const std::int32_t* doc_starts, bf16* out, float* lse);
 void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
-                             const void* key_mask, const bf16* out, const float* lse, const bf16* dout, bf16* dq,
-                             bf16* dk, bf16* dv);
+                             const void* key_mask, const std::int32_t* doc_starts, const bf16* out, const float* lse,
+                             const bf16* dout, bf16* dq, bf16* dk, bf16* dv);
 #endif
 
 // Tasks per thread chunk so that a chunk has at least ~2^18 multiply-adds: tiny
@@ -226,13 +226,33 @@ struct Geometry {
   i64 q_blocks, k_blocks;
 };
 
-// The key-padding mask [B, S] (i64, i32 or u8; 0 = padding) as bytes, 1 for a
-// real key, and per (batch, key tile) whether the tile holds a real key, so that
-// tiles of padding only are skipped. Built once per call, before the parallel
-// region (O(B·S)); without a mask every key is real and nothing is stored.
-class KeyPadding {
+// The keys each sample hides from its queries beyond the geometry's causal and window rules: its
+// padding keys (the key-padding mask [B, S], i64, i32 or u8; 0 = padding) and, for packed documents
+// (document starts [B, T], i32: the first token of each token's document; S = T, causal), every key
+// of another document. Built once per call, before the parallel region (O(B·S)).
+//  - Padding: kept as bytes, 1 for a real key, with per (batch, key tile) whether the tile holds a
+//    real key, so that tiles of padding only are skipped. Without a mask every key is real and
+//    nothing is stored.
+//  - Documents: query t sees keys [start(t), t]; key s is seen by queries [s, end(s)), end(s) the
+//    first token of the next document. Both are nondecreasing in t, so a query block's keys begin at
+//    its first row's start and a key tile's queries end at its last key's end: attention visits only
+//    the tiles that meet a document, and costs Σ over documents of their length², not T².
+class HiddenKeys {
  public:
-  KeyPadding(const Geometry& g, const void* key_mask, DType dtype) : S_(g.S), k_blocks_(g.k_blocks) {
+  HiddenKeys(const Geometry& g, const void* key_mask, DType dtype, const std::int32_t* doc_starts = nullptr)
+      : S_(g.S), T_(g.T), k_blocks_(g.k_blocks) {
+    if (doc_starts != nullptr) {
+      const auto n = static_cast<std::size_t>(g.B * g.T);
+      starts_.assign(doc_starts, doc_starts + n);
+      ends_.resize(n);
+      for (i64 b = 0; b < g.B; ++b) {
+        i64 end = g.T;
+        for (i64 t = g.T - 1; t >= 0; --t) {
+          ends_[static_cast<std::size_t>(b * g.T + t)] = end;
+          if (starts_[static_cast<std::size_t>(b * g.T + t)] == t) end = t;  // t opens its document
+        }
+      }
+    }
     if (key_mask == nullptr) return;
     const auto n = static_cast<std::size_t>(g.B * g.S);
     real_.resize(n);
@@ -252,17 +272,43 @@ class KeyPadding {
         if (real_[static_cast<std::size_t>(b * g.S + s)] != 0)
           tiles_[static_cast<std::size_t>(b * g.k_blocks + s / kTile)] = 1;
   }
-  // The bytes of sample b from key s0 on, or null when every key is real.
+  // The padding bytes of sample b from key s0 on, or null when every key is real.
   const std::uint8_t* row(i64 b, i64 s0) const { return real_.empty() ? nullptr : real_.data() + b * S_ + s0; }
   // Whether key tile kb of sample b holds a real key.
   bool tile_has_keys(i64 b, i64 kb) const {
     return tiles_.empty() || tiles_[static_cast<std::size_t>(b * k_blocks_ + kb)] != 0;
   }
+  // The first key of query t's document (0 without documents), and the query after key s's document's last.
+  i64 document_start(i64 b, i64 t) const {
+    return starts_.empty() ? 0 : starts_[static_cast<std::size_t>(b * T_ + t)];
+  }
+  i64 document_end(i64 b, i64 s) const { return ends_.empty() ? T_ : ends_[static_cast<std::size_t>(b * T_ + s)]; }
+  // Tile columns [first, lim) of query t (tile of keys from s0) narrowed to its document.
+  std::pair<i64, i64> document_cols(i64 b, i64 t, i64 s0, i64 first, i64 lim) const {
+    if (starts_.empty() || lim <= first) return {first, lim};
+    return {std::clamp<i64>(document_start(b, t) - s0, first, lim), lim};
+  }
 
  private:
-  i64 S_, k_blocks_;
+  i64 S_, T_, k_blocks_;
   std::vector<std::uint8_t> real_, tiles_;
+  std::vector<i64> starts_, ends_;  // documents: [B, T] (S = T)
 };
+
+// Key tiles [begin, end) that meet the keys some row of the query block of nq rows from t0 of sample b
+// sees: the geometry's range, from the first row's document on.
+inline std::pair<i64, i64> key_blocks(const Geometry& g, const HiddenKeys& keys, i64 b, i64 t0, i64 nq) {
+  const auto [begin, end] = g.key_blocks(t0, nq);
+  return {std::max(begin, keys.document_start(b, t0) / kTile), end};
+}
+
+// Visible tile columns [first, lim) of row i of the query block from t0 (nq live rows) against the tile of
+// nk keys from s0: the geometry's, narrowed to the row's document.
+inline std::pair<i64, i64> visible_cols(const Geometry& g, const HiddenKeys& keys, i64 b, i64 t0, i64 nq, i64 i, i64 s0,
+                                        i64 nk) {
+  const auto [first, lim] = g.visible_cols(t0, nq, i, s0, nk);
+  return keys.document_cols(b, t0 + i, s0, first, lim);
+}
 
 // The dropout on the probabilities of one call (AttentionDims::dropout): the keep factors (1/(1 − p) or
 // 0) of query t of (b, h) against a run of keys, drawn at their global indices by the dropout op's own
@@ -289,10 +335,12 @@ class ProbsDropout {
 };
 
 // Queries [first, end) that see some key of key tile kb (nk keys from s0 = kb·64) of sample b: causal,
-// t ≥ s − shift; window, t < s − shift + window; none at all when the tile holds padding only.
-inline std::pair<i64, i64> queries_seeing(const Geometry& g, const KeyPadding& keys, i64 b, i64 kb, i64 nk) {
+// t ≥ s − shift; window, t < s − shift + window; documents, t before the end of the tile's last key's
+// document; none at all when the tile holds padding only.
+inline std::pair<i64, i64> queries_seeing(const Geometry& g, const HiddenKeys& keys, i64 b, i64 kb, i64 nk) {
   if (!keys.tile_has_keys(b, kb)) return {0, 0};
-  return {g.q_begin(kb * kTile), g.q_end(kb * kTile, nk)};
+  const i64 s0 = kb * kTile;
+  return {g.q_begin(s0), std::min(g.q_end(s0, nk), keys.document_end(b, s0 + nk - 1))};
 }
 
 // Hides (−inf) the padding keys among the visible columns [first, lim) of a score row.
@@ -334,12 +382,12 @@ void online_softmax_row(A* row, const T* mask_row, const std::uint8_t* key_row, 
 // the row's exp(s − max) then times its keep factors (the running sum stays
 // that of the undropped row, so lse is P's).
 template <typename T, typename A>
-void online_softmax_tile(const Geometry& g, const T* mask, const KeyPadding& keys, const ProbsDropout& drop, i64 b,
+void online_softmax_tile(const Geometry& g, const T* mask, const HiddenKeys& keys, const ProbsDropout& drop, i64 b,
                          i64 h, i64 t0, i64 nq, i64 M, i64 s0, i64 nk, A* scores, A* running_max, A* running_sum,
                          A* acc) {
   const std::uint8_t* key_row = keys.row(b, s0);
   for (i64 i = 0; i < M; ++i) {
-    const auto [first, lim] = g.visible_cols(t0, nq, i, s0, nk);
+    const auto [first, lim] = visible_cols(g, keys, b, t0, nq, i, s0, nk);
     const T* mask_row = mask != nullptr && lim > first ? mask + (t0 + i) * g.S + s0 : nullptr;
     A* row = scores + i * kTile;
     online_softmax_row(row, mask_row, key_row, first, lim, running_max[i], running_sum[i], acc + i * g.Dp, g.Dp);
@@ -373,7 +421,7 @@ void store_output_rows(const Geometry& g, const A* acc, const A* running_max, co
 // lse = −inf (rows [0, M)). Without dropout dP = dZ; with it dP = keep ∘ dZ,
 // and S becomes Z = P ∘ keep (what multiplies dout into dV).
 template <typename T, typename A>
-void softmax_grad_rows(const Geometry& g, const T* mask, const KeyPadding& keys, const ProbsDropout& drop, i64 b, i64 h,
+void softmax_grad_rows(const Geometry& g, const T* mask, const HiddenKeys& keys, const ProbsDropout& drop, i64 b, i64 h,
                        const A* lse_h, const A* di, i64 t0, i64 nq, i64 M, i64 s0, i64 nk, A* s, A* dp) {
   const std::uint8_t* key_row = keys.row(b, s0);
   for (i64 i = 0; i < M; ++i) {
@@ -381,7 +429,7 @@ void softmax_grad_rows(const Geometry& g, const T* mask, const KeyPadding& keys,
     A* dprow = dp + i * kTile;
     const i64 t = t0 + i;
     const bool live = i < nq && lse_h[t] != kNegInf<A>;
-    const auto [first, lim] = g.visible_cols(t0, live ? nq : 0, i, s0, nk);
+    const auto [first, lim] = visible_cols(g, keys, b, t0, live ? nq : 0, i, s0, nk);
     if (mask != nullptr && lim > first) {
       const T* mrow = mask + t * g.S + s0;
       for (i64 j = first; j < lim; ++j) srow[j] += load(mrow[j]);

@@ -29,15 +29,15 @@ void check_key_mask(const AttentionDims& d, const void* key_mask, std::string_vi
 }  // namespace
 
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                       const void* mask, const void* key_mask, void* out, void* lse) {
+                       const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out, void* lse) {
   check_dims(dims, "attention");
   check_key_mask(dims, key_mask, "attention");
-  launch_attention_forward(dtype, dims, q, k, v, mask, key_mask, out, lse);
+  launch_attention_forward(dtype, dims, q, k, v, mask, key_mask, doc_starts, out, lse);
 }
 
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
-                        const void* mask, const void* key_mask, const void* out, const void* lse, const void* dout,
-                        void* dq, void* dk, void* dv) {
+                        const void* mask, const void* key_mask, const std::int32_t* doc_starts, const void* out,
+                        const void* lse, const void* dout, void* dq, void* dk, void* dv) {
   check_dims(dims, "attention_backward");
   check_key_mask(dims, key_mask, "attention_backward");
   // Di = Σ_d dout·out per query row, [B, H, T] in the lse dtype; from the caching allocator, and freed
@@ -45,7 +45,8 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
   // them on the same compute stream.
   const DType acc = dtype == DType::f64 ? DType::f64 : DType::f32;
   const Tensor di = Tensor::empty({dims.batch, dims.heads, dims.q_len}, acc, Device::cuda(current_device()));
-  launch_attention_backward(dtype, dims, q, k, v, mask, key_mask, out, lse, dout, dq, dk, dv, di.raw_data());
+  launch_attention_backward(dtype, dims, q, k, v, mask, key_mask, doc_starts, out, lse, dout, dq, dk, dv,
+                            di.raw_data());
 }
 
 }  // namespace trident::kernels::cuda

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kFmaThreads)
   A o[RI][DJ] = {};
   const i64 kv_end = g.kv_end(t0, nq);
   __syncthreads();
-  for (i64 s0 = g.kv_begin(t0) / BK * BK; s0 < kv_end; s0 += BK) {
+  for (i64 s0 = g.kv_begin(b, t0) / BK * BK; s0 < kv_end; s0 += BK) {
     __syncthreads();
     load_kv_rows<BK, Dp>(g, k, v, b, hk, s0, static_cast<int>(imin(BK, g.S - s0)), ks, vs);
     __syncthreads();
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(kFmaThreads) backward_q_fma_kernel(Geometry g,
 
   A acc[QI][DJ] = {};
   const i64 kv_end = g.kv_end(t0, nq);
-  for (i64 s0 = g.kv_begin(t0) / BK * BK; s0 < kv_end; s0 += BK) {
+  for (i64 s0 = g.kv_begin(b, t0) / BK * BK; s0 < kv_end; s0 += BK) {
     __syncthreads();
     load_kv_rows<BK, Dp>(g, t.k, t.v, b, hk, s0, static_cast<int>(imin(BK, g.S - s0)), ks, vs);
     __syncthreads();
@@ -412,9 +412,10 @@ void backward_fma(const Geometry& g, const A* q, const A* k, const A* v, const A
 }  // namespace
 
 void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
-                              const void* mask, const void* key_mask, void* out, void* lse) {
+                              const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out,
+                              void* lse) {
   using namespace attention_detail;
-  const Geometry g = make_geometry(dims, key_mask);
+  const Geometry g = make_geometry(dims, key_mask, doc_starts);
   if (g.B == 0 || g.H == 0 || g.T == 0) return;
   dispatch_floating(dtype, "attention", [&](auto tag) {
     using T = decltype(tag);
@@ -430,10 +431,11 @@ void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const
 }
 
 void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
-                               const void* mask, const void* key_mask, const void* out, const void* lse,
-                               const void* dout, void* dq, void* dk, void* dv, void* di) {
+                               const void* mask, const void* key_mask, const std::int32_t* doc_starts,
+                               const void* out, const void* lse, const void* dout, void* dq, void* dk, void* dv,
+                               void* di) {
   using namespace attention_detail;
-  const Geometry g = make_geometry(dims, key_mask);
+  const Geometry g = make_geometry(dims, key_mask, doc_starts);
   if (g.B == 0 || g.H == 0) return;
   dispatch_floating(dtype, "attention_backward", [&](auto tag) {
     using T = decltype(tag);

@@ -25,6 +25,9 @@ struct Geometry {
   // 1: u8); an entry of 0 is a padding key.
   const unsigned char* key_mask;
   int key_mask_bytes;
+  // Packed documents (null: none; S = T, causal): [B, T], the first token of each token's document, whose
+  // keys are all query t sees: s ≥ doc_starts[b, t].
+  const std::int32_t* doc_starts;
   // Dropout on the probabilities (cpu::AttentionDropout; false: none): probability (b, h, t, s) is kept,
   // times 1/(1 − p), iff the word of its global index is at least drop_threshold (kernels/dropout_rule.h).
   bool dropout;
@@ -37,11 +40,11 @@ struct Geometry {
   __device__ i64 q_row(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   __device__ i64 kv_row(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
   __device__ i64 stat(i64 b, i64 h, i64 t) const { return (b * H + h) * T + t; }
-  // Keys [kv_begin, kv_end) are visible to some query of the tile of nq rows from t0 (the CPU kernels'
-  // Geometry: kernels/cpu/attention_tiles.h).
-  __device__ i64 kv_begin(i64 t0) const {
-    if (window <= 0) return 0;
-    const i64 e = t0 + shift - window + 1;
+  // Keys [kv_begin, kv_end) are visible to some query of the tile of nq rows from t0 of sample b (the CPU
+  // kernels' Geometry and HiddenKeys: kernels/cpu/attention_tiles.h): from the first row's document on.
+  __device__ i64 kv_begin(i64 b, i64 t0) const {
+    i64 e = window <= 0 ? 0 : t0 + shift - window + 1;
+    if (doc_starts != nullptr && t0 < T && doc_starts[b * T + t0] > e) e = doc_starts[b * T + t0];
     return e < 0 ? 0 : (e > S ? S : e);
   }
   __device__ i64 kv_end(i64 t0, i64 nq) const {
@@ -77,8 +80,10 @@ struct Geometry {
         return key_mask[at] != 0;
     }
   }
-  // Query t of sample b sees key s: visible under causal and window, and not padding.
-  __device__ bool sees(i64 b, i64 t, i64 s) const { return visible(t, s) && real_key(b, s); }
+  // Query t of sample b sees key s: visible under causal and window, not padding, and of t's document.
+  __device__ bool sees(i64 b, i64 t, i64 s) const {
+    return visible(t, s) && real_key(b, s) && (doc_starts == nullptr || s >= doc_starts[b * T + t]);
+  }
   // The dropout's keep factor of probability (b, h, t, s) in A: 1/(1 − p) or 0, the CPU kernels' to the bit.
   template <typename A>
   __device__ A keep(i64 b, i64 h, i64 t, i64 s) const {
@@ -87,7 +92,7 @@ struct Geometry {
   }
 };
 
-inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask) {
+inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask, const std::int32_t* doc_starts) {
   const int bytes = d.key_mask_dtype == DType::i64 ? 8 : d.key_mask_dtype == DType::i32 ? 4 : 1;
   const DropRule rule = drop_rule(d.dropout.p);
   return Geometry{d.batch,
@@ -103,6 +108,7 @@ inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask)
                   d.scale,
                   static_cast<const unsigned char*>(key_mask),
                   bytes,
+                  doc_starts,
                   d.dropout.p > 0,
                   rule.drop_all,
                   rule.threshold,

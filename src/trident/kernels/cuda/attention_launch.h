@@ -11,13 +11,16 @@ namespace trident::kernels::cuda {
 // Largest head_dim the kernels take (padded inside to 32, 64 or 128).
 inline constexpr std::int64_t kMaxAttentionHeadDim = 128;
 
-// out and lse (acc type: f32, f64 for f64). key_mask (may be null): [B, S] of dims.key_mask_dtype.
+// out and lse (acc type: f32, f64 for f64). key_mask (may be null): [B, S] of dims.key_mask_dtype;
+// doc_starts (may be null): [B, T] i32, each token's document's first token (kernels/cpu/attention.h).
 void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
-                              const void* mask, const void* key_mask, void* out, void* lse);
+                              const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out,
+                              void* lse);
 
 // dq, dk, dv. `di` is a workspace of B·H·T acc-type values (Di = Σ_d dout·out per query row).
 void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
-                               const void* mask, const void* key_mask, const void* out, const void* lse,
-                               const void* dout, void* dq, void* dk, void* dv, void* di);
+                               const void* mask, const void* key_mask, const std::int32_t* doc_starts,
+                               const void* out, const void* lse, const void* dout, void* dq, void* dk, void* dv,
+                               void* di);
 
 }  // namespace trident::kernels::cuda

@@ -186,11 +186,13 @@ __device__ __forceinline__ void load_tile(const T* __restrict__ src, i64 stride,
   }
 }
 
-// Every query of [t0, t0 + 64) sees every key of [s0, s0 + 64): both tiles whole, no additive or
-// key-padding mask, and under the causal rule the tile's last key visible to its first query and, with a
+// Every query of [t0, t0 + 64) sees every key of [s0, s0 + 64): both tiles whole, no additive,
+// key-padding or document mask, and under the causal rule the tile's last key visible to its first query and, with a
 // window, its first key to its last query. Such a tile needs no per-element test.
 __device__ __forceinline__ bool whole_tile(const Geometry& g, bool has_mask, i64 t0, i64 s0) {
-  if (has_mask || g.key_mask != nullptr || t0 + kMmaTile > g.T || s0 + kMmaTile > g.S) return false;
+  if (has_mask || g.key_mask != nullptr || g.doc_starts != nullptr || t0 + kMmaTile > g.T || s0 + kMmaTile > g.S) {
+    return false;
+  }
   if (!g.causal) return true;
   return s0 + kMmaTile - 1 <= t0 + g.shift && (g.window <= 0 || s0 > t0 + kMmaTile - 1 + g.shift - g.window);
 }
@@ -304,7 +306,7 @@ __device__ __forceinline__ MmaQueryRows mma_query_rows(const Geometry& g, int q_
                       nq,
                       static_cast<int>(g.D),
                       static_cast<float>(g.scale) * kLog2e,
-                      g.kv_begin(t0) / kMmaTile * kMmaTile,
+                      g.kv_begin(b, t0) / kMmaTile * kMmaTile,
                       g.kv_end(t0, nq),
                       {row, row + 8}};
 }
