@@ -57,6 +57,8 @@ constexpr std::array kMegatronFlags{
     PeerFlag{"--data-path", "data.paths", ""},
     PeerFlag{"--split", "data.split", ""},
     PeerFlag{"--eod-mask-loss", "data.eod_mask_loss", "true"},
+    PeerFlag{"--reset-attention-mask", "data.reset_attention_mask", "true"},
+    PeerFlag{"--reset-position-ids", "data.reset_position_ids", "true"},
     PeerFlag{"--tokenizer-model", "data.tokenizer", ""},
     PeerFlag{"--vocab-file", "data.tokenizer", ""},
     PeerFlag{"--tensor-model-parallel-size", "dist.tensor_parallel_size", ""},

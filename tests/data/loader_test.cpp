@@ -89,6 +89,27 @@ TEST(Loader, MasksTheLabelsAfterAnEndOfDocumentToken) {
   EXPECT_EQ(trained_labels(*src, order, 0, 3, 14), 12);
 }
 
+// Megatron's --reset-attention-mask / --reset-position-ids: the document starts of each sample's inputs,
+// a document running to its end-of-document token inclusive; none without document_end_token.
+TEST(Loader, DocumentStartsSplitSamplesAfterEndOfDocumentTokens) {
+  auto src = std::make_shared<CountingSource>(3, 6);  // sample i: i*10 .. i*10 + 6
+  EXPECT_FALSE(DataLoader(src, {.micro_batch_size = 2, .prefetch = 0}).next().document_starts.defined());
+  for (std::int64_t eod : {0, 2, 12, 15, 16}) {
+    DataLoader loader(src, {.micro_batch_size = 2, .prefetch = 0, .document_end_token = eod});
+    const Batch b = loader.next();
+    ASSERT_EQ(b.document_starts.shape(), (Shape{2, 6}));
+    ASSERT_EQ(b.document_starts.dtype(), DType::i32);
+    // Inputs 0..5 and 10..15: a document ends at `eod` and the next input opens one (16 is a label only).
+    std::vector<std::int32_t> want = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const auto open_after = [&](std::int64_t row, std::int64_t k) {
+      for (std::int64_t j = k + 1; j < 6; ++j) want[static_cast<std::size_t>(row * 6 + j)] = static_cast<std::int32_t>(k + 1);
+    };
+    if (eod < 6) open_after(0, eod);
+    if (eod >= 10 && eod < 16) open_after(1, eod - 10);
+    EXPECT_EQ(b.document_starts.to_vector<std::int32_t>(), want) << "end-of-document id " << eod;
+  }
+}
+
 TEST(Loader, DataParallelSlicesUnionToTheSingleRankBatch) {
   auto src = std::make_shared<CountingSource>(13, 2);  // 13: epochs roll over mid-batch
   const std::int64_t global_micro = 8, steps = 6;

@@ -142,7 +142,10 @@ Variable TransformerLM::embed_impl(const Tensor& ids, const ForwardContext& ctx)
   Variable h = wte_->forward(ids, ctx);  // [B, T/t, D] under sequence parallelism
   const std::int64_t T = h.shape()[1];
   const ForwardContext sctx = nn::sequence_context(ctx, tp_, T);
-  if (wpe_) {
+  if (const Tensor positions = nn::document_positions(ctx, sctx.seq_offset, T); wpe_ && positions.defined()) {
+    // Each sample's own positions, restarting at each document: [B, T, D] added as it is.
+    h = ag::add(h, wpe_->forward(positions.to(ids.device()), sctx));
+  } else if (wpe_) {
     std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
     for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = ctx.position_offset + sctx.seq_offset + t;
     Variable p = wpe_->forward(Tensor::from_vector(pos, {T}).to(ids.device()), sctx);  // [T, D]

@@ -64,6 +64,11 @@ struct PredictionCounts {
   std::int64_t correct = 0;
 };
 
+struct ForwardContext;
+// With ctx.document_positions: the positions [B, count] (i64, host) of tokens [from, from + count) of the
+// sequence, each counted from its document's start (ctx.document_starts). Undefined otherwise.
+Tensor document_positions(const ForwardContext& ctx, std::int64_t from, std::int64_t count);
+
 struct ForwardContext {
   bool training = false;
   std::uint64_t seed = 0;
@@ -88,6 +93,13 @@ struct ForwardContext {
   // (`= {}` keeps a user's designated initialiser that omits them free of -Wmissing-field-initializers.)
   Tensor token_types = {};
   Tensor key_mask = {};
+  // Packed documents (data.reset_attention_mask / reset_position_ids), i32 [B, T] over the whole sequence:
+  // the first token of each token's document (data::Batch::document_starts); undefined = one sequence.
+  // Attention keeps each token to its document when document_attention is set, and positions (RoPE,
+  // learned positions) count from each document's start when document_positions is.
+  Tensor document_starts = {};
+  bool document_attention = false;
+  bool document_positions = false;
 
   // The RNG of one dropout site ("transformer.h.3.attn.resid") at this step.
   CounterRng dropout_rng(const std::string& site) const {

@@ -50,6 +50,21 @@ SelfAttention::SelfAttention(std::string prefix, SelfAttentionOptions options, s
       child_prefix(o.out), LinearOptions{o.n_head * hd, D, o.out_bias, o.layout, o.out_init_std}, tp));
 }
 
+Tensor document_positions(const ForwardContext& ctx, std::int64_t from, std::int64_t count) {
+  if (!ctx.document_positions || !ctx.document_starts.defined()) return {};
+  TRIDENT_CHECK(ctx.position_offset == 0 && !ctx.cache, "positions restarting at each document need no KV cache");
+  const Tensor starts = ctx.document_starts.to(Device::cpu());
+  const std::int64_t B = starts.size(0), T = starts.size(1);
+  TRIDENT_CHECK(from >= 0 && from + count <= T, "document positions of tokens [{}, {}) of a sequence of {}", from,
+                from + count, T);
+  Tensor positions = Tensor::empty({B, count}, DType::i64);
+  const auto* s = starts.data<std::int32_t>();
+  auto* p = positions.data<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < count; ++t) p[b * count + t] = from + t - s[b * T + from + t];
+  return positions;
+}
+
 Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx) const {
   const Variable x = enter_tp_region(x_in, tp_);  // [B, T, D]: the whole sequence
   const std::int64_t B = x.shape()[0], T = x.shape()[1], hd = options_.head_dim();
@@ -66,8 +81,13 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
     v = ag::reshape(v_->forward_in_region(x, ctx), {B, T, Hkv, hd});
   }
   if (options_.rope) {
-    q = ag::rope(q, ctx.position_offset, *options_.rope);
-    k = ag::rope(k, ctx.position_offset, *options_.rope);
+    if (const Tensor positions = document_positions(ctx, 0, T); positions.defined()) {
+      q = ag::rope(q, positions, *options_.rope);
+      k = ag::rope(k, positions, *options_.rope);
+    } else {
+      q = ag::rope(q, ctx.position_offset, *options_.rope);
+      k = ag::rope(k, ctx.position_offset, *options_.rope);
+    }
   }
   if (ctx.cache) {
     // Generation: prepend the cached keys/values (no gradients flow here).
@@ -97,6 +117,13 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
     TRIDENT_CHECK(ctx.key_mask.shape() == Shape({B, T}), "attention: the key mask {} does not match the batch [{}, {}]",
                   ctx.key_mask.shape(), B, T);
     attention.key_mask = ctx.key_mask.device() == q.data().device() ? ctx.key_mask : ctx.key_mask.to(q.data().device());
+  }
+  if (ctx.document_attention && ctx.document_starts.defined()) {
+    TRIDENT_CHECK(!ctx.cache, "attention: packed documents with a KV cache are not supported");
+    TRIDENT_CHECK(ctx.document_starts.shape() == Shape({B, T}),
+                  "attention: the document starts {} do not match the batch [{}, {}]", ctx.document_starts.shape(), B,
+                  T);
+    attention.document_starts = ctx.document_starts.to(q.data().device());
   }
   if (ctx.training && options_.attention_dropout > 0) {
     // Addressed by the sample's place in the global batch and the head's place in the layer.

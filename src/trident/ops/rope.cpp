@@ -50,8 +50,10 @@ Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positi
                       bool inverse) {
   check_rope_input(op, x, freq);
   check_defined(positions, op, "positions");
-  TRIDENT_CHECK(positions.rank() == 1 && positions.size(0) == x.size(1),
-                "{}: positions {} must have shape [T] = [{}] for x {}", op, positions.shape(), x.size(1), x.shape());
+  TRIDENT_CHECK((positions.rank() == 1 && positions.size(0) == x.size(1)) ||
+                    (positions.rank() == 2 && positions.size(0) == x.size(0) && positions.size(1) == x.size(1)),
+                "{}: positions {} must have shape [T] = [{}] or [B, T] = [{}, {}] for x {}", op, positions.shape(),
+                x.size(1), x.size(0), x.size(1), x.shape());
   TRIDENT_CHECK(positions.dtype() == DType::i64 || positions.dtype() == DType::i32,
                 "{}: positions have dtype {} (shape {}), expected i64 or i32", op, positions.dtype(),
                 positions.shape());
@@ -59,7 +61,17 @@ Tensor with_positions(std::string_view op, const Tensor& x, const Tensor& positi
   TRIDENT_CHECK(positions.device().is_cpu() || positions.device() == x.device(),
                 "{}: positions on {} but x {} is on {}", op, positions.device(), x.shape(), x.device());
   const Tensor pos = positions.to(Device::cpu()).to(DType::i64);
-  return run(x, pos.data<std::int64_t>(), freq, inverse);
+  if (positions.rank() == 1) return run(x, pos.data<std::int64_t>(), freq, inverse);
+  // Each sample's own positions (packed documents, positions restarting at each): one call per sample.
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const std::int64_t T = x.size(1), row = T * x.size(2) * x.size(3);
+  for (std::int64_t b = 0; b < x.size(0); ++b) {
+    const auto bytes = static_cast<std::size_t>(b * row) * dtype_size(x.dtype());
+    TRIDENT_KERNEL(x.device(), rope, x.dtype(), static_cast<const char*>(x.raw_data()) + bytes,
+                   static_cast<char*>(out.raw_data()) + bytes, pos.data<std::int64_t>() + b * T, std::int64_t{1}, T,
+                   x.size(2), x.size(3), freq, inverse);
+  }
+  return out;
 }
 
 }  // namespace

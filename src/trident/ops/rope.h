@@ -18,7 +18,8 @@ namespace trident::ops {
 // Row t of every batch is at position position_offset + t (the offset is the
 // KV-cache length during generation).
 Tensor rope(const Tensor& x, std::int64_t position_offset, const RopeFrequencies& freq = {});
-// Explicit positions: an integer tensor [T] (i64 or i32).
+// Explicit positions: an integer tensor [T] (i64 or i32), or [B, T] for positions of each sample's own
+// (packed documents whose positions restart at each).
 Tensor rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freq = {});
 
 // The gradient of rope: dy rotated by −angle (a rotation's transpose is its inverse).

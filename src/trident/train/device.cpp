@@ -97,7 +97,7 @@ data::Batch BatchMover::operator()(data::Batch batch) {
     batch.tokens = uploader_->pinned.upload(batch.tokens);
     batch.labels = uploader_->pinned.upload(batch.labels);
     if (batch.key_mask.defined()) batch.key_mask = uploader_->pinned.upload(batch.key_mask);
-    return batch;
+    return batch;  // (document starts stay on the host: positions are computed there; attention copies them)
   }
 #endif
   batch.tokens = batch.tokens.to(device_);

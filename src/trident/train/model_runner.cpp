@@ -50,7 +50,7 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     data::Batch b = next();
     if (par_.grad_sync) par_.grad_sync->begin_micro_batch(last);
     nn::ForwardContext ctx = context(m);
-    ctx.key_mask = b.key_mask;
+    set_masks(ctx, b);
     if (spec_.n_experts > 0) ctx.aux = &step_aux_;
     Variable loss = model.loss(b.tokens, b.labels, ctx, normalizer);
     step_aux_.losses.clear();  // (their values are in weighted_value; the graph goes with `loss`)
@@ -90,8 +90,8 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
     nn::ForwardContext ctx = context(mb);
     if (spec_.n_experts > 0 && ctx.training) ctx.aux = &chunk_aux;
     auto batch = batches.find(mb);
-    if (batch == batches.end() && options_.key_masks) {
-      // A middle stage reads the micro-batches for their key masks as it meets them: in order, since
+    if (batch == batches.end() && options_.attention_masks) {
+      // A middle stage reads the micro-batches for their attention masks as it meets them: in order, since
       // every schedule runs the first chunk's forwards in micro-batch order.
       TRIDENT_CHECK(mb == static_cast<int>(batches.size()), "pipeline: micro-batch {} met before micro-batch {}",
                     mb, batches.size());
@@ -99,7 +99,7 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
     }
     const bool needs_batch = model.stage().embed || model.stage().head;
     TRIDENT_CHECK(!needs_batch || batch != batches.end(), "pipeline: micro-batch {} was not loaded", mb);
-    if (batch != batches.end()) ctx.key_mask = batch->second.key_mask;
+    if (batch != batches.end()) set_masks(ctx, batch->second);
     Variable h = model.stage_forward(model.stage().embed ? batch->second.tokens : Tensor(), input, ctx);
     if (!model.stage().head) return h;
     const Variable logits = model.head_local(h, ctx);
@@ -120,6 +120,13 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
   // The loss as the single process reports it: the last stages' losses and every stage's auxiliary losses.
   const double mine = par_.tp_rank == 0 ? (par_.last_stage() ? local : 0.0) + step_aux_.weighted_value : 0.0;
   return par_.world->all_reduce_scalar(mine, dist::ReduceOp::sum);
+}
+
+void ModelRunner::set_masks(nn::ForwardContext& ctx, const data::Batch& b) const {
+  ctx.key_mask = b.key_mask;
+  ctx.document_starts = b.document_starts;
+  ctx.document_attention = options_.document_attention;
+  ctx.document_positions = options_.document_positions;
 }
 
 void ModelRunner::reduce_gradients() {
@@ -158,7 +165,7 @@ double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const 
   for (std::int64_t i = 0; i < batches; ++i) {
     data::Batch b = next();
     nn::ForwardContext ctx = context(i);
-    ctx.key_mask = b.key_mask;
+    set_masks(ctx, b);
     total += chunks_.front()->loss(b.tokens, b.labels, ctx, normalizer).data().item();
   }
   return par_.dp->all_reduce_scalar(total, dist::ReduceOp::sum);

@@ -39,9 +39,14 @@ class ModelRunner {
     std::int64_t seq_len = 1;
     DType compute_dtype = DType::f32;
     Device device = Device::cpu();           // where parameters and activations live
-    // The micro-batches carry key masks (padded samples, data::Batch::key_mask), which every stage's
-    // attention reads: middle pipeline stages read micro-batches too.
-    bool key_masks = false;
+    // The micro-batches carry attention masks — key masks (padded samples, data::Batch::key_mask) or
+    // document starts (data::Batch::document_starts) — which every stage's attention reads: middle
+    // pipeline stages read micro-batches too.
+    bool attention_masks = false;
+    // With document starts: attention stays within each document (data.reset_attention_mask), positions
+    // restart at each (data.reset_position_ids); nn::ForwardContext's flags.
+    bool document_attention = false;
+    bool document_positions = false;
   };
   // Builds this rank's chunks (uninitialised): layers split over
   // pipeline_parallel_size × virtual_pipeline_size virtual stages, evenly or
@@ -52,9 +57,9 @@ class ModelRunner {
   // Every parameter of every chunk.
   const std::vector<nn::Parameter*>& parameters() const noexcept { return params_; }
   // This rank reads micro-batches: it hosts the first virtual stage (token ids) or the last (labels).
-  // With key masks, every stage does.
+  // With attention masks, every stage does.
   bool reads_data() const noexcept {
-    return !par_.pipelined() || par_.first_stage() || par_.last_stage() || options_.key_masks;
+    return !par_.pipelined() || par_.first_stage() || par_.last_stage() || options_.attention_masks;
   }
 
   // Forward and backward of `micro_batches` micro-batches (each loss divided by
@@ -89,6 +94,8 @@ class ModelRunner {
   const nn::AuxLosses& step_aux() const noexcept { return step_aux_; }
 
  private:
+  // Puts micro-batch b's attention masks into ctx (key mask, documents and what they govern).
+  void set_masks(nn::ForwardContext& ctx, const data::Batch& b) const;
   // The pipeline: one step's instructions through the executor.
   double pipeline_pass(const std::vector<parallel::pipeline::Instruction>& list, std::int64_t micro_batches,
                        const NextBatch& next, const ContextOf& context, double normalizer, double loss_scale);

@@ -112,7 +112,7 @@ ParallelModel::ParallelModel(const models::TransformerSpec& spec, std::shared_pt
   m.runner = std::make_unique<detail::ModelRunner>(
       m.spec, m.par,
       detail::ModelRunner::Options{options.stage_layers, options.schedule, m.options.micro_batch_size,
-                                   m.options.seq_len, DType::f32, Device::cpu(), /*key_masks=*/true});
+                                   m.options.seq_len, DType::f32, Device::cpu(), /*attention_masks=*/true});
   for (const auto& chunk : m.runner->chunks()) {
     chunk->initialize(options.seed);
     chunk->set_activation_checkpointing(options.activation_checkpointing);

@@ -193,6 +193,29 @@ void log_config(const Run& run, const TrainOptions& options) {
 }
 
 // The model's sizes and the datasets, after every check that needs no allocation.
+// data.reset_attention_mask / reset_position_ids split packed samples at end-of-document tokens: a
+// decoder's packed samples only, with an end-of-document token, and positions that restart only where
+// the model has positions (and no KV cache: training only).
+void check_document_options(const Config& config, models::Objective objective, const data::Tokenizer& tokenizer,
+                            const models::TransformerSpec& spec) {
+  const bool attention = config.data.reset_attention_mask, positions = config.data.reset_position_ids;
+  if (!attention && !positions) return;
+  const std::string keys = attention && positions ? "data.reset_attention_mask and data.reset_position_ids"
+                           : attention           ? "data.reset_attention_mask"
+                                                 : "data.reset_position_ids";
+  TRIDENT_CHECK(objective == models::Objective::next_token,
+                "{} split packed samples at end-of-document tokens for a decoder; a {} model (model.arch='{}') trains "
+                "on whole samples of one document or a pair: drop {}",
+                keys, models::family(spec.family).display_name, spec.family, keys);
+  TRIDENT_CHECK(config.data.packing,
+                "{} split packed samples into their documents, but data.packing = false already gives each sample one "
+                "document: drop {}",
+                keys, keys);
+  TRIDENT_CHECK(tokenizer.eod_id().has_value(),
+                "{} split samples at end-of-document tokens, and the tokenizer '{}' has none ({})", keys,
+                config.data.tokenizer, data::end_of_document_names_text());
+}
+
 void open_model_and_data(Run& run) {
   const Config& config = run.config;
   const std::int64_t mb = run.micro_batch, accum = run.accum, global_batch = run.global_batch, T = run.seq_len;
@@ -214,6 +237,7 @@ void open_model_and_data(Run& run) {
   TRIDENT_CHECK(!config.data.eod_mask_loss || tokenizer.eod_id().has_value(),
                 "data.eod_mask_loss = true needs an end-of-document token, and the tokenizer '{}' has none ({})",
                 config.data.tokenizer, data::end_of_document_names_text());
+  check_document_options(config, objective, tokenizer, spec);
   // Sizes that cannot fit are refused before anything is allocated (or wraps around).
   const MemoryLayout memory = memory_layout(config, run.par.world->size());
   // On a GPU only the parameters pass through host memory (initialised there, then moved); the device's
@@ -270,7 +294,10 @@ void build_model(Run& run) {
       run.spec, run.par,
       ModelRunner::Options{config.dist.pipeline_num_layers,
                            parallel::pipeline::parse_schedule(config.dist.pipeline_schedule), run.micro_batch,
-                           run.seq_len, run.compute_dtype, run.device, run.data.train->padded()});
+                           run.seq_len, run.compute_dtype, run.device,
+                           run.data.train->padded() || config.data.reset_attention_mask ||
+                               config.data.reset_position_ids,
+                           config.data.reset_attention_mask, config.data.reset_position_ids});
   for (const auto& chunk : run.runner->chunks()) {
     chunk->initialize(static_cast<std::uint64_t>(config.train.seed));
     if (!config.model.from_pretrained.empty()) models::load_pretrained(*chunk, config.model.from_pretrained);
@@ -444,6 +471,8 @@ void open_loader(Run& run) {
   lo.prefetch = static_cast<int>(config.data.prefetch);
   if (config.data.eod_mask_loss)
     lo.masked_input_token = *run.data.tokenizer.eod_id();  // checked in open_model_and_data
+  if (config.data.reset_attention_mask || config.data.reset_position_ids)
+    lo.document_end_token = *run.data.tokenizer.eod_id();  // likewise
   if (run.runner->reads_data()) {
     run.loader = std::make_unique<data::DataLoader>(run.data.train, lo);
     // The training stream's order, for counting the labels of each step under data.eod_mask_loss.

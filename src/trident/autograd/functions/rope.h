@@ -11,7 +11,7 @@ namespace trident::autograd {
 
 // x [B, T, H, D] (D even, floating) -> the same shape, each head rotated by its position: row t is at
 // position_offset + t (the KV-cache length when generating), or at positions[t] for an integer
-// tensor positions [T].
+// tensor positions [T] (positions[b, t] for [B, T]).
 Variable rope(const Variable& x, std::int64_t position_offset, const RopeFrequencies& freq = {});
 Variable rope(const Variable& x, const Tensor& positions, const RopeFrequencies& freq = {});
 

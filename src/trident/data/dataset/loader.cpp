@@ -120,6 +120,8 @@ Batch DataLoader::make(std::int64_t consumed, EpochOrder& order) const {
   batch.labels = Tensor::empty(Shape{b, s}, DType::i64);
   const bool padded = source_->padded();
   if (padded) batch.key_mask = Tensor::empty(Shape{b, s}, DType::u8);
+  const bool documents = options_.document_end_token >= 0 && !options_.masking;
+  if (documents) batch.document_starts = Tensor::empty(Shape{b, s}, DType::i32);
   auto* tok = batch.tokens.data<std::int64_t>();
   auto* lab = batch.labels.data<std::int64_t>();
   std::vector<std::int32_t> buf(static_cast<std::size_t>(t));
@@ -136,6 +138,15 @@ Batch DataLoader::make(std::int64_t consumed, EpochOrder& order) const {
       const auto row = static_cast<std::size_t>(r * s), size = static_cast<std::size_t>(s);
       mask_sample(*options_.masking, sample_id, buf, std::span(tok + row, size), std::span(lab + row, size), n);
       continue;
+    }
+    if (documents) {
+      // A document runs to its end-of-document token, inclusive; the next input token opens the next one.
+      auto* starts = batch.document_starts.data<std::int32_t>() + r * s;
+      std::int32_t start = 0;
+      for (std::int64_t k = 0; k < s; ++k) {
+        starts[k] = start;
+        if (buf[static_cast<std::size_t>(k)] == options_.document_end_token) start = static_cast<std::int32_t>(k + 1);
+      }
     }
     for (std::int64_t k = 0; k < s; ++k) {
       const std::int32_t input = buf[static_cast<std::size_t>(k)];

@@ -80,6 +80,9 @@ struct LoaderOptions {
   std::uint64_t seed = 1234;             // for the permutations of epochs >= 1
   int prefetch = 4;                      // micro-batches prepared ahead (0: none, synchronous)
   std::int64_t masked_input_token = -1;  // >= 0: labels after this input token are ignored (see above)
+  // >= 0: the end-of-document id by which Batch::document_starts splits each sample into its documents
+  // (causal LM; Megatron's reset_attention_mask / reset_position_ids): a document ends with this token.
+  std::int64_t document_end_token = -1;
   std::optional<MaskingOptions> masking = std::nullopt;  // masked LM (see above); excludes masked_input_token
 };
 
@@ -112,6 +115,9 @@ struct Batch {
   // A padded source's (SampleSource::padded): u8 [micro_batch_size, inputs], 1 at a real input token, 0 at
   // padding (Hugging Face's attention_mask; nn::ForwardContext::key_mask). Undefined for a packed source.
   Tensor key_mask;
+  // With LoaderOptions::document_end_token: i32 [micro_batch_size, inputs], the index of the first input
+  // token of each input token's document (ops::AttentionOptions::document_starts). Undefined otherwise.
+  Tensor document_starts;
   std::vector<std::int64_t> sample_ids;  // the global sample indices in it
   std::int64_t consumed_samples = 0;     // global samples consumed after this batch
 };

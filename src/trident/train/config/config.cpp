@@ -226,7 +226,8 @@ const std::vector<Field>& fields() {
 #define DATA(n, ...) f.push_back(field("data", #n, &C::data, &DataConfig::n __VA_OPT__(,) __VA_ARGS__))
     DATA(tokenizer); DATA(paths); DATA(weights, kNonNegativeFinite); DATA(split); DATA(valid_paths); DATA(cache_dir);
     DATA(prefetch, kNonNegative, " (0 = no background loading)"); DATA(eod_mask_loss);
-    DATA(mlm_probability, kProbability); DATA(whole_word_masking); DATA(packing);
+    DATA(mlm_probability, kProbability); DATA(whole_word_masking); DATA(packing); DATA(reset_attention_mask);
+    DATA(reset_position_ids);
 #undef DATA
 #define TRAIN(n, ...) f.push_back(field("train", #n, &C::train, &TrainConfig::n __VA_OPT__(,) __VA_ARGS__))
     TRAIN(seq_len, kPositive); TRAIN(micro_batch_size, kPositive);

@@ -46,6 +46,11 @@ struct DataConfig {
   // false: one document per sample, truncated or padded to train.seq_len, with an attention mask, the
   // loss over its real tokens only (Hugging Face's padding="max_length", truncation=True).
   bool packing = true;
+  // Packed samples (Megatron's --reset-attention-mask, --reset-position-ids; decoders): a token attends
+  // only to the tokens of its own document, and positions restart at 0 after each end-of-document token
+  // (which ends the document it closes).
+  bool reset_attention_mask = false;
+  bool reset_position_ids = false;
   // Masked LM (encoder families, BERT): transformers' mlm_probability, and whole-word masking.
   double mlm_probability = 0.15;
   bool whole_word_masking = false;
