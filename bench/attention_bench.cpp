@@ -27,8 +27,14 @@
 // attention dropout P against the same call without, timed in the same run
 // (the mask is regenerated per tile row in the forward and both backward passes).
 //
+// Packed documents (AttentionOptions::document_starts): for each size, causal
+// forward+backward over N equal documents per sample (--documents, 8) against
+// the unmasked causal call, timed in the same run, next to the ratio of visible
+// (query, key) pairs (N documents of T/N: about 1/N), which the 64-key tiles
+// round up.
+//
 //   attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] [--window W]
-//                   [--dropout P] [--no-peak]
+//                   [--dropout P] [--documents N] [--no-peak]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -114,6 +120,7 @@ int main(int argc, char** argv) {
   bool peak = true;
   std::int64_t window = 128;
   double dropout = 0.1;
+  std::int64_t documents = 8;
   std::vector<std::int64_t> sizes = {64, 256, 1024};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -131,12 +138,14 @@ int main(int argc, char** argv) {
       window = std::atoll(argv[++i]);
     } else if (arg == "--dropout" && i + 1 < argc) {
       dropout = std::atof(argv[++i]);
+    } else if (arg == "--documents" && i + 1 < argc) {
+      documents = std::atoll(argv[++i]);
     } else if (arg == "--no-peak") {
       peak = false;
     } else {
       fmt::print(stderr,
                  "usage: attention_bench [--seconds S] [--min-reps N] [--threads T] [--sizes 64,256,1024] "
-                 "[--window W] [--dropout P] [--no-peak]\n");
+                 "[--window W] [--dropout P] [--documents N] [--no-peak]\n");
       return 2;
     }
   }
@@ -217,6 +226,40 @@ int main(int argc, char** argv) {
       fmt::print("{:<5} {:>5} {:>9.2f} {:>10.2f} {:>7.3f} {:>11.2f} {:>12.2f} {:>9.3f}\n", trident::dtype_name(dtype), T,
                  t_plain.median * 1e3, t_drop.median * 1e3, t_drop.median / t_plain.median, t_plain.cpu * 1e3,
                  t_drop.cpu * 1e3, t_drop.cpu / t_plain.cpu);
+    }
+  }
+
+  fmt::print("\npacked documents: {} equal documents per sample against none, causal fwd+bwd in the same run: "
+             "median wall ms and median process CPU ms\n",
+             documents);
+  fmt::print("{:<5} {:>5} {:>9} {:>12} {:>7} {:>11} {:>15} {:>9} {:>11}\n", "dtype", "T=S", "plain ms", "documents ms",
+             "ratio", "plain cpu-ms", "documents cpu-ms", "cpu ratio", "pair ratio");
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (std::int64_t T : sizes) {
+      if (documents <= 1 || T < documents) continue;
+      Tensor q = filled({B, T, H, D}, dtype, 1), k = filled({B, T, H, D}, dtype, 2), v = filled({B, T, H, D}, dtype, 3);
+      Tensor dout = filled({B, T, H, D}, dtype, 4);
+      std::vector<std::int32_t> starts(static_cast<std::size_t>(B * T));
+      const std::int64_t length = T / documents;  // the last document takes the remainder
+      for (std::int64_t b = 0; b < B; ++b)
+        for (std::int64_t t = 0; t < T; ++t)
+          starts[static_cast<std::size_t>(b * T + t)] =
+              static_cast<std::int32_t>(std::min(t / length, documents - 1) * length);
+      trident::ops::AttentionOptions plain, packed;
+      packed.document_starts = Tensor::from_vector<std::int32_t>(starts, {B, T});
+      auto step = [&](const trident::ops::AttentionOptions& o) { return forward_backward(q, k, v, dout, o); };
+      const Timing t_plain = time_runs(step(plain), min_reps, seconds);
+      const Timing t_docs = time_runs(step(packed), min_reps, seconds);
+      double pairs_docs = 0;
+      for (std::int64_t d = 0; d < documents; ++d) {
+        const double n = static_cast<double>(d + 1 < documents ? length : T - length * (documents - 1));
+        pairs_docs += 0.5 * n * (n + 1);
+      }
+      const double pairs_full = 0.5 * static_cast<double>(T) * static_cast<double>(T + 1);
+      fmt::print("{:<5} {:>5} {:>9.2f} {:>12.2f} {:>7.3f} {:>11.2f} {:>15.2f} {:>9.3f} {:>11.3f}\n",
+                 trident::dtype_name(dtype), T, t_plain.median * 1e3, t_docs.median * 1e3,
+                 t_docs.median / t_plain.median, t_plain.cpu * 1e3, t_docs.cpu * 1e3, t_docs.cpu / t_plain.cpu,
+                 pairs_docs / pairs_full);
     }
   }
 
