@@ -134,5 +134,17 @@ TEST_F(ParallelModelTest, EveryLayoutTrainsLikeOneProcessAndSavesBothWays) {
   }
 }
 
+// The mesh has context parallelism's groups (dist/mesh.h), but training does not split sequences yet: a
+// layout with cp > 1 is refused before any group is made.
+TEST(ParallelGroups, ContextParallelismIsRefusedUntilTrainingSplitsSequences) {
+  try {
+    make_groups(dist::self_communicator(), Layout{.cp = 2});
+    FAIL() << "cp = 2 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(),
+              "context parallelism (cp=2) is not implemented in training yet; its size must be 1 (docs/parallelism.md)");
+  }
+}
+
 }  // namespace
 }  // namespace trident::train

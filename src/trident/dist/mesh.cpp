@@ -10,21 +10,30 @@
 namespace trident::dist {
 
 Mesh::Mesh(int world_size, const Layout& layout) : world_(world_size), layout_(layout) {
-  const int tp = layout.tp, pp = layout.pp, ep = layout.ep;
+  const int tp = layout.tp, pp = layout.pp, ep = layout.ep, cp = layout.cp;
   TRIDENT_CHECK(world_size >= 1, "dist: world size must be at least 1, got {}", world_size);
   TRIDENT_CHECK(tp >= 1 && (tp & (tp - 1)) == 0, "dist.tensor_parallel_size must be a power of two, got {}", tp);
   TRIDENT_CHECK(pp >= 1, "dist.pipeline_parallel_size must be at least 1, got {}", pp);
-  TRIDENT_CHECK(layout.cp == 1, "dist: context parallelism (cp={}) is not implemented yet; its size must be 1",
-                layout.cp);
-  TRIDENT_CHECK(world_size % (tp * pp) == 0,
-                "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} = {} does not divide the world size {}",
-                tp, pp, tp * pp, world_size);
+  TRIDENT_CHECK(cp >= 1, "dist.context_parallel_size must be at least 1, got {}", cp);
+  // Products in 64 bits: sizes near INT_MAX must not wrap around into a divisor.
+  const long long model = static_cast<long long>(tp) * pp * cp;
+  if (cp == 1) {
+    TRIDENT_CHECK(world_size % model == 0,
+                  "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} = {} does not divide the world size {}",
+                  tp, pp, model, world_size);
+  } else {
+    TRIDENT_CHECK(world_size % model == 0,
+                  "dist: tensor_parallel_size × pipeline_parallel_size × context_parallel_size = {} × {} × {} = {} does "
+                  "not divide the world size {}",
+                  tp, pp, cp, model, world_size);
+  }
   int& dp = layout_.dp;
-  if (dp == 0) dp = world_size / (tp * pp);
-  TRIDENT_CHECK(dp * tp * pp == world_size,
-                "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size = {} × {} × {} = {}, but "
+  if (dp == 0) dp = static_cast<int>(world_size / model);
+  TRIDENT_CHECK(dp * model == world_size,
+                "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size{} = {} × {} × {}{} = {}, but "
                 "the job has {} ranks",
-                dp, tp, pp, dp * tp * pp, world_size);
+                cp > 1 ? " × context_parallel_size" : "", dp, tp, pp, cp > 1 ? fmt::format(" × {}", cp) : "",
+                dp * model, world_size);
   TRIDENT_CHECK(ep >= 1 && dp % ep == 0,
                 "dist.expert_parallel_size={} must divide the data-parallel size {} (experts are split over "
                 "data-parallel ranks)",
@@ -100,8 +109,8 @@ std::vector<std::vector<int>> Mesh::partition(GroupKind kind) const {
 }
 
 std::string Mesh::describe() const {
-  return fmt::format("dp={}{} × tp={} × pp={} ({} rank{})", dp(), ep() > 1 ? fmt::format(" (ep={})", ep()) : "", tp(),
-                     pp(), world_, world_ == 1 ? "" : "s");
+  return fmt::format("dp={}{} × tp={}{} × pp={} ({} rank{})", dp(), ep() > 1 ? fmt::format(" (ep={})", ep()) : "",
+                     tp(), cp() > 1 ? fmt::format(" × cp={}", cp()) : "", pp(), world_, world_ == 1 ? "" : "s");
 }
 
 }  // namespace trident::dist

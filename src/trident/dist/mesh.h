@@ -9,8 +9,10 @@
 // Tensor parallelism is innermost (its ranks are neighbours), pipeline parallelism outermost. The
 // data-parallel index is d = ep + e·expert_dp: expert parallelism (Megatron's) is carved out of the
 // data-parallel ranks, e consecutive data-parallel ranks splitting each MoE layer's experts, and every
-// e-th holding the same experts (their gradients reduce there). Context parallelism (cp, the sequence
-// split over ranks) has its place in the order already; its size must be 1 until it is implemented.
+// e-th holding the same experts (their gradients reduce there). Context parallelism (cp: each rank holds
+// 1/c of every sequence) sits beside tensor parallelism; its ranks hold the same parameters and different
+// tokens, so dense gradients and ZeRO's shards reduce over data × context parallelism (dp-cp), and the
+// experts' replicas over expert-dp × cp. dp itself stays "which samples": cp ranks read the same ones.
 //
 // A group of a set S of dimensions is the ranks that agree with a rank on every coordinate outside S.
 // Each GroupKind is such a set (kGroups); the embedding group also keeps only the first and last
@@ -21,6 +23,9 @@
 //   model-parallel (tp×pp) [0,1,4,5] [2,3,6,7]   embedding (first+last stage) = PP groups here
 // Expert parallelism, 8 ranks, t = 2, p = 1, d = 4, e = 2:
 //   DP [0,2,4,6] [1,3,5,7]   EP [0,2] [4,6] [1,3] [5,7]   expert-DP [0,4] [2,6] [1,5] [3,7]
+// Context parallelism, 8 ranks, t = 2, c = 2, d = 2:
+//   TP [0,1] [2,3] [4,5] [6,7]   CP [0,2] [1,3] [4,6] [5,7]   DP [0,4] [1,5] [2,6] [3,7]
+//   DP-CP [0,2,4,6] [1,3,5,7]
 #pragma once
 
 #include <array>
@@ -48,11 +53,12 @@ struct Layout {
   int pp = 1;  // pipeline stages
   int dp = 0;  // data parallelism; 0 infers world / (tp · pp · cp)
   int ep = 1;  // expert parallelism, out of the data-parallel ranks (MoE models); divides dp
-  int cp = 1;  // context parallelism: not implemented yet, must be 1
+  int cp = 1;  // context parallelism: the ranks that split each sequence (training refuses cp > 1 until
+               // it implements it: train::make_groups)
 };
 
 // The process groups of a layout.
-enum class GroupKind { tp, dp, pp, model_parallel, embedding, ep, expert_dp };
+enum class GroupKind { tp, dp, pp, model_parallel, embedding, ep, expert_dp, cp, dp_cp, expert_dp_cp };
 
 struct GroupInfo {
   GroupKind kind;
@@ -61,7 +67,7 @@ struct GroupInfo {
   bool ends_only;    // only the first and last coordinate along `dims` (the embedding group)
 };
 
-inline constexpr std::array<GroupInfo, 7> kGroups{{
+inline constexpr std::array<GroupInfo, 10> kGroups{{
     {GroupKind::tp, "tp", dims(Dim::tp), false},
     {GroupKind::dp, "dp", dims(Dim::ep, Dim::expert_dp), false},
     {GroupKind::pp, "pp", dims(Dim::pp), false},
@@ -71,6 +77,12 @@ inline constexpr std::array<GroupInfo, 7> kGroups{{
     {GroupKind::ep, "ep", dims(Dim::ep), false},
     // The ranks holding the same experts; the data-parallel group when ep = 1.
     {GroupKind::expert_dp, "expert-dp", dims(Dim::expert_dp), false},
+    // The ranks of one sequence (context parallelism); the gradients' groups of the ranks that hold the
+    // same parameters: dense ones over dp × cp, the experts' over expert-dp × cp (the data-parallel and
+    // expert-dp groups when cp = 1).
+    {GroupKind::cp, "cp", dims(Dim::cp), false},
+    {GroupKind::dp_cp, "dp-cp", dims(Dim::cp, Dim::ep, Dim::expert_dp), false},
+    {GroupKind::expert_dp_cp, "expert-dp-cp", dims(Dim::cp, Dim::expert_dp), false},
 }};
 
 constexpr bool lists_every_kind_in_order() {
@@ -92,8 +104,8 @@ struct Coords {
 
 class Mesh {
  public:
-  // Errors name the sizes: tp must be a power of two; tp · pp · dp (· cp) must equal world; ep must
-  // divide dp; cp must be 1.
+  // Errors name the sizes: tp must be a power of two; tp · pp · cp · dp must equal world; ep must
+  // divide dp; cp at least 1.
   Mesh(int world_size, const Layout& layout);
   Mesh(int world_size, int tp, int pp, int dp = 0, int ep = 1) : Mesh(world_size, Layout{tp, pp, dp, ep}) {}
 
@@ -117,7 +129,8 @@ class Mesh {
   // groups(kind) plus a group of its own for each rank none of them holds (a middle pipeline stage's
   // embedding group): the partition of the world that Communicator::split takes.
   std::vector<std::vector<int>> partition(GroupKind kind) const;
-  std::string describe() const;  // "dp=2 × tp=2 × pp=2 (8 ranks)", "dp=4 (ep=2) × tp=2 × pp=1 (8 ranks)"
+  // "dp=2 × tp=2 × pp=2 (8 ranks)", "dp=4 (ep=2) × tp=2 × pp=1 (8 ranks)", "dp=2 × tp=2 × cp=2 × pp=1 (8 ranks)"
+  std::string describe() const;
 
  private:
   int world_;

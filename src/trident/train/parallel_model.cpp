@@ -55,6 +55,10 @@ ParallelGroups make_groups(std::shared_ptr<dist::Communicator> world, const Layo
   ParallelGroups g;
   g.world = std::move(world);
   g.rank = g.world->rank();
+  // The mesh has context parallelism's groups (dist/mesh.h); training does not split sequences yet.
+  TRIDENT_CHECK(layout.cp == 1,
+                "context parallelism (cp={}) is not implemented in training yet; its size must be 1 (docs/parallelism.md)",
+                layout.cp);
   g.mesh = std::make_unique<dist::Mesh>(g.world->size(), layout);
   for (const NamedGroup& n : kNamedGroups) {
     std::shared_ptr<dist::Communicator>& comm = g.*n.group;
