@@ -310,6 +310,17 @@ void attention_cases(CaseTable& t) {
     std::int64_t window = 0;  // sliding window (causal only)
     DType key_mask = DType::f32;  // a key-padding mask (padded_keys) of this dtype; f32: none
     double dropout = 0;           // on the probabilities; 0: none
+    bool documents = false;       // packed documents: one every 23 positions (chunk_document_starts)
+    // q and k as chunks of a sequence of seq_len at positions q_pos and k_pos (−1: bottom-right alignment);
+    // the dropout then draws on the sequence's grid.
+    std::int64_t q_pos = -1, k_pos = -1, seq_len = 0;
+  };
+  // Document starts [B, T] of documents opening every 23 positions, for queries from position q0.
+  const auto chunk_document_starts = [](std::int64_t B, std::int64_t T, std::int64_t q0) {
+    std::vector<std::int32_t> starts;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t i = 0; i < T; ++i) starts.push_back(static_cast<std::int32_t>((q0 + i) - (q0 + i) % 23));
+    return Tensor::from_vector<std::int32_t>(starts, {B, T});
   };
   const std::vector<Config> configs = {
       {"causal", {2, 37, 4, 64}, {2, 37, 4, 64}},
@@ -357,16 +368,31 @@ void attention_cases(CaseTable& t) {
        DType::f32, 0.2},
       {"dropout_head_dim_40_mask_scale", {2, 45, 4, 40}, {2, 53, 4, 40}, false, 0.3, true, kNoF64, 0, DType::u8, 0.3},
       {"dropout_kv_cache_half", {2, 5, 4, 64}, {2, 41, 4, 64}, true, 0, false, kFloat, 0, DType::f32, 0.5},
+      // Packed documents (a document every 23 positions: several per 64-key tile); with a window and GQA.
+      {"documents", {2, 130, 4, 64}, {2, 130, 4, 64}, true, 0, false, kFloat, 0, DType::f32, 0, true},
+      {"documents_window_gqa", {2, 150, 8, 32}, {2, 150, 2, 32}, true, 0, false, kNoF64, 50, DType::f32, 0, true},
+      // Chunk pairs of context parallelism: the diagonal pair, a wholly visible pair with GQA, and a pair with a
+      // window, documents begun before the chunks and dropout on the whole sequence's grid.
+      {"chunk_diagonal", {2, 37, 4, 64}, {2, 37, 4, 64}, true, 0, false, kFloat, 0, DType::f32, 0, false, 37, 37, 148},
+      {"chunk_full_gqa", {2, 37, 8, 64}, {2, 37, 2, 64}, true, 0, false, kFloat, 0, DType::f32, 0, false, 111, 0, 148},
+      {"chunk_window_documents_dropout", {2, 70, 4, 64}, {2, 70, 4, 64}, true, 0, false, kNoF64, 50, DType::f32, 0.1,
+       true, 140, 100, 280},
   };
   for (const Config& cfg : configs) {
     ops::AttentionOptions options;
     options.causal = cfg.causal;
     options.scale = cfg.scale;
     options.window = cfg.window;
-    if (cfg.dropout > 0) options.dropout = {cfg.dropout, CounterRng(99, "consistency/attention"), 3, 1, cfg.q[2] + 2};
+    if (cfg.dropout > 0) {
+      options.dropout = {cfg.dropout, CounterRng(99, "consistency/attention"), 3, 1, cfg.q[2] + 2, cfg.seq_len};
+    }
+    options.query_position = cfg.q_pos;
+    options.key_position = cfg.k_pos;
     const bool with_mask = cfg.mask;
     const DType key_mask_dtype = cfg.key_mask;
-    const auto inputs = [options, with_mask, key_mask_dtype](bool backward) -> MakeInputs {
+    const Tensor documents =
+        cfg.documents ? chunk_document_starts(cfg.q[0], cfg.q[1], std::max<std::int64_t>(cfg.q_pos, 0)) : Tensor();
+    const auto inputs = [options, with_mask, key_mask_dtype, documents](bool backward) -> MakeInputs {
       return [=](Rng& gen, DType d, const Shapes& s) {
         Tensor q = uniform(gen, s[0], d, -2, 2), k = uniform(gen, s[1], d, -2, 2), v = uniform(gen, s[1], d);
         ops::AttentionOptions opts = options;
@@ -380,15 +406,17 @@ void attention_cases(CaseTable& t) {
           opts.mask = m.to(d);
         }
         if (key_mask_dtype != DType::f32) opts.key_mask = padded_keys(s[0][0], s[1][1], key_mask_dtype);
-        if (!backward) return Tensors{q, k, v, opts.mask, opts.key_mask};
+        opts.document_starts = documents;
+        if (!backward) return Tensors{q, k, v, opts.mask, opts.key_mask, documents};
         auto [out, lse] = ops::attention(q, k, v, opts);
-        return Tensors{q, k, v, out, lse, uniform(gen, s[0], d), opts.mask, opts.key_mask};
+        return Tensors{q, k, v, out, lse, uniform(gen, s[0], d), opts.mask, opts.key_mask, documents};
       };
     };
     const RunOp fwd = [options](const Tensors& in, Device) {
       ops::AttentionOptions opts = options;
       opts.mask = in[3];
       opts.key_mask = in[4];
+      opts.document_starts = in[5];
       auto [out, lse] = ops::attention(in[0], in[1], in[2], opts);
       return Tensors{out, lse};
     };
@@ -396,6 +424,7 @@ void attention_cases(CaseTable& t) {
       ops::AttentionOptions opts = options;
       opts.mask = in[6];
       opts.key_mask = in[7];
+      opts.document_starts = in[8];
       auto [dq, dk, dv] = ops::attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], opts);
       return Tensors{dq, dk, dv};
     };

@@ -20,15 +20,20 @@ namespace trident::testing {
 // The factors ops::attention's dropout puts on the probabilities P[b, h, t, s] ([B, H, T, S]): 0 where
 // rng.uniform(g) < p, else 1/(1 − p), at g = (((batch_offset + b)·heads + head_offset + h)·T + t)·S + s
 // (ops::AttentionDropout's definition, computed here from CounterRng::uniform alone).
+// With seq_len > 0 the index runs over the whole sequence's grid: t and s at q_offset + t and k_offset + s of
+// seq_len each (ops::AttentionDropout::seq_len, for q and k chunks at those positions).
 inline std::vector<double> dropout_keep(std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t S, double p,
                                         const CounterRng& rng, std::int64_t batch_offset, std::int64_t head_offset,
-                                        std::int64_t heads) {
+                                        std::int64_t heads, std::int64_t seq_len = 0, std::int64_t q_offset = 0,
+                                        std::int64_t k_offset = 0) {
   std::vector<double> keep(static_cast<std::size_t>(B * H * T * S));
+  const std::int64_t grid_t = seq_len > 0 ? seq_len : T, grid_s = seq_len > 0 ? seq_len : S;
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t t = 0; t < T; ++t)
         for (std::int64_t s = 0; s < S; ++s) {
-          const auto g = static_cast<std::uint64_t>((((batch_offset + b) * heads + head_offset + h) * T + t) * S + s);
+          const auto g = static_cast<std::uint64_t>(
+              (((batch_offset + b) * heads + head_offset + h) * grid_t + q_offset + t) * grid_s + k_offset + s);
           keep[static_cast<std::size_t>(((b * H + h) * T + t) * S + s)] = rng.uniform(g) < p ? 0.0 : 1.0 / (1.0 - p);
         }
   return keep;
@@ -42,16 +47,18 @@ struct NaiveAttention {
   std::int64_t window = 0;   // sliding window (causal only); 0 = unlimited
   std::vector<std::int64_t> key_mask = {};  // [B, S], 0 = padding key; or empty (every key real)
   std::vector<double> keep = {};  // [B, H, T, S]: dropout's factor on each probability (dropout_keep); empty: none
-  std::vector<std::int64_t> doc_starts = {};  // [B, T]: each query's document's first key; empty: no documents
+  std::vector<std::int64_t> doc_starts = {};  // [B, T]: each query's document's first key's position; empty: none
+  std::int64_t q_pos = -1, k_pos = 0;  // q and k at these positions (q_pos −1: bottom-right, q at S − T)
 
   double keep_at(std::size_t i) const { return keep.empty() ? 1.0 : keep[i]; }
 
   bool visible(std::int64_t b, std::int64_t t, std::int64_t s) const {
     if (!key_mask.empty() && key_mask[static_cast<std::size_t>(b * S + s)] == 0) return false;
-    if (!doc_starts.empty() && s < doc_starts[static_cast<std::size_t>(b * T + t)]) return false;
+    const std::int64_t p = q_pos >= 0 ? q_pos + t : t + S - T;  // the query's position
+    const std::int64_t kp = q_pos >= 0 ? k_pos + s : s;          // the key's
+    if (!doc_starts.empty() && kp < doc_starts[static_cast<std::size_t>(b * T + t)]) return false;
     if (!causal) return true;
-    const std::int64_t p = t + S - T;  // the query's absolute position
-    return s <= p && (window == 0 || s > p - window);
+    return kp <= p && (window == 0 || kp > p - window);
   }
 
   // P[b][h][t][s] (softmax probabilities, 0 where hidden; a row with no visible key is all 0).

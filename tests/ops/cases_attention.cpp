@@ -40,7 +40,19 @@ struct Config {
   // Packed documents (AttentionOptions::document_starts): per sample, its documents' lengths (summing
   // to T); empty: none.
   std::vector<std::vector<std::int32_t>> documents = {};
+  // q and k as chunks of a sequence of seq_len (context parallelism): at positions q_pos and k_pos (−1:
+  // bottom-right alignment); the documents' lengths then cover the whole sequence, and the dropout's
+  // index runs over its grid.
+  std::int64_t q_pos = -1, k_pos = -1, seq_len = 0;
 };
+
+// c as the chunk pair of q at q_pos and k at k_pos of a sequence of seq_len.
+Config positioned(Config c, std::int64_t q_pos, std::int64_t k_pos, std::int64_t seq_len) {
+  c.q_pos = q_pos;
+  c.k_pos = k_pos;
+  c.seq_len = seq_len;
+  return c;
+}
 
 // c with packed documents of the given lengths per sample.
 Config with_documents(Config c, std::vector<std::vector<std::int32_t>> lengths) {
@@ -48,16 +60,21 @@ Config with_documents(Config c, std::vector<std::vector<std::int32_t>> lengths) 
   return c;
 }
 
-// Document starts [B, T] (i32) of documents with these lengths per sample.
-Tensor document_starts_of(const std::vector<std::vector<std::int32_t>>& lengths, std::int64_t T) {
+// Document starts [B, T] (i32) of documents with these lengths per sample (covering `length` tokens),
+// taken at the T positions from `from`.
+Tensor document_starts_of(const std::vector<std::vector<std::int32_t>>& lengths, std::int64_t T,
+                          std::int64_t length = 0, std::int64_t from = 0) {
+  if (length == 0) length = T;
   std::vector<std::int32_t> starts;
   for (const auto& sample : lengths) {
+    std::vector<std::int32_t> all;
     std::int32_t at = 0;
     for (std::int32_t n : sample) {
-      for (std::int32_t i = 0; i < n; ++i) starts.push_back(at);
+      for (std::int32_t i = 0; i < n; ++i) all.push_back(at);
       at += n;
     }
-    TRIDENT_CHECK(at == T, "test documents of {} tokens in a sample of {}", at, T);
+    TRIDENT_CHECK(at == length, "test documents of {} tokens in a sequence of {}", at, length);
+    starts.insert(starts.end(), all.begin() + from, all.begin() + from + T);
   }
   return Tensor::from_vector<std::int32_t>(starts, {static_cast<std::int64_t>(lengths.size()), T});
 }
@@ -123,7 +140,9 @@ OpCase make_case(const Config& c) {
                              param(g, {c.B, c.S, c.Hkv, c.D})};
     if (c.with_mask) in.push_back(constant(random_mask(g, c.T, c.S)));
     if (!c.pads.empty()) in.push_back(constant(key_mask_of(c.pads, c.S, c.key_mask_dtype)));
-    if (!c.documents.empty()) in.push_back(constant(document_starts_of(c.documents, c.T)));
+    if (!c.documents.empty())
+      in.push_back(constant(c.q_pos >= 0 ? document_starts_of(c.documents, c.T, c.seq_len, c.q_pos)
+                                         : document_starts_of(c.documents, c.T)));
     return in;
   };
   const std::size_t key_mask_at = c.with_mask ? 4 : 3;  // index of the key mask among the inputs
@@ -136,7 +155,9 @@ OpCase make_case(const Config& c) {
     if (c.with_mask) o.mask = in[3].data();
     if (!c.pads.empty()) o.key_mask = in[key_mask_at].data();
     if (!c.documents.empty()) o.document_starts = in[documents_at].data();
-    o.dropout = {c.dropout, kDropoutRng, c.batch_offset, c.head_offset, c.heads};
+    o.query_position = c.q_pos;
+    o.key_position = c.k_pos;
+    o.dropout = {c.dropout, kDropoutRng, c.batch_offset, c.head_offset, c.heads, c.seq_len};
     return ag::attention(in[0], in[1], in[2], o);
   };
   oc.reference = [c, key_mask_at, documents_at](const std::vector<Tensor>& in) {
@@ -145,9 +166,14 @@ OpCase make_case(const Config& c) {
     if (c.with_mask) n.mask = values(in[3]);
     if (!c.pads.empty()) n.key_mask = in[key_mask_at].to(DType::i64).to_vector<std::int64_t>();
     if (!c.documents.empty()) n.doc_starts = in[documents_at].to(DType::i64).to_vector<std::int64_t>();
+    if (c.q_pos >= 0) {
+      n.q_pos = c.q_pos;
+      n.k_pos = c.k_pos;
+    }
     if (c.dropout > 0)
       n.keep = dropout_keep(c.B, c.H, c.T, c.S, c.dropout, kDropoutRng, c.batch_offset, c.head_offset,
-                            c.heads > 0 ? c.heads : c.H);
+                            c.heads > 0 ? c.heads : c.H, c.seq_len, std::max<std::int64_t>(c.q_pos, 0),
+                            std::max<std::int64_t>(c.k_pos, 0));
     return tensor_from(n.forward(values(in[0]), values(in[1]), values(in[2])), in[0].shape());
   };
   oc.dtypes = {{DType::f64, 1e-12}, {DType::f32, 1e-5}, {DType::bf16, 1e-2}};
@@ -279,6 +305,19 @@ std::vector<OpCase> make_attention_cases() {
       with_documents({"attention_documents_across_tiles", 1, 70, 70, 1, 1, 2, true, 0, false}, {{3, 62, 5}}),
   };
   for (const Config& c : packed) cases.push_back(make_case(c));
+  // q and k as chunks of a longer sequence (context parallelism's chunk pairs): the diagonal pair, a pair
+  // wholly visible, a window across the pair with GQA, documents that begin before the key chunk and end
+  // inside the query chunk (rows that see no key of this pair), and dropout on the whole sequence's grid.
+  const std::vector<Config> chunks = {
+      positioned({"attention_chunk_diagonal", 2, 6, 6, 2, 2, 4, true, 0, false}, 6, 6, 24),
+      positioned({"attention_chunk_full", 2, 5, 6, 2, 1, 4, true, 0, false}, 12, 0, 24),
+      positioned({"attention_chunk_window_gqa_mask", 1, 6, 7, 4, 2, 5, true, 0, true, 5}, 10, 4, 24),
+      positioned(with_documents({"attention_chunk_documents", 2, 6, 7, 2, 1, 4, true, 0, false},
+                                {{3, 9, 8}, {1, 10, 1, 8}}),
+                 8, 2, 20),
+      positioned(with_dropout({"attention_chunk_dropout", 2, 6, 6, 2, 2, 4, true, 0, false}, 0.3, 1, 0, 0), 12, 6, 24),
+  };
+  for (const Config& c : chunks) cases.push_back(make_case(c));
   return cases;
 }
 

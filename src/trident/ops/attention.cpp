@@ -33,20 +33,27 @@ void check_document_starts(std::string_view op, const Tensor& q, const Tensor& k
   TRIDENT_CHECK(starts.dtype() == DType::i32, "{}: document_starts dtype {} (shape {}) must be i32", op,
                 starts.dtype(), starts.shape());
   check_same_device(q, starts, op);
-  TRIDENT_CHECK(options.causal && k.size(1) == T,
-                "{}: document_starts need causal self-attention over the sample (causal = true, S = T), got causal = {} "
-                "and S = {}, T = {}",
+  const bool positioned = options.query_position >= 0;
+  TRIDENT_CHECK(options.causal && (positioned || k.size(1) == T),
+                "{}: document_starts need causal self-attention over the sample (causal = true, and S = T unless q and "
+                "k are positioned), got causal = {} and S = {}, T = {}",
                 op, options.causal, k.size(1), T);
+  // Query t is at position q0 + t. Its document starts at or before it; a row is a run of documents: each
+  // entry opens one (its own position) or continues the entry before it, and the first entry (a chunk's
+  // first query) may continue a document that began before the chunk.
+  const std::int64_t q0 = positioned ? options.query_position : 0;
   const Tensor host = starts.to(Device::cpu());
   const auto* s = host.data<std::int32_t>();
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
       const std::int32_t v = s[b * T + t];
-      const bool ok = t == 0 ? v == 0 : v == t || v == s[b * T + t - 1];
+      const bool ok = t == 0 ? (positioned ? v >= 0 && v <= q0 : v == 0) : v == q0 + t || v == s[b * T + t - 1];
       TRIDENT_CHECK(ok,
                     "{}: document_starts[{}, {}] = {} is not a document start (expected {}: each entry is its own "
-                    "index, opening a document, or the entry before it)",
-                    op, b, t, v, t == 0 ? std::string("0") : fmt::format("{} or {}", t, s[b * T + t - 1]));
+                    "position, opening a document, or the entry before it)",
+                    op, b, t, v,
+                    t == 0 ? (positioned ? fmt::format("0 to {}", q0) : std::string("0"))
+                           : fmt::format("{} or {}", q0 + t, s[b * T + t - 1]));
     }
   }
 }
@@ -93,6 +100,11 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
                   key_mask.dtype(), key_mask.shape());
     check_same_device(q, key_mask, op);
   }
+  TRIDENT_CHECK((options.query_position < 0) == (options.key_position < 0) &&
+                    options.query_position >= -1 && options.key_position >= -1,
+                "{}: query_position {} and key_position {} must both be positions (>= 0) or both -1 (bottom-right "
+                "alignment)",
+                op, options.query_position, options.key_position);
   if (options.document_starts.defined()) check_document_starts(op, q, k, options);
   TRIDENT_CHECK(std::isfinite(options.scale), "{}: scale {} must be finite", op, options.scale);
   TRIDENT_CHECK(options.window >= 0, "{}: window {} must be >= 0 (0 = unlimited, n = the n most recent keys)", op,
@@ -119,7 +131,24 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
   dims.window = options.window;
   if (key_mask.defined()) dims.key_mask_dtype = key_mask.dtype();
   dims.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  if (drop.p > 0) dims.dropout = {drop.p, drop.rng.seed(), drop.rng.stream(), drop.batch_offset, drop.head_offset, heads};
+  if (options.query_position >= 0) {
+    dims.positioned = true;
+    dims.q_pos = options.query_position;
+    dims.k_pos = options.key_position;
+  }
+  TRIDENT_CHECK(drop.seq_len == 0 || (dims.positioned && dims.q_pos + dims.q_len <= drop.seq_len &&
+                                      dims.k_pos + dims.kv_len <= drop.seq_len),
+                "{}: dropout seq_len {} needs q and k positioned within it (query_position {} + T {}, key_position {} + "
+                "S {})",
+                op, drop.seq_len, options.query_position, dims.q_len, options.key_position, dims.kv_len);
+  if (drop.p > 0) {
+    dims.dropout = {drop.p, drop.rng.seed(), drop.rng.stream(), drop.batch_offset, drop.head_offset, heads};
+    if (drop.seq_len > 0) {
+      dims.dropout.q_offset = dims.q_pos;
+      dims.dropout.k_offset = dims.k_pos;
+      dims.dropout.q_grid = dims.dropout.k_grid = drop.seq_len;
+    }
+  }
   return dims;
 }
 

@@ -39,6 +39,10 @@ struct AttentionDropout {
   std::int64_t batch_offset = 0;  // the global sample of q's batch row 0
   std::int64_t head_offset = 0;   // the layer's head of q's head 0
   std::int64_t heads = 0;         // the layer's heads in all; 0 = q's H
+  // With q and k at global positions (AttentionOptions::query_position): the length of the sequence
+  // they are chunks of, so that T and S in the index above are that length and t, s the global
+  // positions; each chunk pair then drops what the whole sequence's call drops. 0 = q and k as given.
+  std::int64_t seq_len = 0;
 };
 
 struct AttentionOptions {
@@ -68,13 +72,18 @@ struct AttentionOptions {
   Tensor key_mask;
   // Dropout on the probabilities (above); the backward must be given the same.
   AttentionDropout dropout = {};
-  // Packed documents (Megatron's reset_attention_mask): i32 [B, T], the index of the first token of each
-  // token's document (0 for the first document; a document's first token t has document_starts[b, t] = t,
-  // and every later token of it the same value). Query t then sees only the keys of its own document:
-  // s ≥ document_starts[b, t], on top of causal and window. Needs causal and S = T (no KV cache). The
-  // kernels skip the key tiles of other documents, so a sample of n documents of length L costs
-  // about n·L², not (n·L)². On q's device; a constant.
+  // Packed documents (Megatron's reset_attention_mask): i32 [B, T], the position of the first token of
+  // each query's document (0 for the first document; a document's first token at position p has
+  // document_starts = p, and every later token of it the same value). Query t then sees only the keys of
+  // its own document: position ≥ document_starts[b, t], on top of causal and window. Needs causal, and
+  // S = T unless q and k are positioned (below). The kernels skip the key tiles of other documents, so a
+  // sample of n documents of length L costs about n·L², not (n·L)². On q's device; a constant.
   Tensor document_starts = {};
+  // q and k as chunks of a longer sequence (context parallelism): the global positions of q's row 0 and
+  // k's row 0, both ≥ 0; query t (at query_position + t) sees key s (at key_position + s) under causal
+  // iff key_position + s ≤ query_position + t, and the window and the documents compare positions too.
+  // Both −1 (the default): bottom-right alignment, query t at S − T + t and key s at s.
+  std::int64_t query_position = -1, key_position = -1;
 };
 
 // Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the

@@ -237,7 +237,7 @@ void forward_impl(const AttentionDims& dims, const T* q, const T* k, const T* v,
                   const std::int32_t* doc_starts, T* out, acc_t<T>* lse) {
   using A = acc_t<T>;
   const Geometry g(dims);
-  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
+  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts, dims.key_position());
   const ProbsDropout drop(dims);
   const A scale = static_cast<A>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
@@ -465,7 +465,7 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
   TRIDENT_DISPATCH_FLOAT(dtype, "attention_backward", [&] {
     using T = scalar_t;
     const Geometry g(dims);
-    const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
+    const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts, dims.key_position());
     const ProbsDropout drop(dims);
     const BackwardArgs<T> args{static_cast<const T*>(q),
                                static_cast<const T*>(k),

@@ -14,9 +14,10 @@
 // bf16 first, as a bf16 GEMM would.
 //
 // Score of query t and key s: scale · q_t·k_s + mask[t, s]; with `causal`,
-// keys s > t + (S − T) are excluded (bottom-right alignment, the KV-cache case
-// S > T), and with a sliding `window` > 0 also keys s ≤ t + (S − T) − window
-// (ops/attention.h); padding keys (key mask 0) are hidden like a −inf mask
+// keys s > t + shift are excluded, shift = S − T (bottom-right alignment, the
+// KV-cache case S > T) or, for q and k at given global positions (a chunk pair
+// of context parallelism: dims.positioned), q_pos − k_pos; and with a sliding
+// `window` > 0 also keys s ≤ t + shift − window (ops/attention.h); padding keys (key mask 0) are hidden like a −inf mask
 // entry. With dims.dropout.p > 0 (training), the probabilities P = softmax(S)
 // enter the product with V as Z = P ∘ keep, keep = 1/(1 − p) or 0 drawn from
 // the counter-based generator at the global index of (sample, head, query,
@@ -55,6 +56,9 @@ struct AttentionDropout {
   std::int64_t batch_offset = 0;       // the global sample of batch row 0
   std::int64_t head_offset = 0;        // the global head of head 0
   std::int64_t heads = 0;              // the layer's heads in all (≥ head_offset + H)
+  // The (query, key) grid the index runs over: query q_offset + t of q_grid and key k_offset + s of k_grid
+  // (0: T and S, offsets 0: the call holds the whole sequence).
+  std::int64_t q_offset = 0, k_offset = 0, q_grid = 0, k_grid = 0;
 };
 
 struct AttentionDims {
@@ -69,6 +73,13 @@ struct AttentionDims {
   double scale = 1.0;  // the factor on q·k (already resolved; never 0 here)
   DType key_mask_dtype = DType::u8;  // of the key-padding mask, when one is passed: i64, i32 or u8
   AttentionDropout dropout = {};     // on the probabilities; p = 0: none
+  // q and k at global positions (query t at q_pos + t, key s at k_pos + s): the causal rule, the window and
+  // the documents compare those; false: bottom-right alignment (q_pos = S − T, k_pos = 0).
+  bool positioned = false;
+  std::int64_t q_pos = 0, k_pos = 0;
+  // The position of key 0, and the shift of the causal rule (query t sees keys s ≤ t + shift).
+  std::int64_t key_position() const { return positioned ? k_pos : 0; }
+  std::int64_t shift() const { return positioned ? q_pos - k_pos : kv_len - q_len; }
 };
 
 // Whether bf16 runs on AVX512-BF16 dot products in this build.

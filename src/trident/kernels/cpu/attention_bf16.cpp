@@ -225,7 +225,7 @@ class HeadPairs {
 void forward(const AttentionDims& dims, const bf16* q, const bf16* k, const bf16* v, const bf16* mask,
              const void* key_mask, const std::int32_t* doc_starts, bf16* out, float* lse) {
   const Geometry g(dims);
-  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
+  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts, dims.key_position());
   const ProbsDropout drop(dims);
   const auto scale = static_cast<float>(dims.scale);
   const i64 tasks = g.B * g.H * g.q_blocks;
@@ -419,7 +419,7 @@ void attention_backward_bf16(const AttentionDims& dims, const bf16* q, const bf1
                              const void* key_mask, const std::int32_t* doc_starts, const bf16* out, const float* lse,
                              const bf16* dout, bf16* dq, bf16* dk, bf16* dv) {
   const Geometry g(dims);
-  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts);
+  const HiddenKeys keys(g, key_mask, dims.key_mask_dtype, doc_starts, dims.key_position());
   const ProbsDropout drop(dims);
   backward(g, Args{q, k, v, mask, out, dout, lse, dq, dk, dv, static_cast<float>(dims.scale), &keys, &drop});
 }

@@ -187,7 +187,7 @@ inline i64 task_grain(i64 work_per_task) {
 struct Geometry {
   explicit Geometry(const AttentionDims& d)
       : B(d.batch), T(d.q_len), S(d.kv_len), H(d.heads), Hkv(d.kv_heads), D(d.head_dim),
-        group(d.heads / d.kv_heads), Dp(round_up(d.head_dim, 16)), shift(d.kv_len - d.q_len),
+        group(d.heads / d.kv_heads), Dp(round_up(d.head_dim, 16)), shift(d.shift()),
         window(d.causal ? d.window : 0), causal(d.causal), q_blocks(ceil_div(d.q_len, kTile)),
         k_blocks(ceil_div(d.kv_len, kTile)) {}
   i64 q_offset(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
@@ -228,28 +228,34 @@ struct Geometry {
 
 // The keys each sample hides from its queries beyond the geometry's causal and window rules: its
 // padding keys (the key-padding mask [B, S], i64, i32 or u8; 0 = padding) and, for packed documents
-// (document starts [B, T], i32: the first token of each token's document; S = T, causal), every key
-// of another document. Built once per call, before the parallel region (O(B·S)).
+// (document starts [B, T], i32: the position of the first token of each query's document; causal), every
+// key of another document: key s (at position k_pos + s) is seen by query t iff k_pos + s ≥ start(t).
+// Built once per call, before the parallel region (O(B·(S + T))).
 //  - Padding: kept as bytes, 1 for a real key, with per (batch, key tile) whether the tile holds a
 //    real key, so that tiles of padding only are skipped. Without a mask every key is real and
 //    nothing is stored.
-//  - Documents: query t sees keys [start(t), t]; key s is seen by queries [s, end(s)), end(s) the
-//    first token of the next document. Both are nondecreasing in t, so a query block's keys begin at
-//    its first row's start and a key tile's queries end at its last key's end: attention visits only
+//  - Documents: query t sees keys from start(t) − k_pos on; key s is seen by queries before end(s), the
+//    first query whose document starts after key s. Both are nondecreasing, so a query block's keys begin
+//    at its first row's start and a key tile's queries end at its last key's end: attention visits only
 //    the tiles that meet a document, and costs Σ over documents of their length², not T².
 class HiddenKeys {
  public:
-  HiddenKeys(const Geometry& g, const void* key_mask, DType dtype, const std::int32_t* doc_starts = nullptr)
+  HiddenKeys(const Geometry& g, const void* key_mask, DType dtype, const std::int32_t* doc_starts = nullptr,
+             i64 key_position = 0)
       : S_(g.S), T_(g.T), k_blocks_(g.k_blocks) {
     if (doc_starts != nullptr) {
-      const auto n = static_cast<std::size_t>(g.B * g.T);
-      starts_.assign(doc_starts, doc_starts + n);
-      ends_.resize(n);
+      // starts_ in local key indices (start − key_position); ends_[s] by a merge over the sorted starts.
+      starts_.resize(static_cast<std::size_t>(g.B * g.T));
+      ends_.resize(static_cast<std::size_t>(g.B * g.S));
       for (i64 b = 0; b < g.B; ++b) {
-        i64 end = g.T;
-        for (i64 t = g.T - 1; t >= 0; --t) {
-          ends_[static_cast<std::size_t>(b * g.T + t)] = end;
-          if (starts_[static_cast<std::size_t>(b * g.T + t)] == t) end = t;  // t opens its document
+        for (i64 t = 0; t < g.T; ++t) {
+          const auto i = static_cast<std::size_t>(b * g.T + t);
+          starts_[i] = doc_starts[i] - key_position;
+        }
+        i64 t = 0;
+        for (i64 s = 0; s < g.S; ++s) {
+          while (t < g.T && starts_[static_cast<std::size_t>(b * g.T + t)] <= s) ++t;
+          ends_[static_cast<std::size_t>(b * g.S + s)] = t;
         }
       }
     }
@@ -278,11 +284,12 @@ class HiddenKeys {
   bool tile_has_keys(i64 b, i64 kb) const {
     return tiles_.empty() || tiles_[static_cast<std::size_t>(b * k_blocks_ + kb)] != 0;
   }
-  // The first key of query t's document (0 without documents), and the query after key s's document's last.
+  // The first key of query t's document as a local key index (≤ 0 when it starts before this call's keys; 0
+  // without documents), and the first query that no longer sees key s (T without documents).
   i64 document_start(i64 b, i64 t) const {
     return starts_.empty() ? 0 : starts_[static_cast<std::size_t>(b * T_ + t)];
   }
-  i64 document_end(i64 b, i64 s) const { return ends_.empty() ? T_ : ends_[static_cast<std::size_t>(b * T_ + s)]; }
+  i64 document_end(i64 b, i64 s) const { return ends_.empty() ? T_ : ends_[static_cast<std::size_t>(b * S_ + s)]; }
   // Tile columns [first, lim) of query t (tile of keys from s0) narrowed to its document.
   std::pair<i64, i64> document_cols(i64 b, i64 t, i64 s0, i64 first, i64 lim) const {
     if (starts_.empty() || lim <= first) return {first, lim};
@@ -292,14 +299,14 @@ class HiddenKeys {
  private:
   i64 S_, T_, k_blocks_;
   std::vector<std::uint8_t> real_, tiles_;
-  std::vector<i64> starts_, ends_;  // documents: [B, T] (S = T)
+  std::vector<i64> starts_, ends_;  // documents: [B, T] and [B, S]
 };
 
 // Key tiles [begin, end) that meet the keys some row of the query block of nq rows from t0 of sample b
 // sees: the geometry's range, from the first row's document on.
 inline std::pair<i64, i64> key_blocks(const Geometry& g, const HiddenKeys& keys, i64 b, i64 t0, i64 nq) {
   const auto [begin, end] = g.key_blocks(t0, nq);
-  return {std::max(begin, keys.document_start(b, t0) / kTile), end};
+  return {std::max(begin, std::clamp<i64>(keys.document_start(b, t0), 0, end * kTile) / kTile), end};
 }
 
 // Visible tile columns [first, lim) of row i of the query block from t0 (nq live rows) against the tile of
@@ -317,13 +324,14 @@ class ProbsDropout {
  public:
   explicit ProbsDropout(const AttentionDims& d)
       : active_(d.dropout.p > 0), rng_(d.dropout.seed, d.dropout.stream), rule_(drop_rule(d.dropout.p)),
-        b0_(d.dropout.batch_offset), h0_(d.dropout.head_offset), heads_(d.dropout.heads), T_(d.q_len),
-        S_(d.kv_len) {}
+        b0_(d.dropout.batch_offset), h0_(d.dropout.head_offset), heads_(d.dropout.heads),
+        T_(d.dropout.q_grid > 0 ? d.dropout.q_grid : d.q_len), S_(d.dropout.k_grid > 0 ? d.dropout.k_grid : d.kv_len),
+        t0_(d.dropout.q_offset), s0_(d.dropout.k_offset) {}
   bool active() const { return active_; }
   // keep[j] for keys s0 + first + j, j < lim − first, of query t of (b, h).
   template <typename A>
   void keep(i64 b, i64 h, i64 t, i64 s0, i64 first, i64 lim, A* keep) const {
-    const i64 g = (((b0_ + b) * heads_ + h0_ + h) * T_ + t) * S_ + s0 + first;
+    const i64 g = (((b0_ + b) * heads_ + h0_ + h) * T_ + t0_ + t) * S_ + s0_ + s0 + first;
     dropout_keep_factors(rng_, static_cast<std::uint64_t>(g), lim - first, rule_, keep);
   }
 
@@ -331,7 +339,7 @@ class ProbsDropout {
   bool active_;
   CounterRng rng_;
   DropRule rule_;
-  i64 b0_, h0_, heads_, T_, S_;
+  i64 b0_, h0_, heads_, T_, S_, t0_, s0_;
 };
 
 // Queries [first, end) that see some key of key tile kb (nk keys from s0 = kb·64) of sample b: causal,
@@ -340,7 +348,10 @@ class ProbsDropout {
 inline std::pair<i64, i64> queries_seeing(const Geometry& g, const HiddenKeys& keys, i64 b, i64 kb, i64 nk) {
   if (!keys.tile_has_keys(b, kb)) return {0, 0};
   const i64 s0 = kb * kTile;
-  return {g.q_begin(s0), std::min(g.q_end(s0, nk), keys.document_end(b, s0 + nk - 1))};
+  const i64 begin = g.q_begin(s0), end = std::min(g.q_end(s0, nk), keys.document_end(b, s0 + nk - 1));
+  // Empty as {0, 0}: callers loop over the query tiles from begin / 64 while a tile starts before end (a key
+  // tile after every query of a chunk pair would otherwise visit query tile 0).
+  return begin < end ? std::pair<i64, i64>{begin, end} : std::pair<i64, i64>{0, 0};
 }
 
 // Hides (−inf) the padding keys among the visible columns [first, lim) of a score row.

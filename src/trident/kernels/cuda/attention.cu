@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kFmaThreads) backward_kv_fma_kernel(Geometry g
   A dk_acc[KI][DJ] = {}, dv_acc[KI][DJ] = {};
   const i64 t_first = g.q_begin(s0), t_end = g.q_end(s0, nk);  // the queries that see a key of the tile
   for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
-    for (i64 t0 = t_first / BQ * BQ; t0 < t_end; t0 += BQ) {
+    for (i64 t0 = t_first / BQ * BQ; t_first < t_end && t0 < t_end; t0 += BQ) {  // (empty: a pair's later keys)
       const int nq = static_cast<int>(imin(BQ, g.T - t0));
       __syncthreads();
       load_query_rows<BQ, Dp>(g, t.q, t.dout, t.lse, t.di, b, h, t0, nq, qs, dos, lse_s, di_s);

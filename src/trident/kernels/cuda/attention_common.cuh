@@ -17,7 +17,7 @@ using i64 = std::int64_t;
 
 // Dimensions and element offsets into q/out/dout [B, T, H, D], k/v [B, S, Hkv, D] and lse/Di [B, H, T].
 struct Geometry {
-  i64 B, T, S, H, Hkv, D, group, shift;
+  i64 B, T, S, H, Hkv, D, group, shift;  // query t sees keys s ≤ t + shift under causal (cpu::AttentionDims::shift)
   bool causal;
   i64 window;  // sliding window (0: unlimited; only with causal): query t sees keys (t + shift − window, t + shift]
   double scale;
@@ -25,9 +25,10 @@ struct Geometry {
   // 1: u8); an entry of 0 is a padding key.
   const unsigned char* key_mask;
   int key_mask_bytes;
-  // Packed documents (null: none; S = T, causal): [B, T], the first token of each token's document, whose
-  // keys are all query t sees: s ≥ doc_starts[b, t].
+  // Packed documents (null: none; causal): [B, T], the position of the first token of each query's
+  // document; query t sees key s iff key_pos + s ≥ doc_starts[b, t] (key_pos: the position of key 0).
   const std::int32_t* doc_starts;
+  i64 key_pos;
   // Dropout on the probabilities (cpu::AttentionDropout; false: none): probability (b, h, t, s) is kept,
   // times 1/(1 − p), iff the word of its global index is at least drop_threshold (kernels/dropout_rule.h).
   bool dropout;
@@ -36,6 +37,7 @@ struct Geometry {
   double drop_scale;
   std::uint64_t drop_seed, drop_stream;
   i64 drop_b0, drop_h0, drop_heads;
+  i64 drop_q0, drop_k0, drop_T, drop_S;  // the index grid (cpu::AttentionDropout's q/k offset and grid)
 
   __device__ i64 q_row(i64 b, i64 t, i64 h) const { return ((b * T + t) * H + h) * D; }
   __device__ i64 kv_row(i64 b, i64 s, i64 hk) const { return ((b * S + s) * Hkv + hk) * D; }
@@ -44,7 +46,7 @@ struct Geometry {
   // kernels' Geometry and HiddenKeys: kernels/cpu/attention_tiles.h): from the first row's document on.
   __device__ i64 kv_begin(i64 b, i64 t0) const {
     i64 e = window <= 0 ? 0 : t0 + shift - window + 1;
-    if (doc_starts != nullptr && t0 < T && doc_starts[b * T + t0] > e) e = doc_starts[b * T + t0];
+    if (doc_starts != nullptr && t0 < T && doc_starts[b * T + t0] - key_pos > e) e = doc_starts[b * T + t0] - key_pos;
     return e < 0 ? 0 : (e > S ? S : e);
   }
   __device__ i64 kv_end(i64 t0, i64 nq) const {
@@ -82,12 +84,13 @@ struct Geometry {
   }
   // Query t of sample b sees key s: visible under causal and window, not padding, and of t's document.
   __device__ bool sees(i64 b, i64 t, i64 s) const {
-    return visible(t, s) && real_key(b, s) && (doc_starts == nullptr || s >= doc_starts[b * T + t]);
+    return visible(t, s) && real_key(b, s) && (doc_starts == nullptr || key_pos + s >= doc_starts[b * T + t]);
   }
   // The dropout's keep factor of probability (b, h, t, s) in A: 1/(1 − p) or 0, the CPU kernels' to the bit.
   template <typename A>
   __device__ A keep(i64 b, i64 h, i64 t, i64 s) const {
-    const auto at = static_cast<std::uint64_t>((((drop_b0 + b) * drop_heads + drop_h0 + h) * T + t) * S + s);
+    const auto at = static_cast<std::uint64_t>(
+        (((drop_b0 + b) * drop_heads + drop_h0 + h) * drop_T + drop_q0 + t) * drop_S + drop_k0 + s);
     return !drop_all && philox_word(at, drop_stream, drop_seed) >= drop_threshold ? static_cast<A>(drop_scale) : A(0);
   }
 };
@@ -102,13 +105,14 @@ inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask,
                   d.kv_heads,
                   d.head_dim,
                   d.heads / d.kv_heads,
-                  d.kv_len - d.q_len,
+                  d.shift(),
                   d.causal,
                   d.causal ? d.window : 0,
                   d.scale,
                   static_cast<const unsigned char*>(key_mask),
                   bytes,
                   doc_starts,
+                  d.key_position(),
                   d.dropout.p > 0,
                   rule.drop_all,
                   rule.threshold,
@@ -117,7 +121,11 @@ inline Geometry make_geometry(const cpu::AttentionDims& d, const void* key_mask,
                   d.dropout.stream,
                   d.dropout.batch_offset,
                   d.dropout.head_offset,
-                  d.dropout.heads};
+                  d.dropout.heads,
+                  d.dropout.q_offset,
+                  d.dropout.k_offset,
+                  d.dropout.q_grid > 0 ? d.dropout.q_grid : d.q_len,
+                  d.dropout.k_grid > 0 ? d.dropout.k_grid : d.kv_len};
 }
 
 template <typename T>

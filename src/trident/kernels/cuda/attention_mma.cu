@@ -499,7 +499,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   // Iteration it: head hk·group + it / n_t, query tile tq0 + it % n_t (the tiles outside [t_first, t_end)
   // see no key of this tile).
-  const i64 tq0 = g.q_begin(s0) / kMmaTile, n_t = imax(ceil_div(g.q_end(s0, nk), kMmaTile) - tq0, 0);
+  const i64 q_first = g.q_begin(s0), q_end = g.q_end(s0, nk);
+  const i64 tq0 = q_first / kMmaTile, n_t = q_first < q_end ? imax(ceil_div(q_end, kMmaTile) - tq0, 0) : 0;
   const i64 n_iter = g.group * n_t;
   const auto issue = [&](i64 it, int to) {
     const i64 h = hk * g.group + it / n_t, t0 = (tq0 + it % n_t) * kMmaTile;
