@@ -7,9 +7,6 @@
 // documents differs from the one without (the masks do something).
 #include <gtest/gtest.h>
 
-#include <map>
-#include <memory>
-
 #include "layout_runs.h"
 #include "testing/layout_case.h"
 #include "trident/dist/self_communicator.h"
@@ -25,10 +22,7 @@ const std::vector<std::string> kDocuments = {"data.reset_attention_mask=true", "
 class DocumentLayouts : public ::testing::TestWithParam<Layout> {
  protected:
   static void SetUpTestSuite() { runs_.set_up("documents"); }
-  static void TearDownTestSuite() {
-    references_.clear();
-    runs_.tear_down();
-  }
+  static void TearDownTestSuite() { runs_.tear_down(); }
 
   // `l`'s run (the layout's keys only on a job of several ranks) with `extra`.
   static LayoutRun run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
@@ -41,13 +35,10 @@ class DocumentLayouts : public ::testing::TestWithParam<Layout> {
     return runs_.run(std::move(comm), name, extra);
   }
   static const LayoutRun& reference(const std::string& arch) {
-    auto& r = references_[arch];
-    if (!r) r = std::make_unique<LayoutRun>(run(dist::self_communicator(), "reference_" + arch, Layout{.arch = arch}));
-    return *r;
+    return runs_.reference(arch, [&] { return run(dist::self_communicator(), "reference_" + arch, Layout{.arch = arch}); });
   }
 
   static inline testing::LayoutRuns runs_;
-  static inline std::map<std::string, std::unique_ptr<LayoutRun>> references_;
 };
 
 TEST_P(DocumentLayouts, FollowsTheSingleProcessRun) {

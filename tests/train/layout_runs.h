@@ -2,7 +2,7 @@
 // directory holding one tiny corpus, training runs in it (the job's, or one
 // process's reference in a per-rank directory), the final parameters read back
 // from the checkpoint — which exercises assembling sharded pieces — and the
-// comparison of a run against the reference.
+// comparison of a run against the reference (kept once per suite: reference()).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,8 +45,17 @@ class LayoutRuns {
     world->barrier();
   }
   void tear_down() {
+    references_.clear();
     world->barrier();
     if (world->rank() == 0) std::filesystem::remove_all(shared);
+  }
+
+  // The reference run `key` (usually one process's), made by `make` on first use and kept until tear_down:
+  // every layout of a suite compares against it.
+  const Run& reference(const std::string& key, const std::function<Run()>& make) {
+    auto& r = references_[key];
+    if (!r) r = std::make_unique<Run>(make());
+    return *r;
   }
 
   // The tiny GPT with 20 steps, micro-batch 2, global batch 8, dropout and clipping, evaluated on one
@@ -119,6 +131,9 @@ class LayoutRuns {
 
   std::shared_ptr<dist::Communicator> world;
   std::filesystem::path shared, mine;
+
+ private:
+  std::map<std::string, std::unique_ptr<Run>> references_;
 };
 
 }  // namespace trident::testing

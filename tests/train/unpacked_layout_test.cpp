@@ -28,10 +28,7 @@ class UnpackedLayouts : public ::testing::TestWithParam<Layout> {
     if (runs_.world->rank() == 0) testing::make_bert_corpus(runs_.shared / "bert");
     runs_.world->barrier();
   }
-  static void TearDownTestSuite() {
-    references_.clear();
-    runs_.tear_down();
-  }
+  static void TearDownTestSuite() { runs_.tear_down(); }
 
   // `arch`'s run of `l` (the layout's keys only on a job of several ranks), plus `extra`.
   static LayoutRun run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
@@ -51,13 +48,10 @@ class UnpackedLayouts : public ::testing::TestWithParam<Layout> {
     return runs_.run(std::move(comm), name, extra);
   }
   static const LayoutRun& reference(const std::string& arch) {
-    auto& r = references_[arch];
-    if (!r) r = std::make_unique<LayoutRun>(run(dist::self_communicator(), "reference_" + arch, Layout{.arch = arch}));
-    return *r;
+    return runs_.reference(arch, [&] { return run(dist::self_communicator(), "reference_" + arch, Layout{.arch = arch}); });
   }
 
   static inline testing::LayoutRuns runs_;
-  static inline std::map<std::string, std::unique_ptr<LayoutRun>> references_;
 };
 
 TEST_P(UnpackedLayouts, FollowsTheSingleProcessRun) {
