@@ -500,6 +500,9 @@ namespace {
 void check_srun_plugin() {
   const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
   if (tasks == nullptr || std::atoi(tasks) <= 1 || std::getenv("SLURM_STEP_ID") == nullptr) return;
+  // mpirun or mpiexec started this rank: inside an allocation their daemons run as an srun step, whose
+  // task count is theirs (one per host), not the job's.
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("MPI_LOCALNRANKS") != nullptr) return;
   int size = 0;
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   if (size != 1) return;
