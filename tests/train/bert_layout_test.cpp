@@ -36,11 +36,7 @@ class BertLayouts : public ::testing::TestWithParam<Layout> {
                                       "data.tokenizer=" + (dir / "tokenizer.json").string(),
                                       "data.paths=[\"" + (dir / "corpus").string() + "\"]",
                                       "data.cache_dir=" + (dir / "cache").string()};
-    if (comm->size() > 1) {
-      const std::vector<std::string> job = l.overrides();
-      extra.insert(extra.end(), job.begin(), job.end());
-    }
-    return runs_.run(std::move(comm), name, extra);
+    return runs_.run(std::move(comm), name, l, std::move(extra));
   }
   static const Run& reference() {
     if (!reference_) reference_ = std::make_unique<Run>(run(dist::self_communicator(), "reference", Layout{}));

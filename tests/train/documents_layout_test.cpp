@@ -28,11 +28,7 @@ class DocumentLayouts : public ::testing::TestWithParam<Layout> {
   static LayoutRun run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l,
                        std::vector<std::string> extra = kDocuments) {
     extra.insert(extra.end(), {"train.steps=10", "model.arch=" + l.arch});
-    if (comm->size() > 1) {
-      const std::vector<std::string> job = l.overrides();
-      extra.insert(extra.end(), job.begin(), job.end());
-    }
-    return runs_.run(std::move(comm), name, extra);
+    return runs_.run(std::move(comm), name, l, std::move(extra));
   }
   static const LayoutRun& reference(const std::string& arch) {
     return runs_.reference(arch, [&] { return run(dist::self_communicator(), "reference_" + arch, Layout{.arch = arch}); });

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "corpus.h"
+#include "testing/layout_case.h"
 #include "trident/checkpoint/sharded.h"
 #include "trident/dist/mpi_communicator.h"
 #include "trident/train/trainer.h"
@@ -48,6 +49,17 @@ class LayoutRuns {
     references_.clear();
     world->barrier();
     if (world->rank() == 0) std::filesystem::remove_all(shared);
+  }
+
+  // run() of layout l: its dist.* keys on a job of several ranks (one process runs the reference without
+  // them), after `extra`.
+  Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const LayoutCase& l,
+          std::vector<std::string> extra) const {
+    if (comm->size() > 1) {
+      const std::vector<std::string> job = l.overrides();
+      extra.insert(extra.end(), job.begin(), job.end());
+    }
+    return run(std::move(comm), name, extra);
   }
 
   // The reference run `key` (usually one process's), made by `make` on first use and kept until tear_down:

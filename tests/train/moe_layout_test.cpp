@@ -55,11 +55,7 @@ class MoELayouts : public ::testing::TestWithParam<Layout> {
   }
   static Run run(std::shared_ptr<dist::Communicator> comm, const std::string& name, const Layout& l) {
     std::vector<std::string> extra = model(l);
-    if (comm->size() > 1) {
-      const std::vector<std::string> job = l.overrides();
-      extra.insert(extra.end(), job.begin(), job.end());
-    }
-    return runs_.run(std::move(comm), name, extra);
+    return runs_.run(std::move(comm), name, l, std::move(extra));
   }
   // The single-process run of the layout's model (dp=1, no ZeRO, no checkpointing), once per model.
   static const Run& reference(const Layout& l) {

@@ -48,11 +48,7 @@ class PipelineParallelTraining : public ::testing::TestWithParam<Layout> {
       if (l.arch == "llama") extra.emplace_back("data.eod_mask_loss=true");
       if (l.arch == "mistral") extra.emplace_back("model.sliding_window=5");
     }
-    if (comm->size() > 1) {
-      const std::vector<std::string> job = l.overrides();
-      extra.insert(extra.end(), job.begin(), job.end());
-    }
-    return runs_.run(std::move(comm), name, extra);
+    return runs_.run(std::move(comm), name, l, std::move(extra));
   }
 
   static const Run& reference(const std::string& arch) {

@@ -35,11 +35,7 @@ class TensorParallelTraining : public ::testing::TestWithParam<Layout> {
                             "data.eod_mask_loss=true"})
         extra.emplace_back(s);
     }
-    if (comm->size() > 1) {
-      const std::vector<std::string> job = l.overrides();
-      extra.insert(extra.end(), job.begin(), job.end());
-    }
-    return runs_.run(std::move(comm), name, extra);
+    return runs_.run(std::move(comm), name, l, std::move(extra));
   }
 
   static const Run& reference(const std::string& arch) {

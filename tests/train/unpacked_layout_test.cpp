@@ -41,11 +41,7 @@ class UnpackedLayouts : public ::testing::TestWithParam<Layout> {
                                  "data.paths=[\"" + (dir / "corpus").string() + "\"]",
                                  "data.cache_dir=" + (dir / "cache").string()});
     }
-    if (comm->size() > 1) {
-      const std::vector<std::string> job = l.overrides();
-      extra.insert(extra.end(), job.begin(), job.end());
-    }
-    return runs_.run(std::move(comm), name, extra);
+    return runs_.run(std::move(comm), name, l, std::move(extra));
   }
   static const LayoutRun& reference(const std::string& arch) {
     return runs_.reference(arch, [&] { return run(dist::self_communicator(), "reference_" + arch, Layout{.arch = arch}); });
