@@ -436,6 +436,27 @@ void attention_cases(CaseTable& t) {
   }
 }
 
+// attention_merge: shapes {accumulators [B, T, H, D], part [B, P, H, D]}, the part at row 3; accumulators in
+// the acc dtype, every 3rd lse and every 2nd part_lse −inf (rows seeing no key yet, parts seeing none).
+void attention_merge_cases(CaseTable& t) {
+  const MakeInputs inputs = [](Rng& gen, DType d, const Shapes& s) {
+    const DType acc = loss_dtype(d);
+    const std::int64_t B = s[0][0], T = s[0][1], H = s[0][2], P = s[1][1];
+    Tensor lse = uniform(gen, {B, H, T}, DType::f64, -2, 3), part_lse = uniform(gen, {B, H, P}, DType::f64, -2, 3);
+    auto l = lse.span<double>();
+    auto pl = part_lse.span<double>();
+    for (std::size_t i = 0; i < l.size(); i += 3) l[i] = -std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < pl.size(); i += 2) pl[i] = -std::numeric_limits<double>::infinity();
+    return Tensors{uniform(gen, s[0], acc), lse.to(acc), uniform(gen, s[1], d), part_lse.to(acc)};
+  };
+  const RunOp run = [](const Tensors& in, Device) {
+    Tensor out = in[0].clone(), lse = in[1].clone();
+    ops::attention_merge(out, lse, in[2], in[3], 3);
+    return Tensors{out, lse};
+  };
+  t.add("attention_merge", Op::attention_merge, kFloat, {{2, 37, 3, 67}, {2, 29, 3, 67}}, run, inputs);
+}
+
 void embedding_cases(CaseTable& t) {
   // Forward: shapes {weight [V, D], ids}. Backward: shapes {[V, D], ids}, dout = ids + [D].
   const auto inputs = [](bool backward, DType id_dtype, bool frequent_token) -> MakeInputs {
@@ -816,6 +837,7 @@ const std::vector<ConsistencyCase>& consistency_cases() {
     norm_cases(t);
     softmax_cases(t);
     attention_cases(t);
+    attention_merge_cases(t);
     embedding_cases(t);
     loss_cases(t);
     dropout_cases(t);

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "attention_reference.h"
+#include "attention_test_util.h"
 #include "trident/autograd/autograd.h"
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/attention.h"
@@ -20,36 +21,6 @@
 
 namespace trident::testing {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Tensor random_f64(std::mt19937_64& gen, Shape shape) {
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  Tensor t = Tensor::empty(std::move(shape), DType::f64);
-  for (double& x : t.span<double>()) x = dist(gen);
-  return t;
-}
-
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-
-// Largest element error, relative to the largest reference element.
-double max_error(const std::vector<double>& a, const std::vector<double>& b) {
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    err = std::max(err, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return err / std::max(scale, 1e-300);
-}
-
-double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 
 struct Problem {
   std::int64_t B, T, S, H, Hkv, D;
@@ -67,42 +38,6 @@ Problem packed(Problem p) {
   p.documents = true;
   return p;
 }
-
-// Document starts [B, T] (i32) whose samples, in turn: hold one document; documents of 1, 63, 64, 65 and
-// 7 tokens and then the rest (starts on both sides of 64-key tile boundaries); every token its own
-// document; two documents split at T/2.
-Tensor packed_documents(std::int64_t B, std::int64_t T) {
-  std::vector<std::int32_t> starts(static_cast<std::size_t>(B * T));
-  for (std::int64_t b = 0; b < B; ++b) {
-    std::vector<std::int64_t> opens;
-    switch (b % 4) {
-      case 1:
-        for (std::int64_t at : {1, 64, 128, 193, 200})
-          if (at < T) opens.push_back(at);
-        break;
-      case 2:
-        for (std::int64_t t = 1; t < T; ++t) opens.push_back(t);
-        break;
-      case 3:
-        opens.push_back(T / 2);
-        break;
-      default:
-        break;
-    }
-    std::int32_t start = 0;
-    std::size_t next = 0;
-    for (std::int64_t t = 0; t < T; ++t) {
-      if (next < opens.size() && opens[next] == t) {
-        start = static_cast<std::int32_t>(t);
-        ++next;
-      }
-      starts[static_cast<std::size_t>(b * T + t)] = start;
-    }
-  }
-  return Tensor::from_vector<std::int32_t>(starts, {B, T});
-}
-
-const CounterRng kDropoutRng(2024, "test/attention/probs");
 
 // Problem p with dropout on the probabilities.
 Problem dropped(Problem p, double rate = 0.2) {
@@ -386,146 +321,6 @@ TEST(AttentionKernel, PackedDocumentsEqualSeparateDocuments) {
   ops::AttentionOptions bidirectional;
   bidirectional.causal = false;
   refuses({0, 0}, "document_starts need causal self-attention", bidirectional);
-}
-
-// Context parallelism's arithmetic on one process: a sequence cut into chunks, each query chunk run against
-// each key chunk at their global positions, the partial (out, lse) merged by log-sum-exp, gives the whole
-// call's rows; and attention_backward of each chunk pair, given the merged out and lse, summed (dq over key
-// chunks, dk and dv over query chunks), gives the whole call's gradients. With GQA, a sliding window,
-// packed documents across chunk boundaries and dropout on the whole sequence's grid; f64 and f32.
-TEST(AttentionKernel, ChunkPairsMergeToTheWholeSequence) {
-  for (DType dtype : {DType::f64, DType::f32}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    std::mt19937_64 gen(5);
-    const std::int64_t B = 2, L = 148, H = 4, Hkv = 2, D = 16, chunk = 37;  // 4 chunks, across 64-key tiles
-    Tensor q = random_f64(gen, {B, L, H, D}).to(dtype), k = random_f64(gen, {B, L, Hkv, D}).to(dtype);
-    Tensor v = random_f64(gen, {B, L, Hkv, D}).to(dtype), dout = random_f64(gen, {B, L, H, D}).to(dtype);
-    ops::AttentionOptions whole;
-    whole.window = 50;
-    whole.document_starts = packed_documents(B, L);  // sample 1: documents from 1, 64, 128 (chunk boundaries apart)
-    whole.dropout = {0.2, kDropoutRng, 0, 0, 0, L};
-    // The whole call, with its dropout on the same grid (positions 0 and 0 of a sequence of L).
-    ops::AttentionOptions whole_positioned = whole;
-    whole_positioned.query_position = whole_positioned.key_position = 0;
-    auto [out, lse] = ops::attention(q, k, v, whole_positioned);
-    auto [dq, dk, dv] = ops::attention_backward(q, k, v, out, lse, dout, whole_positioned);
-    const auto rows = [&](const Tensor& t, std::int64_t from) { return ops::slice(t, 1, from, from + chunk); };
-    const std::int64_t n = L / chunk;
-    std::vector<double> got_out(static_cast<std::size_t>(B * L * H * D)), got_lse(static_cast<std::size_t>(B * H * L));
-    std::vector<Tensor> merged_out(static_cast<std::size_t>(n)), merged_lse(static_cast<std::size_t>(n));
-    const auto pair_options = [&](std::int64_t qc, std::int64_t kc) {
-      ops::AttentionOptions o = whole;
-      o.query_position = qc * chunk;
-      o.key_position = kc * chunk;
-      o.document_starts = ops::slice(whole.document_starts, 1, qc * chunk, qc * chunk + chunk);
-      return o;
-    };
-    for (std::int64_t qc = 0; qc < n; ++qc) {
-      // Merge over the key chunks in f64: out = Σ e^(lse_i − m) out_i / Σ e^(lse_i − m), lse = m + log Σ.
-      std::vector<double> acc(static_cast<std::size_t>(B * chunk * H * D), 0.0), sum(static_cast<std::size_t>(B * H * chunk), 0.0);
-      std::vector<double> mx(static_cast<std::size_t>(B * H * chunk), -kInf);
-      std::vector<std::vector<double>> outs, lses;
-      for (std::int64_t kc = 0; kc < n; ++kc) {
-        auto [o, l] = ops::attention(rows(q, qc * chunk), rows(k, kc * chunk), rows(v, kc * chunk), pair_options(qc, kc));
-        outs.push_back(values(o));
-        lses.push_back(values(l));
-        for (std::size_t i = 0; i < mx.size(); ++i) mx[i] = std::max(mx[i], lses.back()[i]);
-      }
-      for (std::int64_t kc = 0; kc < n; ++kc)
-        for (std::int64_t b = 0; b < B; ++b)
-          for (std::int64_t h = 0; h < H; ++h)
-            for (std::int64_t t = 0; t < chunk; ++t) {
-              const auto r = static_cast<std::size_t>((b * H + h) * chunk + t);
-              if (mx[r] == -kInf || lses[static_cast<std::size_t>(kc)][r] == -kInf) continue;
-              const double w = std::exp(lses[static_cast<std::size_t>(kc)][r] - mx[r]);
-              sum[r] += w;
-              for (std::int64_t d = 0; d < D; ++d) {
-                const auto at = static_cast<std::size_t>(((b * chunk + t) * H + h) * D + d);
-                acc[at] += w * outs[static_cast<std::size_t>(kc)][at];
-              }
-            }
-      std::vector<double> m_out(acc.size()), m_lse(sum.size());
-      for (std::int64_t b = 0; b < B; ++b)
-        for (std::int64_t h = 0; h < H; ++h)
-          for (std::int64_t t = 0; t < chunk; ++t) {
-            const auto r = static_cast<std::size_t>((b * H + h) * chunk + t);
-            m_lse[r] = sum[r] > 0 ? mx[r] + std::log(sum[r]) : -kInf;
-            for (std::int64_t d = 0; d < D; ++d) {
-              const auto at = static_cast<std::size_t>(((b * chunk + t) * H + h) * D + d);
-              m_out[at] = sum[r] > 0 ? acc[at] / sum[r] : 0.0;
-            }
-          }
-      merged_out[static_cast<std::size_t>(qc)] = Tensor::from_vector<double>(m_out, {B, chunk, H, D}).to(dtype);
-      merged_lse[static_cast<std::size_t>(qc)] =
-          Tensor::from_vector<double>(m_lse, {B, H, chunk}).to(dtype == DType::f64 ? DType::f64 : DType::f32);
-      const double tol = dtype == DType::f64 ? 1e-12 : 1e-5;
-      EXPECT_LE(max_error(m_out, values(rows(out, qc * chunk))), tol) << "out of query chunk " << qc;
-      std::vector<double> want_lse;
-      const auto whole_lse = values(lse);
-      for (std::int64_t b = 0; b < B; ++b)
-        for (std::int64_t h = 0; h < H; ++h)
-          for (std::int64_t t = 0; t < chunk; ++t)
-            want_lse.push_back(whole_lse[static_cast<std::size_t>((b * H + h) * L + qc * chunk + t)]);
-      EXPECT_LE(max_error(m_lse, want_lse), tol) << "lse of query chunk " << qc;
-    }
-    // The backward, pair by pair, through the merged out and lse.
-    std::vector<Tensor> gq(static_cast<std::size_t>(n)), gk(static_cast<std::size_t>(n)), gv(static_cast<std::size_t>(n));
-    for (std::int64_t qc = 0; qc < n; ++qc)
-      for (std::int64_t kc = 0; kc < n; ++kc) {
-        auto [pq, pk, pv] = ops::attention_backward(rows(q, qc * chunk), rows(k, kc * chunk), rows(v, kc * chunk),
-                                                    merged_out[static_cast<std::size_t>(qc)],
-                                                    merged_lse[static_cast<std::size_t>(qc)], rows(dout, qc * chunk),
-                                                    pair_options(qc, kc));
-        const auto add = [](Tensor& into, const Tensor& x) { into = into.defined() ? ops::add(into, x.to(DType::f64)) : x.to(DType::f64); };
-        add(gq[static_cast<std::size_t>(qc)], pq);
-        add(gk[static_cast<std::size_t>(kc)], pk);
-        add(gv[static_cast<std::size_t>(kc)], pv);
-      }
-    const double tol = dtype == DType::f64 ? 1e-11 : 2e-5;
-    for (std::int64_t c = 0; c < n; ++c) {
-      EXPECT_LE(relative_error(values(gq[static_cast<std::size_t>(c)]), values(rows(dq, c * chunk))), tol) << "dq " << c;
-      {
-        const auto a = values(gk[static_cast<std::size_t>(c)]), w = values(rows(dk, c * chunk));
-        int nan_a = 0, nan_w = 0;
-        for (double x : a) nan_a += std::isnan(x);
-        for (double x : w) nan_w += std::isnan(x);
-        if (nan_a || nan_w) fprintf(stderr, "DBG c=%ld nan pairs=%d whole=%d\n", (long)c, nan_a, nan_w);
-      }
-      EXPECT_LE(relative_error(values(gk[static_cast<std::size_t>(c)]), values(rows(dk, c * chunk))), tol) << "dk " << c;
-      EXPECT_LE(relative_error(values(gv[static_cast<std::size_t>(c)]), values(rows(dv, c * chunk))), tol) << "dv " << c;
-    }
-  }
-}
-
-// Positions are both given or both −1, and a dropout grid needs them; chunk document starts may continue a
-// document begun before the chunk but never one after its first query.
-TEST(AttentionKernel, ChunkPositionsAreChecked) {
-  std::mt19937_64 gen(3);
-  Tensor q = random_f64(gen, {1, 4, 2, 8}), k = random_f64(gen, {1, 4, 2, 8}), v = random_f64(gen, {1, 4, 2, 8});
-  const auto refuses = [&](const ops::AttentionOptions& o, const std::string& what) {
-    try {
-      ops::attention(q, k, v, o);
-      ADD_FAILURE() << "accepted " << what;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
-  ops::AttentionOptions one;
-  one.query_position = 4;
-  refuses(one, "query_position 4 and key_position -1 must both be positions (>= 0) or both -1");
-  ops::AttentionOptions grid;
-  grid.dropout = {0.1, kDropoutRng, 0, 0, 0, 16};
-  refuses(grid, "dropout seq_len 16 needs q and k positioned within it");
-  grid.query_position = 14;
-  grid.key_position = 0;
-  refuses(grid, "dropout seq_len 16 needs q and k positioned within it (query_position 14 + T 4");
-  ops::AttentionOptions docs;
-  docs.query_position = 8;
-  docs.key_position = 4;
-  docs.document_starts = Tensor::from_vector<std::int32_t>({9, 9, 9, 9}, {1, 4});
-  refuses(docs, "document_starts[0, 0] = 9 is not a document start (expected 0 to 8");
-  docs.document_starts = Tensor::from_vector<std::int32_t>({3, 3, 10, 10}, {1, 4});
-  EXPECT_NO_THROW(ops::attention(q, k, v, docs));  // continues a document from 3, then opens one at 10
 }
 
 TEST(AttentionKernel, KeyPaddingBf16DotProductPath) {

@@ -16,6 +16,7 @@
 #include "attention_reference.h"
 #include "op_table.h"
 #include "trident/autograd/autograd.h"
+#include "trident/ops/attention.h"
 
 namespace trident::testing {
 namespace {
@@ -181,6 +182,56 @@ OpCase make_case(const Config& c) {
   return oc;
 }
 
+// attention_merge: accumulators out [B, T, H, D], lse [B, H, T] and a part [B, P, H, D], [B, H, P] at
+// row_begin, with −inf in both lse (rows that saw no key yet, parts that see none, and rows where both are
+// −inf and stay); the output is out and e^lse after the merge, flattened and concatenated.
+OpCase merge_case(std::string name, std::int64_t B, std::int64_t T, std::int64_t P, std::int64_t row_begin,
+                  std::int64_t H, std::int64_t D) {
+  OpCase c;
+  c.name = std::move(name);
+  c.op = ops::Op::attention_merge;
+  c.gradcheck = false;
+  c.make_inputs = [=](std::mt19937_64& g) {
+    Tensor lse = random_tensor(g, {B, H, T}, -2.0, 3.0), part_lse = random_tensor(g, {B, H, P}, -2.0, 3.0);
+    auto* l = lse.data<double>();
+    auto* pl = part_lse.data<double>();
+    const double inf = std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < B * H * T; i += 3) l[i] = -inf;
+    for (std::int64_t i = 0; i < B * H * P; i += 2) pl[i] = -inf;
+    return std::vector<Variable>{constant(random_tensor(g, {B, T, H, D})), constant(lse),
+                                 constant(random_tensor(g, {B, P, H, D})), constant(part_lse)};
+  };
+  c.forward = [row_begin](const std::vector<Variable>& in) {
+    const DType acc = in[2].dtype() == DType::f64 ? DType::f64 : DType::f32;
+    Tensor out = in[0].data().to(acc).clone(), lse = in[1].data().to(acc).clone();
+    ops::attention_merge(out, lse, in[2].data(), in[3].data().to(acc), row_begin);
+    std::vector<double> flat = values(out);
+    for (double l : values(lse)) flat.push_back(std::exp(l));  // −inf as 0, so the relative error is defined
+    return Variable(tensor_from(flat, {static_cast<std::int64_t>(flat.size())}).to(acc), false);
+  };
+  c.reference = [=](const std::vector<Tensor>& in) {
+    std::vector<double> out = values(in[0]), lse = values(in[1]);
+    const std::vector<double> part = values(in[2]), plse = values(in[3]);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t t = 0; t < P; ++t) {
+          double& l = lse[static_cast<std::size_t>((b * H + h) * T + row_begin + t)];
+          const double pl = plse[static_cast<std::size_t>((b * H + h) * P + t)];
+          if (l == -std::numeric_limits<double>::infinity() && pl == l) continue;
+          const double m = std::max(l, pl), a = std::exp(l - m), w = std::exp(pl - m);
+          for (std::int64_t d = 0; d < D; ++d) {
+            double& o = out[static_cast<std::size_t>(((b * T + row_begin + t) * H + h) * D + d)];
+            o = (a * o + w * part[static_cast<std::size_t>(((b * P + t) * H + h) * D + d)]) / (a + w);
+          }
+          l = m + std::log(a + w);
+        }
+    for (double l : lse) out.push_back(std::exp(l));
+    return tensor_from(out, {static_cast<std::int64_t>(out.size())});
+  };
+  c.dtypes = {{DType::f64, 1e-14}, {DType::f32, 1e-6}, {DType::bf16, 1e-2}};
+  return c;
+}
+
 std::vector<OpCase> make_attention_cases() {
   const std::vector<Config> configs = {
       {"attention_causal", 2, 5, 5, 2, 2, 4, true, 0, false},
@@ -318,6 +369,8 @@ std::vector<OpCase> make_attention_cases() {
       positioned(with_dropout({"attention_chunk_dropout", 2, 6, 6, 2, 2, 4, true, 0, false}, 0.3, 1, 0, 0), 12, 6, 24),
   };
   for (const Config& c : chunks) cases.push_back(make_case(c));
+  cases.push_back(merge_case("attention_merge_middle_rows", 2, 7, 3, 2, 2, 5));
+  cases.push_back(merge_case("attention_merge_all_rows", 1, 4, 4, 0, 3, 33));
   return cases;
 }
 

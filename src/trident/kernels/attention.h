@@ -13,3 +13,8 @@ void attention_forward(DType dtype, const AttentionDims& dims, const void* q, co
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
                         const void* mask, const void* key_mask, const std::int32_t* doc_starts, const void* out,
                         const void* lse, const void* dout, void* dq, void* dk, void* dv);
+
+// Merges a partial attention into accumulators (AttentionMergeDims in kernels/cpu/attention.h). dtype is
+// part_out's; out, lse and part_lse have its acc type.
+void attention_merge(DType dtype, const AttentionMergeDims& dims, void* out, void* lse, const void* part_out,
+                     const void* part_lse);

@@ -193,4 +193,33 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Ten
   return {dq, dk, dv};
 }
 
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse,
+                     std::int64_t row_begin) {
+  constexpr std::string_view op = "attention_merge";
+  check_defined(out, op, "out");
+  check_defined(lse, op, "lse");
+  check_defined(part_out, op, "part_out");
+  check_defined(part_lse, op, "part_lse");
+  TRIDENT_CHECK(part_out.rank() == 4 && out.rank() == 4,
+                "{}: out {} and part_out {} must be [B, T, H, D] and [B, P, H, D]", op, out.shape(), part_out.shape());
+  const std::int64_t B = out.size(0), T = out.size(1), H = out.size(2), D = out.size(3), P = part_out.size(1);
+  TRIDENT_CHECK(part_out.size(0) == B && part_out.size(2) == H && part_out.size(3) == D,
+                "{}: part_out {} must match out {} in B, H and D", op, part_out.shape(), out.shape());
+  TRIDENT_CHECK(row_begin >= 0 && row_begin + P <= T,
+                "{}: rows [{}, {}) of the part must lie within out's {} rows", op, row_begin, row_begin + P, T);
+  TRIDENT_CHECK(lse.shape() == Shape({B, H, T}) && part_lse.shape() == Shape({B, H, P}),
+                "{}: lse {} and part_lse {} must be [B, H, T] = [{}, {}, {}] and [B, H, P] = [{}, {}, {}]", op,
+                lse.shape(), part_lse.shape(), B, H, T, B, H, P);
+  const DType acc = lse_dtype(part_out.dtype());
+  check_dtype(out, acc, op, "out");
+  check_dtype(lse, acc, op, "lse");
+  check_dtype(part_lse, acc, op, "part_lse");
+  check_same_device(out, part_out, op);
+  check_same_device(out, lse, op);
+  check_same_device(out, part_lse, op);
+  const kernels::cpu::AttentionMergeDims dims{B, T, P, row_begin, H, D};
+  TRIDENT_KERNEL(out.device(), attention_merge, part_out.dtype(), dims, out.raw_data(), lse.raw_data(),
+                 part_out.raw_data(), part_lse.raw_data());
+}
+
 }  // namespace trident::ops

@@ -99,4 +99,16 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Ten
                                                       const Tensor& out, const Tensor& lse, const Tensor& dout,
                                                       const AttentionOptions& options = {});
 
+// Merges a partial attention into accumulators, in place (context parallelism's ring: each block of keys'
+// result folded into the running one). out [B, T, H, D] and lse [B, H, T] hold the attention of rows
+// over the keys seen so far (out 0 and lse −inf for none yet); part_out [B, P, H, D] and part_lse
+// [B, H, P] are ops::attention's result for rows [row_begin, row_begin + P) over other keys. Afterwards
+// those rows hold the attention over both key sets: per row, with m = max(lse, part_lse),
+// a = e^(lse − m), b = e^(part_lse − m): out ← (a·out + b·part_out)/(a + b), lse ← m + log(a + b); a row
+// that sees no key in either keeps out 0 and lse −inf. out, lse and part_lse have the acc dtype of
+// part_out's (f32; f64 for f64), so the merge of bf16 parts accumulates in f32. Not differentiable: the
+// ring's backward (parallel/context) feeds the merged out and lse to attention_backward, block by block.
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse,
+                     std::int64_t row_begin);
+
 }  // namespace trident::ops

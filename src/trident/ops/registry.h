@@ -41,6 +41,7 @@ namespace trident::ops {
   X(rms_norm, norm, true)                \
   X(softmax, softmax, true)              \
   X(attention, attention, true)          \
+  X(attention_merge, attention, false)   \
   X(embedding, embedding, true)          \
   X(cross_entropy, loss, true)           \
   X(dropout, dropout, true)              \
@@ -85,7 +86,7 @@ inline constexpr std::array kOps = {
 };
 
 // Update together with CONTRIBUTING.md's checklist and the op test table.
-static_assert(kOps.size() == 43, "op registry changed: follow the add-an-op checklist in CONTRIBUTING.md");
+static_assert(kOps.size() == 44, "op registry changed: follow the add-an-op checklist in CONTRIBUTING.md");
 
 constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<std::size_t>(op)]; }
 

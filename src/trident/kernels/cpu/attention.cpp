@@ -25,6 +25,7 @@
 #include "trident/kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -35,6 +36,7 @@
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
 #include "trident/kernels/cpu/attention_tiles.h"
+#include "trident/kernels/cpu/exp.h"
 #include "trident/kernels/cpu/softmax.h"
 
 namespace trident::kernels::cpu {
@@ -423,6 +425,33 @@ void backward_impl(const Geometry& g, const BackwardArgs<T>& a) {
       [&](i64 task, QScratch<A>& w) { backward_q_task(g, a, task, w); });
 }
 
+// One task per (b, h) of the accumulators; each row's merge is independent, so the result does not
+// depend on the thread count.
+template <typename T>
+void merge_impl(const AttentionMergeDims& d, acc_t<T>* out, acc_t<T>* lse, const T* part_out,
+                const acc_t<T>* part_lse) {
+  using A = acc_t<T>;
+  const i64 H = d.heads, D = d.head_dim, P = d.part_rows;
+  parallel_for(0, d.batch * H, 1, [&](i64 lo, i64 hi) {
+    for (i64 task = lo; task < hi; ++task) {
+      const i64 b = task / H, h = task % H;
+      for (i64 t = 0; t < P; ++t) {
+        const i64 row = d.row_begin + t;
+        A& l = lse[(b * H + h) * d.rows + row];
+        const A pl = part_lse[(b * H + h) * P + t];
+        const A m = std::max(l, pl);
+        if (m == -std::numeric_limits<A>::infinity()) continue;
+        const A wa = exp_acc(l - m), wb = exp_acc(pl - m), sum = wa + wb;
+        const A fa = wa / sum, fb = wb / sum;
+        A* o = out + ((b * d.rows + row) * H + h) * D;
+        const T* po = part_out + ((b * P + t) * H + h) * D;
+        for (i64 i = 0; i < D; ++i) o[i] = fa * o[i] + fb * static_cast<A>(po[i]);
+        l = m + std::log(sum);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool attention_uses_bf16_dot_products() noexcept {
@@ -481,6 +510,15 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
                                &keys,
                                &drop};
     backward_impl(g, args);
+  });
+}
+
+void attention_merge(DType dtype, const AttentionMergeDims& dims, void* out, void* lse, const void* part_out,
+                     const void* part_lse) {
+  TRIDENT_DISPATCH_FLOAT(dtype, "attention_merge", [&] {
+    using A = acc_t<scalar_t>;
+    merge_impl<scalar_t>(dims, static_cast<A*>(out), static_cast<A*>(lse), static_cast<const scalar_t*>(part_out),
+                         static_cast<const A*>(part_lse));
   });
 }
 

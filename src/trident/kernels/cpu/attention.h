@@ -82,6 +82,20 @@ struct AttentionDims {
   std::int64_t shift() const { return positioned ? q_pos - k_pos : kv_len - q_len; }
 };
 
+// attention_merge: accumulators out [B, T, H, D] and lse [B, H, T] (acc type: f32, f64 for f64) take a
+// partial attention over other keys, part_out [B, P, H, D] (the partial's dtype) and part_lse [B, H, P]
+// (acc type), at rows [row_begin, row_begin + P). Per row, with m = max(lse, part_lse): rows where both are
+// −inf stay; otherwise a = exp(lse − m), b = exp(part_lse − m), out ← (a·out + b·part_out)/(a + b) and
+// lse ← m + log(a + b): the attention over the union of both key sets (the online softmax's rescale).
+struct AttentionMergeDims {
+  std::int64_t batch = 0;      // B
+  std::int64_t rows = 0;       // T, the accumulators' rows
+  std::int64_t part_rows = 0;  // P
+  std::int64_t row_begin = 0;  // 0 ≤ row_begin ≤ T − P
+  std::int64_t heads = 0;      // H
+  std::int64_t head_dim = 0;   // D
+};
+
 // Whether bf16 runs on AVX512-BF16 dot products in this build.
 bool attention_uses_bf16_dot_products() noexcept;
 

@@ -49,4 +49,9 @@ void attention_backward(DType dtype, const AttentionDims& dims, const void* q, c
                             di.raw_data());
 }
 
+void attention_merge(DType dtype, const AttentionMergeDims& dims, void* out, void* lse, const void* part_out,
+                     const void* part_lse) {
+  launch_attention_merge(dtype, dims, out, lse, part_out, part_lse);
+}
+
 }  // namespace trident::kernels::cuda

@@ -409,7 +409,47 @@ void backward_fma(const Geometry& g, const A* q, const A* k, const A* v, const A
            static_cast<int>(q_tiles), t);
   });
 }
+// One warp per (b, row, h) of the part: lane d covers columns d + 32j.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    merge_kernel(cpu::AttentionMergeDims d, Acc<T>* __restrict__ out, Acc<T>* __restrict__ lse,
+                 const T* __restrict__ part_out, const Acc<T>* __restrict__ part_lse) {
+  using A = Acc<T>;
+  const i64 rows = d.batch * d.part_rows * d.heads;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const i64 warps = static_cast<i64>(gridDim.x) * (kRowThreads / 32);
+  for (i64 r = (static_cast<i64>(blockIdx.x) * kRowThreads + threadIdx.x) / 32; r < rows; r += warps) {
+    const i64 h = r % d.heads, t = r / d.heads % d.part_rows, b = r / (d.heads * d.part_rows);
+    const i64 row = d.row_begin + t;
+    A* l = lse + (b * d.heads + h) * d.rows + row;
+    const A old_l = *l, pl = part_lse[(b * d.heads + h) * d.part_rows + t];
+    const A m = old_l > pl ? old_l : pl;
+    if (m == negative_infinity<A>()) continue;
+    const A wa = exp_acc(old_l - m), wb = exp_acc(pl - m), sum = wa + wb;
+    const A fa = wa / sum, fb = wb / sum;
+    A* o = out + ((b * d.rows + row) * d.heads + h) * d.head_dim;
+    const T* po = part_out + ((b * d.part_rows + t) * d.heads + h) * d.head_dim;
+    for (i64 i = lane; i < d.head_dim; i += 32) o[i] = fa * o[i] + fb * load(po + i);
+    __syncwarp();
+    if (lane == 0) *l = m + log_acc(sum);
+  }
+}
+
 }  // namespace
+
+void launch_attention_merge(DType dtype, const cpu::AttentionMergeDims& dims, void* out, void* lse,
+                            const void* part_out, const void* part_lse) {
+  const i64 rows = dims.batch * dims.part_rows * dims.heads;
+  if (rows == 0 || dims.head_dim == 0) return;
+  dispatch_floating(dtype, "attention_merge", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    merge_kernel<T><<<blocks_for(rows * 32, kRowThreads), kRowThreads, 0, stream()>>>(
+        dims, static_cast<A*>(out), static_cast<A*>(lse), static_cast<const T*>(part_out),
+        static_cast<const A*>(part_lse));
+    check_launch("attention_merge");
+  });
+}
 
 void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k, const void* v,
                               const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out,

@@ -42,6 +42,7 @@
 namespace trident::kernels::cuda {
 
 using cpu::AttentionDims;
+using cpu::AttentionMergeDims;
 
 #include "trident/kernels/attention.h"
 }  // namespace trident::kernels::cuda

@@ -23,4 +23,8 @@ void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, cons
                                const void* out, const void* lse, const void* dout, void* dq, void* dk, void* dv,
                                void* di);
 
+// out and lse (acc type) take part_out (dtype) and part_lse at rows [row_begin, row_begin + P).
+void launch_attention_merge(DType dtype, const cpu::AttentionMergeDims& dims, void* out, void* lse,
+                            const void* part_out, const void* part_lse);
+
 }  // namespace trident::kernels::cuda
