@@ -68,7 +68,7 @@ install(FILES ${PROJECT_BINARY_DIR}/package/trident-config.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trident)
 
 # pkg-config: the static libraries in link order (a module before the modules it uses), then what they need.
-set(trident_link_order plot train parallel_zero parallel_pipeline parallel_data optim models checkpoint nn parallel_tensor
+set(trident_link_order plot train parallel_zero parallel_pipeline parallel_data optim models checkpoint nn parallel_context parallel_tensor
     dist autograd ops kernels_cuda kernels_cpu data core)
 set(TRIDENT_PC_LIBS "")
 foreach(m IN LISTS trident_link_order)

@@ -22,6 +22,27 @@ const std::int32_t* document_starts(const AttentionOptions& o) {
   return o.document_starts.defined() ? o.document_starts.data<std::int32_t>() : nullptr;
 }
 
+// Each row of starts [B, T] a run of documents, query t at position q0 + t: each entry opens one (its own
+// position) or continues the entry before it; the first entry is 0, or with positioned chunks (q0 > 0
+// possible) any start up to q0 (a document begun before the chunk).
+void check_document_rows(std::string_view op, const Tensor& starts, bool positioned, std::int64_t q0) {
+  const std::int64_t B = starts.size(0), T = starts.size(1);
+  const Tensor host = starts.to(Device::cpu());
+  const auto* s = host.data<std::int32_t>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::int32_t v = s[b * T + t];
+      const bool ok = t == 0 ? (positioned ? v >= 0 && v <= q0 : v == 0) : v == q0 + t || v == s[b * T + t - 1];
+      TRIDENT_CHECK(ok,
+                    "{}: document_starts[{}, {}] = {} is not a document start (expected {}: each entry is its own "
+                    "position, opening a document, or the entry before it)",
+                    op, b, t, v,
+                    t == 0 ? (positioned ? fmt::format("0 to {}", q0) : std::string("0"))
+                           : fmt::format("{} or {}", q0 + t, s[b * T + t - 1]));
+    }
+  }
+}
+
 // Document starts [B, T] (AttentionOptions::document_starts): i32 on q's device, causal self-attention, and
 // each row a run of documents: 0 first, then each entry either its own index (a document's first token)
 // or the entry before it.
@@ -38,24 +59,7 @@ void check_document_starts(std::string_view op, const Tensor& q, const Tensor& k
                 "{}: document_starts need causal self-attention over the sample (causal = true, and S = T unless q and "
                 "k are positioned), got causal = {} and S = {}, T = {}",
                 op, options.causal, k.size(1), T);
-  // Query t is at position q0 + t. Its document starts at or before it; a row is a run of documents: each
-  // entry opens one (its own position) or continues the entry before it, and the first entry (a chunk's
-  // first query) may continue a document that began before the chunk.
-  const std::int64_t q0 = positioned ? options.query_position : 0;
-  const Tensor host = starts.to(Device::cpu());
-  const auto* s = host.data<std::int32_t>();
-  for (std::int64_t b = 0; b < B; ++b) {
-    for (std::int64_t t = 0; t < T; ++t) {
-      const std::int32_t v = s[b * T + t];
-      const bool ok = t == 0 ? (positioned ? v >= 0 && v <= q0 : v == 0) : v == q0 + t || v == s[b * T + t - 1];
-      TRIDENT_CHECK(ok,
-                    "{}: document_starts[{}, {}] = {} is not a document start (expected {}: each entry is its own "
-                    "position, opening a document, or the entry before it)",
-                    op, b, t, v,
-                    t == 0 ? (positioned ? fmt::format("0 to {}", q0) : std::string("0"))
-                           : fmt::format("{} or {}", q0 + t, s[b * T + t - 1]));
-    }
-  }
+  check_document_rows(op, starts, positioned, positioned ? options.query_position : 0);
 }
 
 // Validates q, k, v and the options; returns the kernel's dimensions.
@@ -191,6 +195,13 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Ten
                  raw_or_null(options.mask), raw_or_null(options.key_mask), document_starts(options), out.raw_data(),
                  lse.raw_data(), dout.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data());
   return {dq, dk, dv};
+}
+
+void check_document_starts(const Tensor& starts, std::string_view op) {
+  check_defined(starts, op, "document_starts");
+  TRIDENT_CHECK(starts.rank() == 2 && starts.dtype() == DType::i32,
+                "{}: document_starts {} ({}) must be i32 [B, T]", op, starts.shape(), starts.dtype());
+  check_document_rows(op, starts, false, 0);
 }
 
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse,

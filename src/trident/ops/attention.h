@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -98,6 +99,11 @@ std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tens
 std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                       const Tensor& out, const Tensor& lse, const Tensor& dout,
                                                       const AttentionOptions& options = {});
+
+// Checks document starts [B, T] of whole sequences (AttentionOptions::document_starts: each row a run of
+// documents from position 0); the error names `op`, the entry and what it may be. ops::attention checks its
+// own; context parallelism's chunks check the whole sequence's once with this.
+void check_document_starts(const Tensor& starts, std::string_view op);
 
 // Merges a partial attention into accumulators, in place (context parallelism's ring: each block of keys'
 // result folded into the running one). out [B, T, H, D] and lse [B, H, T] hold the attention of rows

@@ -64,7 +64,8 @@ namespace trident::ops {
   X(scatter_to_sp, parallel, true)       \
   X(gather_from_sp, parallel, true)      \
   X(reduce_scatter_to_sp, parallel, true) \
-  X(expert_all_to_all, parallel, true)
+  X(expert_all_to_all, parallel, true)   \
+  X(context_attention, parallel, true)
 
 enum class Op : std::uint16_t {
 #define TRIDENT_OP_ENUM(name, family, diff) name,
@@ -86,7 +87,7 @@ inline constexpr std::array kOps = {
 };
 
 // Update together with CONTRIBUTING.md's checklist and the op test table.
-static_assert(kOps.size() == 44, "op registry changed: follow the add-an-op checklist in CONTRIBUTING.md");
+static_assert(kOps.size() == 45, "op registry changed: follow the add-an-op checklist in CONTRIBUTING.md");
 
 constexpr const OpInfo& op_info(Op op) { return kOps[static_cast<std::size_t>(op)]; }
 
