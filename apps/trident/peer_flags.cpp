@@ -64,6 +64,7 @@ constexpr std::array kMegatronFlags{
     PeerFlag{"--tensor-model-parallel-size", "dist.tensor_parallel_size", ""},
     PeerFlag{"--pipeline-model-parallel-size", "dist.pipeline_parallel_size", ""},
     PeerFlag{"--expert-model-parallel-size", "dist.expert_parallel_size", ""},
+    PeerFlag{"--context-parallel-size", "dist.context_parallel_size", ""},
     PeerFlag{"--sequence-parallel", "dist.sequence_parallel", "true"},
     PeerFlag{"--use-distributed-optimizer", "dist.zero_stage", "1"},
     PeerFlag{"--save-interval", "checkpoint.interval", ""},

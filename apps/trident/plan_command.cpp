@@ -47,7 +47,7 @@ std::string flop_rate(long double flops) {
 // The configuration names a layout when it sets any of the parallel sizes.
 bool names_layout(const train::Config& c) {
   return c.dist.data_parallel_size > 0 || c.dist.tensor_parallel_size > 1 || c.dist.pipeline_parallel_size > 1 ||
-         c.dist.expert_parallel_size > 1;
+         c.dist.expert_parallel_size > 1 || c.dist.context_parallel_size > 1;
 }
 
 void run_plan(const PlanOptions& o, bool ranks_given) {
@@ -120,10 +120,14 @@ void run_plan(const PlanOptions& o, bool ranks_given) {
   const int ranks = o.ranks > 0
                         ? o.ranks
                         : static_cast<int>(std::max<std::int64_t>(config.dist.data_parallel_size, 1) *
-                                           config.dist.tensor_parallel_size * config.dist.pipeline_parallel_size);
+                                           config.dist.tensor_parallel_size * config.dist.pipeline_parallel_size *
+                                           config.dist.context_parallel_size);
   train::validate_layout(config, ranks);
   spec.validate_tensor_parallel(static_cast<int>(config.dist.tensor_parallel_size));
   spec.validate_expert_parallel(static_cast<int>(config.dist.expert_parallel_size));
+  spec.validate_context_parallel(static_cast<int>(config.dist.context_parallel_size),
+                                 static_cast<int>(config.dist.tensor_parallel_size),
+                                 config.dist.context_parallel_algorithm == "all_to_all");
   const train::LayoutCost cost = train::layout_cost(config, spec, train::memory_layout(config, ranks), h);
   fmt::print("{}", train::format_plan(config, spec, cost));
   if (cost.memory.total() > memory) {

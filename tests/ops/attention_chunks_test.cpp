@@ -52,7 +52,8 @@ TEST(AttentionChunks, ChunkPairsMergeToTheWholeSequence) {
       Tensor acc_out = Tensor::zeros({B, chunk, H, D}, acc);
       Tensor acc_lse = Tensor::full({B, H, chunk}, -kInf, acc);
       for (std::int64_t kc = 0; kc < n; ++kc) {
-        auto [o, l] = ops::attention(rows(q, qc * chunk), rows(k, kc * chunk), rows(v, kc * chunk), pair_options(qc, kc));
+        auto [o, l] =
+            ops::attention(rows(q, qc * chunk), rows(k, kc * chunk), rows(v, kc * chunk), pair_options(qc, kc));
         ops::attention_merge(acc_out, acc_lse, o, l, 0);
       }
       EXPECT_LE(max_error(values(acc_out), values(rows(out, qc * chunk))), fwd_tol) << "out of query chunk " << qc;
@@ -62,16 +63,17 @@ TEST(AttentionChunks, ChunkPairsMergeToTheWholeSequence) {
       merged_lse.push_back(acc_lse);
     }
     // The backward, pair by pair, through the merged out and lse.
-    std::vector<Tensor> gq(static_cast<std::size_t>(n)), gk(static_cast<std::size_t>(n)), gv(static_cast<std::size_t>(n));
+    std::vector<Tensor> gq(static_cast<std::size_t>(n)), gk(static_cast<std::size_t>(n)),
+        gv(static_cast<std::size_t>(n));
     const auto add = [](Tensor& into, const Tensor& x) {
       into = into.defined() ? ops::add(into, x.to(DType::f64)) : x.to(DType::f64);
     };
     for (std::int64_t qc = 0; qc < n; ++qc)
       for (std::int64_t kc = 0; kc < n; ++kc) {
         const auto c = static_cast<std::size_t>(qc);
-        auto [pq, pk, pv] = ops::attention_backward(rows(q, qc * chunk), rows(k, kc * chunk), rows(v, kc * chunk),
-                                                    merged_out[c], merged_lse[c], rows(dout, qc * chunk),
-                                                    pair_options(qc, kc));
+        auto [pq, pk, pv] =
+            ops::attention_backward(rows(q, qc * chunk), rows(k, kc * chunk), rows(v, kc * chunk), merged_out[c],
+                                    merged_lse[c], rows(dout, qc * chunk), pair_options(qc, kc));
         add(gq[c], pq);
         add(gk[static_cast<std::size_t>(kc)], pk);
         add(gv[static_cast<std::size_t>(kc)], pv);

@@ -21,13 +21,16 @@ struct LayoutCase {
   std::string layers = {};             // dist.pipeline_num_layers, e.g. "[3, 5]"; empty: an even split
   bool checkpointing = false;          // train.activation_checkpointing
   double capacity = 0;                 // model.moe_capacity_factor of the MoE cases (0: dropless)
+  int cp = 1;                          // dist.context_parallel_size
+  std::string cp_algorithm = "ring";   // dist.context_parallel_algorithm
 
-  int ranks() const { return dp * tp * pp; }
+  int ranks() const { return dp * tp * pp * cp; }
 
   // "gpt2_dp2_tp2_pp2_1f1b_sp_zero1": the sizes above 1 and the options that are on.
   std::string name() const {
     std::string n = fmt::format("{}_dp{}", arch, dp);
     if (tp > 1) n += fmt::format("_tp{}", tp);
+    if (cp > 1) n += fmt::format("_cp{}", cp) + (cp_algorithm == "all_to_all" ? "_a2a" : "");
     if (pp > 1) n += fmt::format("_pp{}_{}", pp, schedule);
     if (ep > 1) n += fmt::format("_ep{}", ep);
     if (sp) n += "_sp";
@@ -46,7 +49,9 @@ struct LayoutCase {
                                   fmt::format("dist.sequence_parallel={}", sp),
                                   fmt::format("dist.zero_stage={}", zero),
                                   fmt::format("dist.pipeline_schedule=\"{}\"", schedule),
-                                  fmt::format("train.activation_checkpointing={}", checkpointing)};
+                                  fmt::format("train.activation_checkpointing={}", checkpointing),
+                                  fmt::format("dist.context_parallel_size={}", cp),
+                                  fmt::format("dist.context_parallel_algorithm=\"{}\"", cp_algorithm)};
     if (schedule == "interleaved") o.emplace_back("dist.virtual_pipeline_size=2");
     if (!layers.empty()) o.push_back("dist.pipeline_num_layers=" + layers);
     return o;

@@ -1,7 +1,8 @@
 // Layout equivalence of BERT masked-LM training (docs/numerics.md#layout-equivalence), under mpirun with 2,
 // 4 and 8 ranks: a tiny BERT (post-norm blocks, token types, the MLM head tied to the word embeddings,
 // dropout on) trained on masked samples as one process (the reference, on every rank) and across the job
-// under dp=2, tp=2 with sequence parallelism, pp=2, dp=4 with ZeRO-3 and dp=2 × tp=2 × pp=2 follows the
+// under dp=2, cp=2 (ring and all-to-all: bidirectional attention over chunks), tp=2 with sequence
+// parallelism, pp=2, dp=4 with ZeRO-3 and dp=2 × tp=2 × pp=2 follows the
 // same loss curve (relative 1e-5 per step over 20 steps, fp32) and validation losses, and ends with the
 // same parameters. The masks are drawn at global sample coordinates (data/dataset/masked_lm.h), so every layout
 // masks the same tokens, and the loss is the mean over the global batch's masked tokens. The validation MLM
@@ -70,6 +71,8 @@ TEST_P(BertLayouts, FollowsTheSingleProcessRun) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BertLayouts,
                          ::testing::Values(Layout{.arch = "bert", .dp = 2},
+                                           Layout{.arch = "bert", .cp = 2},  // bidirectional over chunks
+                                           Layout{.arch = "bert", .cp = 2, .cp_algorithm = "all_to_all"},
                                            Layout{.arch = "bert", .tp = 2, .sp = true},  // with sequence parallelism
                                            Layout{.arch = "bert", .pp = 2},
                                            Layout{.arch = "bert", .dp = 4, .zero = 3},

@@ -216,7 +216,8 @@ TEST(Config, OutOfRangeValuesAreErrorsNamingTheKey) {
 
 TEST(Config, ResolvedTomlRoundTrips) {
   Config c = load_config("", {"train.precision=bf16", "data.paths=[\"a b\", \"c\"]", "optim.lr=0.0003",
-                              "optim.clip_grad=2", "optim.eps=1e-8"});
+                              "optim.clip_grad=2", "optim.eps=1e-8", "dist.context_parallel_size=4",
+                              "dist.context_parallel_algorithm=all_to_all"});
   const std::string text = to_toml(c);
   EXPECT_NE(text.find("[train]\n"), std::string::npos);
   // Floats as a person wrote them (shortest round-trip text), still TOML floats.
@@ -229,6 +230,8 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_EQ(back.data.paths, c.data.paths);
   EXPECT_EQ(back.optim.lr, 0.0003);
   EXPECT_EQ(back.optim.eps, 1e-8);
+  EXPECT_EQ(back.dist.context_parallel_size, 4);
+  EXPECT_EQ(back.dist.context_parallel_algorithm, "all_to_all");
   EXPECT_GT(config_keys().size(), 40u);
 }
 

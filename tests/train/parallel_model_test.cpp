@@ -134,16 +134,21 @@ TEST_F(ParallelModelTest, EveryLayoutTrainsLikeOneProcessAndSavesBothWays) {
   }
 }
 
-// The mesh has context parallelism's groups (dist/mesh.h), but training does not split sequences yet: a
-// layout with cp > 1 is refused before any group is made.
-TEST(ParallelGroups, ContextParallelismIsRefusedUntilTrainingSplitsSequences) {
+// A context-parallel size the job cannot hold is refused before any group is made; cp = 1 makes the
+// gradients' groups the data-parallel ones themselves.
+TEST(ParallelGroups, ContextParallelGroupsAreTheDataParallelOnesWithoutIt) {
   try {
     make_groups(dist::self_communicator(), Layout{.cp = 2});
-    FAIL() << "cp = 2 accepted";
+    FAIL() << "cp = 2 accepted on one rank";
   } catch (const Error& e) {
     EXPECT_EQ(e.message(),
-              "context parallelism (cp=2) is not implemented in training yet; its size must be 1 (docs/parallelism.md)");
+              "dist: tensor_parallel_size × pipeline_parallel_size × context_parallel_size = 1 × 1 × 2 = 2 does not "
+              "divide the world size 1");
   }
+  const ParallelGroups g = make_groups(dist::self_communicator(), Layout{});
+  EXPECT_EQ(g.dp_cp, g.dp);
+  EXPECT_EQ(g.expert_dp_cp, g.expert_dp);
+  EXPECT_EQ(g.cp_size, 1);
 }
 
 }  // namespace

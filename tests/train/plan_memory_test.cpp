@@ -2,7 +2,8 @@
 // mpirun with 2 ranks: GPT-2, LLaMA, BERT and Mixtral, small but with their model states well above
 // the fixed overheads, train two steps (the second has every state allocated) as one process (on
 // rank 0), and over both ranks as dp2, ZeRO-1/2/3, tp2 (with and without sequence parallelism), pp2
-// (1F1B and GPipe) and ep2, with and without activation checkpointing and in bf16 and fp16. Each rank's peak of
+// (1F1B and GPipe), ep2 and cp2 (ring, all-to-all, with ZeRO-1), with and without activation checkpointing
+// and in bf16 and fp16. Each rank's peak of
 // the tensor allocator over the steps (core/memory.h; what metrics.jsonl reports as peak_memory_mb)
 // must be within 10% of the plan's total for that rank's pipeline stage. TRIDENT_PLAN_TEST_DEVICE=cuda
 // runs the same matrix with train.device=cuda (a GPU per rank), where the peak read is the device's
@@ -86,7 +87,7 @@ TEST_P(PlanMemory, PeakIsWithinTenPercentOfThePlan) {
     const Config config = load_config("", o.overrides);
     const MemoryLayout layout = memory_layout(config, comm->size());
     const MemoryEstimate e = estimate_memory(config, planned_spec(config), layout);
-    const auto stage = static_cast<std::size_t>(comm->rank() / (layout.tp * layout.dp));
+    const auto stage = static_cast<std::size_t>(comm->rank() / (layout.tp * layout.cp * layout.dp));
     ASSERT_LT(stage, e.stages.size());
     predicted = static_cast<double>(e.stages[stage].total());
     const double mib = 1 << 20;
@@ -120,6 +121,21 @@ std::vector<Case> cases() {
   out.push_back({"gpt2_pp2_gpipe", "gpt2", true, {"dist.pipeline_parallel_size=2", "dist.pipeline_schedule=gpipe"}});
   out.push_back({"llama_pp2_ckpt", "llama", true, {"dist.pipeline_parallel_size=2", "train.activation_checkpointing=true"}});
   out.push_back({"mixtral_ep2", "mixtral", true, {"dist.expert_parallel_size=2"}});
+  // Context parallelism: half of each sequence per rank, the ring's buffers in each layer's backward.
+  out.push_back({"gpt2_cp2", "gpt2", true, {"dist.context_parallel_size=2"}});
+  out.push_back({"llama_cp2_ckpt", "llama", true,
+                 {"dist.context_parallel_size=2", "train.activation_checkpointing=true"}});
+  out.push_back({"gpt2_cp2_all_to_all", "gpt2", true,
+                 {"dist.context_parallel_size=2", "dist.context_parallel_algorithm=all_to_all"}});
+  out.push_back({"bert_cp2_zero1", "bert", true, {"dist.context_parallel_size=2", "dist.zero_stage=1"}});
+  // Sequences of 512, where the activations outweigh the model's states: one process, then each rank
+  // holding half of every sequence.
+  for (const auto& [name, cp] : {std::pair<std::string, bool>{"gpt2_one_long", false}, {"gpt2_cp2_long", true}}) {
+    std::vector<std::string> layout = {"train.seq_len=512", "model.max_seq_len=512", "train.micro_batch_size=2",
+                                       "train.global_batch_size=4"};
+    if (cp) layout.emplace_back("dist.context_parallel_size=2");
+    out.push_back({name, "gpt2", cp, layout});
+  }
   return out;
 }
 

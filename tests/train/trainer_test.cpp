@@ -691,7 +691,7 @@ TEST_F(Trainer, PipelineMisconfigurationsAreClearErrors) {
            fmt::format("{} with dist.pipeline_parallel_size=2: ZeRO-2/3 partition gradients",
                        std::string(stage).substr(5)));
   }
-  expect(3, {pp2}, "tp × pp = 2 does not divide the 3 ranks of the job");
+  expect(3, {pp2}, "tp × pp × cp = 2 does not divide the 3 ranks of the job");
   // What is valid: an explicit uneven split; interleaving with m a multiple of p; ZeRO-1 with data parallelism.
   EXPECT_EQ(error_of(2, {pp2, "model.n_layer=4", "dist.pipeline_num_layers=[1, 3]"}), "");
   EXPECT_EQ(error_of(2, {pp2, "model.n_layer=4", "dist.pipeline_schedule=\"interleaved\"",
@@ -713,8 +713,8 @@ TEST(TrainerConfig, HugeSizesAreErrorsNotOverflows) {
     return "";
   };
   EXPECT_EQ(error_of(1, {"dist.tensor_parallel_size=4294967296", "dist.pipeline_parallel_size=4294967296"}),
-            "dist: tensor_parallel_size × pipeline_parallel_size = 4294967296 × 4294967296 is more than the job's 1 "
-            "rank(s)");
+            "dist: tensor_parallel_size × pipeline_parallel_size × context_parallel_size = 4294967296 × 4294967296 × 1 "
+            "is more than the job's 1 rank(s)");
   // 7 × 7905747460161236407 = 3 · 2^64 + 1, which wraps to 1: refused before the product, tp = 7 being no power of two
   EXPECT_EQ(error_of(1, {"dist.tensor_parallel_size=7", "dist.pipeline_parallel_size=7905747460161236407"}),
             "dist.tensor_parallel_size must be a power of two, got 7");

@@ -1,7 +1,8 @@
 // Layout equivalence of unpacked, padded samples (data.packing = false; docs/numerics.md#layout-equivalence),
 // under mpirun with 2 and 4 ranks: one grammar line per sample, padded to train.seq_len with the attention
 // mask, for the tiny GPT (causal plus padding mask) and the tiny BERT (padding mask, masked LM), trained
-// under dp=2, tp=2 (BERT with sequence parallelism), pp=2 and (BERT) pp=4, follows the single-process run
+// under dp=2, tp=2 (BERT with sequence parallelism), pp=2, (BERT) pp=4 and cp=2 (the key masks whole, the
+// tokens in chunks), follows the single-process run
 // (relative 1e-5 per step over 10 steps, validation losses, final parameters): the loss is the mean over the
 // real tokens of the global batch whatever the layout, and every pipeline stage reads the key masks. And a
 // single-process run of train.epochs=2, resumed under dp=2 from its checkpoint in the middle of the second
@@ -64,7 +65,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, UnpackedLayouts,
                                            Layout{.arch = "bert", .tp = 2, .sp = true},
                                            Layout{.arch = "bert", .pp = 2},
                                            // Middle stages: they read the micro-batches for the key masks alone.
-                                           Layout{.arch = "bert", .pp = 4}),
+                                           Layout{.arch = "bert", .pp = 4},
+                                           // Context parallelism: the key masks whole, the tokens in chunks.
+                                           Layout{.cp = 2}, Layout{.arch = "bert", .cp = 2}),
                          [](const auto& p) { return p.param.name(); });
 
 // 45 training documents (data.split 3,97,0), two epochs in global batches of 8: ⌊90 / 8⌋ = 11 steps. The

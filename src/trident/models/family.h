@@ -40,13 +40,15 @@ enum class Objective {
 inline bool generates(Objective o) { return o == Objective::next_token; }
 
 // The model's view of the parallel layout: the groups its layers join, each a dist::Group of one
-// dimension (train::ParallelGroups::layer_group makes them): tensor parallelism (every family) and
-// expert parallelism (the MoE families' experts). A dimension that layers use is a field here, read by
-// the families it concerns.
+// dimension (train::ParallelGroups::layer_group makes them): tensor parallelism (every family), expert
+// parallelism (the MoE families' experts) and context parallelism (every family's attention). A dimension
+// that layers use is a field here, read by the families it concerns.
 struct ModelParallel {
   nn::TensorParallel tp;
   nn::ExpertParallel ep;
-  ModelParallel(nn::TensorParallel t = {}, nn::ExpertParallel e = {}) : tp(std::move(t)), ep(std::move(e)) {}  // NOLINT: implicit from tp
+  nn::ContextParallel cp;
+  ModelParallel(nn::TensorParallel t = {}, nn::ExpertParallel e = {}, nn::ContextParallel c = {})  // NOLINT: implicit from tp
+      : tp(std::move(t)), ep(std::move(e)), cp(std::move(c)) {}
 };
 
 // Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.

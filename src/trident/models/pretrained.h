@@ -51,7 +51,8 @@ struct SaveOptions {
   std::vector<std::string> extra_files = {};             // copied into DIR (a tokenizer.json, say)
 };
 
-// This rank's copy of the parameters, among the ranks holding the same ones: 0 writes them.
+// This rank's copy of the parameters, among the ranks holding the same ones (data-parallel ranks, and
+// under context parallelism the cp ranks beside them: dp × cp): 0 writes them.
 struct Replica {
   int data_parallel_rank = 0;
   int expert_data_parallel_rank = 0;  // for expert-parallel parameters (Parameter::expert_parallel)

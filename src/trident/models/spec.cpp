@@ -1,5 +1,6 @@
 #include "trident/models/spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "trident/core/error.h"
@@ -74,6 +75,19 @@ void TransformerSpec::validate_tensor_parallel(int tp) const {
                 "holds whole query groups)",
                 tp, n_kv_head);
   TRIDENT_CHECK(d_ff % tp == 0, "dist.tensor_parallel_size={} must divide the MLP width d_ff={}", tp, d_ff);
+}
+
+void TransformerSpec::validate_context_parallel(int cp, int tp, bool all_to_all) const {
+  if (cp <= 1) return;
+  tp = std::max(tp, 1);
+  TRIDENT_CHECK(!all_to_all || ((n_head / tp) % cp == 0 && (n_kv_head / tp) % cp == 0),
+                "dist.context_parallel_algorithm=all_to_all scatters the heads: the {} query heads ({} key/value heads) "
+                "per tensor-parallel rank must divide by dist.context_parallel_size={} (or use the ring)",
+                n_head / tp, n_kv_head / tp, cp);
+  TRIDENT_CHECK(n_experts == 0 || moe_capacity_factor == 0,
+                "model.moe_capacity_factor={} with dist.context_parallel_size={}: capacity drops depend on the whole "
+                "micro-batch's token order; use dropless routing (model.moe_capacity_factor=0)",
+                moe_capacity_factor, cp);
 }
 
 void TransformerSpec::validate_expert_parallel(int ep) const {

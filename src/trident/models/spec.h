@@ -70,6 +70,10 @@ struct TransformerSpec {
   void validate_tensor_parallel(int tp) const;
   // Throws unless `ep` expert-parallel ranks split each MoE layer's experts evenly.
   void validate_expert_parallel(int ep) const;
+  // Throws unless the model runs split over `cp` context-parallel ranks: the all-to-all algorithm scatters
+  // each tensor-parallel rank's heads (query and key/value) over them; capacity-bounded experts drop by the
+  // whole micro-batch's token order, so they need cp = 1.
+  void validate_context_parallel(int cp, int tp, bool all_to_all) const;
 };
 
 }  // namespace trident::models

@@ -14,10 +14,12 @@ namespace trident::models {
 namespace ag = trident::autograd;
 
 TransformerLM::TransformerLM(const TransformerSpec& spec, const ModelParallel& parallel, StageRange stage)
-    : nn::Module(""), spec_(spec), family_(&models::family(spec.family)), tp_(parallel.tp), stage_(stage) {
+    : nn::Module(""), spec_(spec), family_(&models::family(spec.family)), tp_(parallel.tp), cp_(parallel.cp),
+      stage_(stage) {
   const nn::TensorParallel& tp = parallel.tp;
   spec_.validate();
   spec_.validate_tensor_parallel(tp.size());
+  spec_.validate_context_parallel(cp_.size(), tp.size(), cp_.all_to_all);
   if (stage_.last_layer < 0) stage_.last_layer = spec.n_layer;
   TRIDENT_CHECK(0 <= stage_.first_layer && stage_.first_layer <= stage_.last_layer && stage_.last_layer <= spec.n_layer,
                 "TransformerLM: stage layers [{}, {}) outside the model's {} layers", stage_.first_layer, stage_.last_layer,
@@ -134,8 +136,13 @@ Variable TransformerLM::embed(const Tensor& ids, const ForwardContext& ctx) cons
 Variable TransformerLM::embed_impl(const Tensor& ids, const ForwardContext& ctx) const {
   TRIDENT_CHECK(ids.rank() == 2, "TransformerLM: token ids must be [batch, seq], got {}", ids.shape());
   const std::int64_t T_full = ids.shape()[1];
-  TRIDENT_CHECK(ctx.position_offset + T_full <= spec_.max_seq_len, "TransformerLM: positions up to {} exceed max_seq_len {}",
-                ctx.position_offset + T_full, spec_.max_seq_len);
+  // Under context parallelism the ids are this rank's chunks of sequences of context.seq_len tokens.
+  const std::int64_t T_whole = ctx.context.active() ? ctx.context.seq_len : T_full;
+  TRIDENT_CHECK(!ctx.context.active() || T_full == ctx.context.local_len(),
+                "TransformerLM: {} token ids per sample, but context parallelism gives this rank {} of {}", T_full,
+                ctx.context.local_len(), T_whole);
+  TRIDENT_CHECK(ctx.position_offset + T_whole <= spec_.max_seq_len, "TransformerLM: positions up to {} exceed max_seq_len {}",
+                ctx.position_offset + T_whole, spec_.max_seq_len);
   TRIDENT_CHECK(!tp_.sequence_split() || T_full % tp_.size() == 0,
                 "sequence parallelism: the sequence length {} does not divide by tensor_parallel_size={}", T_full,
                 tp_.size());
@@ -146,9 +153,7 @@ Variable TransformerLM::embed_impl(const Tensor& ids, const ForwardContext& ctx)
     // Each sample's own positions, restarting at each document: [B, T, D] added as it is.
     h = ag::add(h, wpe_->forward(positions.to(ids.device()), sctx));
   } else if (wpe_) {
-    std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
-    for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = ctx.position_offset + sctx.seq_offset + t;
-    Variable p = wpe_->forward(Tensor::from_vector(pos, {T}).to(ids.device()), sctx);  // [T, D]
+    Variable p = wpe_->forward(ctx.global_positions(sctx.seq_offset, T).to(ids.device()), sctx);  // [T, D]
     const std::int64_t B = ids.shape()[0];
     // Broadcast positions over the batch: add to each sample through a [B·T, D] bias-free view.
     h = ag::reshape(h, {B, T * spec_.d_model});
@@ -160,9 +165,11 @@ Variable TransformerLM::embed_impl(const Tensor& ids, const ForwardContext& ctx)
     const std::int64_t B = ids.shape()[0];
     Tensor types = Tensor::zeros({B, T}, DType::i64);
     if (ctx.token_types.defined()) {
-      TRIDENT_CHECK(ctx.token_types.shape() == ids.shape(), "TransformerLM: token types {} do not match the ids {}",
-                    ctx.token_types.shape(), ids.shape());
-      types = ops::slice(ctx.token_types.to(Device::cpu()).to(DType::i64), 1, sctx.seq_offset, sctx.seq_offset + T);
+      TRIDENT_CHECK(ctx.token_types.shape() == Shape({ids.shape()[0], T_whole}),
+                    "TransformerLM: token types {} do not match the ids' batch [{}, {}]", ctx.token_types.shape(),
+                    ids.shape()[0], T_whole);
+      const Tensor local = ctx.context.take(ctx.token_types.to(Device::cpu()).to(DType::i64), 1);
+      types = ops::slice(local, 1, sctx.seq_offset, sctx.seq_offset + T);
     }
     h = ag::add(h, wtte_->forward(types.to(ids.device()), sctx));
   }
@@ -211,7 +218,8 @@ Variable TransformerLM::head_local(const Variable& h, const ForwardContext& ctx)
 
 Variable TransformerLM::pooled(const Variable& h, const ForwardContext& ctx) const {
   TRIDENT_CHECK(pooler_, "TransformerLM: this {} has no pooler (model.pooler = true builds one)", family_->display_name);
-  TRIDENT_CHECK(!tp_.sequence_split(), "TransformerLM: the pooled output needs the whole sequence (no sequence parallelism)");
+  TRIDENT_CHECK(!tp_.sequence_split() && !ctx.context.active(),
+                "TransformerLM: the pooled output needs the whole sequence (no sequence or context parallelism)");
   return pooler_->forward(h, ctx);
 }
 
@@ -318,7 +326,9 @@ Variable TransformerLM::loss(const Tensor& ids, const Tensor& labels, const Forw
   if (c.aux == nullptr) c.aux = &local;
   const std::size_t first = c.aux->losses.size();
   Variable total = logits_loss(head_local(hidden(ids, c), c), labels, normalizer);
-  const double weight = normalizer > 0 ? static_cast<double>(labels.numel()) / normalizer : 1.0;
+  // The micro-batch's share of the global batch's tokens: under context parallelism the labels are this
+  // rank's chunks, and the micro-batch holds context.size times as many.
+  const double weight = normalizer > 0 ? static_cast<double>(labels.numel() * ctx.context.size) / normalizer : 1.0;
   Variable aux;
   for (std::size_t i = first; i < c.aux->losses.size(); ++i) aux = aux.defined() ? ag::add(aux, c.aux->losses[i]) : c.aux->losses[i];
   if (!aux.defined()) return total;

@@ -125,6 +125,7 @@ class TransformerLM : public nn::Module {
   TransformerSpec spec_;
   const Family* family_;
   nn::TensorParallel tp_;
+  nn::ContextParallel cp_;
   std::int64_t padded_vocab_ = 0;
   // The vocabulary tables are sharded or padded (padded_vocab_ != V): head and loss skip the padding.
   bool vocab_split_ = false;

@@ -15,6 +15,8 @@
 #include "trident/core/rng.h"
 #include "trident/autograd/variable.h"
 #include "trident/core/tensor.h"
+#include "trident/dist/group.h"
+#include "trident/parallel/context/sequence.h"
 
 namespace trident::nn {
 
@@ -64,6 +66,12 @@ struct PredictionCounts {
   std::int64_t correct = 0;
 };
 
+// The context-parallel group of the attention layers (dist::Mesh's cp groups; null: each rank holds whole
+// sequences) and its algorithm (parallel/context/attention.h).
+struct ContextParallel : dist::Group {
+  bool all_to_all = false;  // false: the ring
+};
+
 struct ForwardContext;
 // With ctx.document_positions: the positions [B, count] (i64, host) of tokens [from, from + count) of the
 // sequence, each counted from its document's start (ctx.document_starts). Undefined otherwise.
@@ -100,12 +108,27 @@ struct ForwardContext {
   Tensor document_starts = {};
   bool document_attention = false;
   bool document_positions = false;
+  // Context parallelism: this rank's local sequence is its two chunks of the whole (ChunkLayout; inactive:
+  // the whole sequence). token_types, key_mask and document_starts stay whole [B, context.seq_len];
+  // positions, dropout masks and attention refer to global positions through it.
+  parallel::context::ChunkLayout context = {};
 
   // The RNG of one dropout site ("transformer.h.3.attn.resid") at this step.
   CounterRng dropout_rng(const std::string& site) const {
     return CounterRng(seed, "dropout/" + site).derive(std::to_string(step));
   }
-  // Where a local activation [b, T, ...] sits in the global-batch activation.
+  // The global positions (i64 [count], host) of tokens [from, from + count) of the local sequence (the
+  // cp-local one under context parallelism; position_offset counts before them when generating).
+  Tensor global_positions(std::int64_t from, std::int64_t count) const;
+  // Where a local activation [b, T, ...] sits in the global-batch activation: one slice per run of
+  // consecutive global positions (two when context parallelism's chunks meet in it), each covering
+  // `length` of its dimension 1 from `local_begin`.
+  struct Piece {
+    std::int64_t local_begin, length;
+    GlobalSlice slice;
+  };
+  std::vector<Piece> batch_pieces(const Shape& local) const;
+  // The one slice of a local activation that holds one run (no context parallelism, or within one chunk).
   GlobalSlice batch_slice(const Shape& local) const {
     Shape global = local;
     std::vector<std::int64_t> offsets(local.rank(), 0);

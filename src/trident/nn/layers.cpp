@@ -211,7 +211,39 @@ Variable RMSNorm::forward(const Variable& x, const ForwardContext& ctx) const {
 
 Variable dropout(const Variable& x, double p, const std::string& site, const ForwardContext& ctx) {
   if (!ctx.training || p <= 0.0) return x;
-  return ag::dropout(x, p, ctx.dropout_rng(site), ctx.batch_slice(x.shape()));
+  const std::vector<ForwardContext::Piece> pieces = ctx.batch_pieces(x.shape());
+  if (pieces.size() == 1) return ag::dropout(x, p, ctx.dropout_rng(site), pieces[0].slice);
+  // Context parallelism: the local rows hold two runs of the sequence; each is dropped at its positions.
+  std::vector<Variable> parts;
+  for (const ForwardContext::Piece& piece : pieces) {
+    parts.push_back(ag::dropout(ag::slice(x, 1, piece.local_begin, piece.local_begin + piece.length), p,
+                                ctx.dropout_rng(site), piece.slice));
+  }
+  return ag::concat(parts, 1);
+}
+
+Tensor ForwardContext::global_positions(std::int64_t from, std::int64_t count) const {
+  if (context.active()) return context.positions(from, count);
+  Tensor p = Tensor::empty({count}, DType::i64);
+  auto* d = p.data<std::int64_t>();
+  for (std::int64_t i = 0; i < count; ++i) d[i] = position_offset + from + i;
+  return p;
+}
+
+std::vector<ForwardContext::Piece> ForwardContext::batch_pieces(const Shape& local) const {
+  if (!context.active() || local.rank() < 2) return {Piece{0, local.rank() > 1 ? local[1] : 0, batch_slice(local)}};
+  // Under sequence parallelism too, the local rows are [seq_offset, seq_offset + T) of the cp-local sequence.
+  const std::int64_t from = seq_global > 0 ? seq_offset : 0;
+  std::vector<Piece> pieces;
+  for (const auto& run : context.runs(from, local[1])) {
+    Shape part = local;
+    part[1] = run.length;
+    GlobalSlice slice = batch_slice(part);
+    slice.global_shape[1] = context.seq_len;
+    slice.offsets[1] = run.global_begin;
+    pieces.push_back({run.local_begin - from, run.length, std::move(slice)});
+  }
+  return pieces;
 }
 
 }  // namespace trident::nn

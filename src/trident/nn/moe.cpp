@@ -72,9 +72,13 @@ MoERouting route_top_k(const std::vector<double>& probs, std::int64_t tokens, st
   return r;
 }
 
-MoE::MoE(std::string prefix, MoEOptions options, ExpertParallel ep)
-    : Layer(std::move(prefix)), options_(std::move(options)), ep_(std::move(ep)) {
+MoE::MoE(std::string prefix, MoEOptions options, ExpertParallel ep, dist::Group cp)
+    : Layer(std::move(prefix)), options_(std::move(options)), ep_(std::move(ep)), cp_(std::move(cp)) {
   const MoEOptions& o = options_;
+  TRIDENT_CHECK(!cp_.active() || o.dispatch == MoEDispatch::dropless,
+                "model.moe_capacity_factor={} with dist.context_parallel_size={}: capacity drops depend on the whole "
+                "micro-batch's token order; use dropless routing (model.moe_capacity_factor=0)",
+                o.capacity_factor, cp_.size());
   TRIDENT_CHECK(o.d_model > 0 && o.d_ff > 0, "moe: d_model={} and d_ff={} must be positive", o.d_model, o.d_ff);
   TRIDENT_CHECK(o.n_experts >= 1, "moe: n_experts={} must be positive", o.n_experts);
   TRIDENT_CHECK(o.top_k >= 1 && o.top_k <= o.n_experts, "moe: top_k={} must be in [1, n_experts={}]", o.top_k,
@@ -319,13 +323,23 @@ Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
     st.max_load = static_cast<double>(*std::max_element(r.routed.begin(), r.routed.end()));
     st.mean_load = static_cast<double>(N * K) / static_cast<double>(E);
     ctx.aux->stats.push_back(std::move(st));
+    // Under context parallelism the means run over the whole sequences' tokens (N_g on all cp ranks), and
+    // each rank adds its tokens' terms: the shares sum to the whole sequence's loss.
+    const std::int64_t N_g = N * cp_.size();
     if (o.aux_loss_coef != 0) {
       // coef · E · Σ_e f_e P_e = coef · E / N · Σ_t Σ_e probs[t, e] f_e
+      Tensor routed = Tensor::from_vector<std::int64_t>(r.routed, {E});
+      if (cp_.active()) {
+        dist::CollectiveOptions counts;
+        counts.context = "moe routed counts in " + prefix();
+        cp_.group->all_reduce_sync(routed, counts);
+      }
+      const auto* n_e = routed.data<std::int64_t>();
       std::vector<double> f(static_cast<std::size_t>(E));
       for (std::int64_t e = 0; e < E; ++e)
-        f[static_cast<std::size_t>(e)] = static_cast<double>(r.routed[static_cast<std::size_t>(e)]) / static_cast<double>(N * K);
+        f[static_cast<std::size_t>(e)] = static_cast<double>(n_e[e]) / static_cast<double>(N_g * K);
       Variable pf = ag::matmul(probs, constant(f, {E, 1}, rdt, device));
-      ctx.aux->losses.push_back(ag::scale(ag::sum(pf), o.aux_loss_coef * static_cast<double>(E) / static_cast<double>(N)));
+      ctx.aux->losses.push_back(ag::scale(ag::sum(pf), o.aux_loss_coef * static_cast<double>(E) / static_cast<double>(N_g)));
     }
     if (o.z_loss_coef != 0) {
       // logsumexp_t, with its exact value and gradient probs_t, as
@@ -347,7 +361,7 @@ Variable MoE::forward(const Variable& x_in, const ForwardContext& ctx) const {
       const Variable p_const(probs.data());
       Variable lse = ag::add(ag::matmul(ag::mul(logits, p_const), constant(std::vector<double>(static_cast<std::size_t>(E), 1.0), {E, 1}, rdt, device)),
                              constant(c, {N, 1}, rdt, device));
-      ctx.aux->losses.push_back(ag::scale(ag::sum(ag::mul(lse, lse)), o.z_loss_coef / static_cast<double>(N)));
+      ctx.aux->losses.push_back(ag::scale(ag::sum(ag::mul(lse, lse)), o.z_loss_coef / static_cast<double>(N_g)));
     }
   }
   return ag::reshape(y, in_shape);

@@ -110,8 +110,11 @@ using ExpertParallel = dist::Group;
 
 class MoE : public Layer {
  public:
-  // Errors name dist.expert_parallel_size when it does not divide n_experts.
-  MoE(std::string prefix, MoEOptions options, ExpertParallel ep = {});
+  // Errors name dist.expert_parallel_size when it does not divide n_experts. Under context parallelism
+  // (cp: the ranks that hold the other chunks of the same sequences) the auxiliary losses are each rank's
+  // share of the whole sequence's: the routed counts are summed over cp, and the means are over its tokens.
+  // Capacity dispatch drops by the whole micro-batch's token order, so it is refused under cp.
+  MoE(std::string prefix, MoEOptions options, ExpertParallel ep = {}, dist::Group cp = {});
   // x [B, T, D] (or [N, D]) → the same shape, in ctx.compute_dtype (x is cast to it first).
   Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
@@ -131,6 +134,7 @@ class MoE : public Layer {
 
   MoEOptions options_;
   ExpertParallel ep_;
+  dist::Group cp_;
   Linear* gate_ = nullptr;
   std::vector<FeedForward*> experts_;
   FeedForward* shared_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include "trident/autograd/autograd.h"
 #include "trident/ops/shape.h"
+#include "trident/parallel/context/attention.h"
 
 namespace trident::nn {
 
@@ -29,8 +30,8 @@ void check_heads(const SelfAttentionOptions& o, int tp) {
 }  // namespace
 
 SelfAttention::SelfAttention(std::string prefix, SelfAttentionOptions options, std::int64_t layer_index,
-                             const TensorParallel& tp)
-    : Layer(std::move(prefix)), options_(std::move(options)), layer_(layer_index), tp_(tp) {
+                             const TensorParallel& tp, const ContextParallel& cp)
+    : Layer(std::move(prefix)), options_(std::move(options)), layer_(layer_index), tp_(tp), cp_(cp) {
   const SelfAttentionOptions& o = options_;
   check_heads(o, tp.size());
   const std::int64_t D = o.d_model, hd = o.head_dim();
@@ -55,13 +56,19 @@ Tensor document_positions(const ForwardContext& ctx, std::int64_t from, std::int
   TRIDENT_CHECK(ctx.position_offset == 0 && !ctx.cache, "positions restarting at each document need no KV cache");
   const Tensor starts = ctx.document_starts.to(Device::cpu());
   const std::int64_t B = starts.size(0), T = starts.size(1);
-  TRIDENT_CHECK(from >= 0 && from + count <= T, "document positions of tokens [{}, {}) of a sequence of {}", from,
-                from + count, T);
+  const std::int64_t local = ctx.context.active() ? ctx.context.local_len() : T;
+  TRIDENT_CHECK(from >= 0 && from + count <= local, "document positions of tokens [{}, {}) of a sequence of {}", from,
+                from + count, local);
+  // Each token's global position (its place in the whole sequence under context parallelism), less its
+  // document's start.
+  const Tensor global = ctx.context.active() ? ctx.context.positions(from, count) : Tensor();
   Tensor positions = Tensor::empty({B, count}, DType::i64);
   const auto* s = starts.data<std::int32_t>();
   auto* p = positions.data<std::int64_t>();
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t t = 0; t < count; ++t) p[b * count + t] = from + t - s[b * T + from + t];
+  for (std::int64_t t = 0; t < count; ++t) {
+    const std::int64_t g = global.defined() ? global.data<std::int64_t>()[t] : from + t;
+    for (std::int64_t b = 0; b < B; ++b) p[b * count + t] = g - s[b * T + g];
+  }
   return positions;
 }
 
@@ -84,11 +91,20 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
     if (const Tensor positions = document_positions(ctx, 0, T); positions.defined()) {
       q = ag::rope(q, positions, *options_.rope);
       k = ag::rope(k, positions, *options_.rope);
+    } else if (ctx.context.active()) {
+      const Tensor global = ctx.global_positions(0, T);
+      q = ag::rope(q, global, *options_.rope);
+      k = ag::rope(k, global, *options_.rope);
     } else {
       q = ag::rope(q, ctx.position_offset, *options_.rope);
       k = ag::rope(k, ctx.position_offset, *options_.rope);
     }
   }
+  TRIDENT_CHECK(!cp_.active() || !ctx.cache, "generation with context parallelism is not supported ({})", prefix());
+  TRIDENT_CHECK(cp_.size() == ctx.context.size && (!cp_.active() || ctx.context.local_len() == T),
+                "{}: the context-parallel group has {} rank(s) but the forward context splits the sequence over {} (of "
+                "{} tokens, {} here)",
+                prefix(), cp_.size(), ctx.context.size, ctx.context.seq_len, T);
   if (ctx.cache) {
     // Generation: prepend the cached keys/values (no gradients flow here).
     TRIDENT_CHECK(static_cast<std::size_t>(layer_) < ctx.cache->keys.size(),
@@ -112,17 +128,18 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
   ops::AttentionOptions attention;
   attention.causal = options_.causal;
   attention.window = options_.window;
+  const std::int64_t whole = cp_.active() ? ctx.context.seq_len : T;  // the masks cover the whole sequence
   if (ctx.key_mask.defined()) {
     TRIDENT_CHECK(!ctx.cache, "attention: a key mask (padding) with a KV cache is not supported");
-    TRIDENT_CHECK(ctx.key_mask.shape() == Shape({B, T}), "attention: the key mask {} does not match the batch [{}, {}]",
-                  ctx.key_mask.shape(), B, T);
+    TRIDENT_CHECK(ctx.key_mask.shape() == Shape({B, whole}),
+                  "attention: the key mask {} does not match the batch [{}, {}]", ctx.key_mask.shape(), B, whole);
     attention.key_mask = ctx.key_mask.device() == q.data().device() ? ctx.key_mask : ctx.key_mask.to(q.data().device());
   }
   if (ctx.document_attention && ctx.document_starts.defined()) {
     TRIDENT_CHECK(!ctx.cache, "attention: packed documents with a KV cache are not supported");
-    TRIDENT_CHECK(ctx.document_starts.shape() == Shape({B, T}),
+    TRIDENT_CHECK(ctx.document_starts.shape() == Shape({B, whole}),
                   "attention: the document starts {} do not match the batch [{}, {}]", ctx.document_starts.shape(), B,
-                  T);
+                  whole);
     attention.document_starts = ctx.document_starts.to(q.data().device());
   }
   if (ctx.training && options_.attention_dropout > 0) {
@@ -133,7 +150,9 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
     attention.dropout.head_offset = tp_.rank() * H;
     attention.dropout.heads = options_.n_head;
   }
-  Variable y = ag::attention(q, k, v, attention);
+  Variable y = cp_.active() ? parallel::context::context_attention(
+                                   q, k, v, attention, {cp_, cp_.all_to_all, ctx.context, prefix()})
+                             : ag::attention(q, k, v, attention);
   y = out_->forward(ag::reshape(y, {B, T, H * hd}), ctx);
   return dropout(y, options_.dropout, prefix() + ".resid", ctx);
 }

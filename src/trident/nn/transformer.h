@@ -57,8 +57,10 @@ struct SelfAttentionOptions {
 class SelfAttention : public Layer {
  public:
   // `layer_index` is the block's index in the model: its slot in a KV cache.
+  // Under context parallelism (cp active) x holds this rank's chunks of each sequence, and attention runs
+  // over the whole sequence through parallel/context.
   SelfAttention(std::string prefix, SelfAttentionOptions options, std::int64_t layer_index,
-                const TensorParallel& tp = {});
+                const TensorParallel& tp = {}, const ContextParallel& cp = {});
   // x [B, T, D] → [B, T, D]
   Variable forward(const Variable& x, const ForwardContext& ctx) const override;
 
@@ -66,6 +68,7 @@ class SelfAttention : public Layer {
   SelfAttentionOptions options_;
   std::int64_t layer_;
   TensorParallel tp_;
+  ContextParallel cp_;
   Linear* qkv_ = nullptr;
   Linear* q_ = nullptr;
   Linear* k_ = nullptr;

@@ -44,7 +44,7 @@ std::optional<double> Evaluator::evaluate(const std::function<bool()>& stop) {
     auto total = [&](std::int64_t n) {
       double x = static_cast<double>(n);
       if (run_.par.pipelined()) x = run_.par.pp->all_reduce_scalar(x, dist::ReduceOp::sum);
-      return run_.par.dp->all_reduce_scalar(x, dist::ReduceOp::sum);
+      return run_.par.dp_cp->all_reduce_scalar(x, dist::ReduceOp::sum);
     };
     const double correct = total(counts.correct), labelled = total(counts.labelled);
     mlm_accuracy_ = labelled > 0 ? correct / labelled : 0.0;

@@ -21,8 +21,10 @@ ModelRunner::ModelRunner(const models::TransformerSpec& spec, ParallelState& par
       chunks_.push_back(std::make_unique<models::TransformerLM>(spec, mp, ranges[static_cast<std::size_t>(c * p + par.pp_rank)]));
     }
     executor_ = std::make_unique<pl::Executor>(par.pp, v);
+    // A stage's activations: this rank's tokens of each sequence (its cp chunks, then its sequence-parallel
+    // slice of those).
     const std::int64_t t = par.sequence_parallel ? par.tp_size : 1;
-    boundary_ = pl::Boundary{Shape{options_.micro_batch_size, options_.seq_len / t, spec.d_model},
+    boundary_ = pl::Boundary{Shape{options_.micro_batch_size, options_.seq_len / par.cp_size / t, spec.d_model},
                              options_.compute_dtype, options_.device};
   }
   for (const auto& chunk : chunks_) {
@@ -47,9 +49,9 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     // Before any bucket of GradSync is launched (it launches during the last micro-batch's backward) and
     // before ZeRO's last reduction: abandoning here leaves no communication in flight.
     if (m > 0 && stop_before && stop_before(m)) return std::nullopt;
-    data::Batch b = next();
+    data::Batch b = own_chunks(next());
     if (par_.grad_sync) par_.grad_sync->begin_micro_batch(last);
-    nn::ForwardContext ctx = context(m);
+    nn::ForwardContext ctx = context_of(context, m);
     set_masks(ctx, b);
     if (spec_.n_experts > 0) ctx.aux = &step_aux_;
     Variable loss = model.loss(b.tokens, b.labels, ctx, normalizer);
@@ -60,8 +62,8 @@ std::optional<double> ModelRunner::train_step(std::int64_t micro_batches, const 
     if (par_.zero) par_.zero->reduce_gradients(last);
   }
   if (par_.grad_sync) par_.grad_sync->finish();
-  // Each rank's loss is its share of the global-batch mean.
-  return par_.dp->all_reduce_scalar(local, dist::ReduceOp::sum);
+  // Each rank's loss is its share of the global-batch mean (its samples, and under cp its chunks of them).
+  return par_.dp_cp->all_reduce_scalar(local, dist::ReduceOp::sum);
 }
 
 double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std::int64_t micro_batches,
@@ -74,7 +76,7 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
   nn::AuxLosses chunk_aux;
   step_aux_.clear();
   pl::StepCallbacks cb;
-  cb.load = [&](int mb) { batches[mb] = next(); };
+  cb.load = [&](int mb) { batches[mb] = own_chunks(next()); };
   cb.side_loss = [&](int, int) -> Variable {
     step_aux_.stats.insert(step_aux_.stats.end(), chunk_aux.stats.begin(), chunk_aux.stats.end());
     Variable aux = chunk_aux.total();
@@ -87,7 +89,7 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
   };
   cb.forward = [&](int mb, int chunk, const Variable& input) -> Variable {
     const models::TransformerLM& model = *chunks_[static_cast<std::size_t>(chunk)];
-    nn::ForwardContext ctx = context(mb);
+    nn::ForwardContext ctx = context_of(context, mb);
     if (spec_.n_experts > 0 && ctx.training) ctx.aux = &chunk_aux;
     auto batch = batches.find(mb);
     if (batch == batches.end() && options_.attention_masks) {
@@ -95,7 +97,7 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
       // every schedule runs the first chunk's forwards in micro-batch order.
       TRIDENT_CHECK(mb == static_cast<int>(batches.size()), "pipeline: micro-batch {} met before micro-batch {}",
                     mb, batches.size());
-      batch = batches.emplace(mb, next()).first;
+      batch = batches.emplace(mb, own_chunks(next())).first;
     }
     const bool needs_batch = model.stage().embed || model.stage().head;
     TRIDENT_CHECK(!needs_batch || batch != batches.end(), "pipeline: micro-batch {} was not loaded", mb);
@@ -120,6 +122,24 @@ double ModelRunner::pipeline_pass(const std::vector<pl::Instruction>& list, std:
   // The loss as the single process reports it: the last stages' losses and every stage's auxiliary losses.
   const double mine = par_.tp_rank == 0 ? (par_.last_stage() ? local : 0.0) + step_aux_.weighted_value : 0.0;
   return par_.world->all_reduce_scalar(mine, dist::ReduceOp::sum);
+}
+
+data::Batch ModelRunner::own_chunks(data::Batch b) const {
+  const parallel::context::ChunkLayout layout = chunk_layout();
+  if (!layout.active()) return b;
+  if (b.tokens.defined()) b.tokens = layout.take(b.tokens, 1);
+  if (b.labels.defined()) b.labels = layout.take(b.labels, 1);
+  return b;  // key_mask and document_starts stay whole: attention reads them at global positions
+}
+
+parallel::context::ChunkLayout ModelRunner::chunk_layout() const {
+  return {par_.cp_rank, par_.cp_size, options_.seq_len};
+}
+
+nn::ForwardContext ModelRunner::context_of(const ContextOf& context, std::int64_t m) const {
+  nn::ForwardContext ctx = context(m);
+  ctx.context = chunk_layout();
+  return ctx;
 }
 
 void ModelRunner::set_masks(nn::ForwardContext& ctx, const data::Batch& b) const {
@@ -163,12 +183,12 @@ double ModelRunner::evaluate(std::int64_t batches, const NextBatch& next, const 
   }
   double total = 0;
   for (std::int64_t i = 0; i < batches; ++i) {
-    data::Batch b = next();
-    nn::ForwardContext ctx = context(i);
+    data::Batch b = own_chunks(next());
+    nn::ForwardContext ctx = context_of(context, i);
     set_masks(ctx, b);
     total += chunks_.front()->loss(b.tokens, b.labels, ctx, normalizer).data().item();
   }
-  return par_.dp->all_reduce_scalar(total, dist::ReduceOp::sum);
+  return par_.dp_cp->all_reduce_scalar(total, dist::ReduceOp::sum);
 }
 
 double ModelRunner::grad_sum_of_squares() {

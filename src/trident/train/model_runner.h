@@ -96,6 +96,11 @@ class ModelRunner {
  private:
   // Puts micro-batch b's attention masks into ctx (key mask, documents and what they govern).
   void set_masks(nn::ForwardContext& ctx, const data::Batch& b) const;
+  // Context parallelism: this rank's chunks of a micro-batch's sequences (tokens and labels; the masks stay
+  // whole), the chunk layout, and a micro-batch's forward context with it.
+  data::Batch own_chunks(data::Batch b) const;
+  parallel::context::ChunkLayout chunk_layout() const;
+  nn::ForwardContext context_of(const ContextOf& context, std::int64_t m) const;
   // The pipeline: one step's instructions through the executor.
   double pipeline_pass(const std::vector<parallel::pipeline::Instruction>& list, std::int64_t micro_batches,
                        const NextBatch& next, const ContextOf& context, double normalizer, double loss_scale);

@@ -27,6 +27,9 @@ constexpr NamedGroup kNamedGroups[] = {
     {dist::GroupKind::embedding, &G::embedding, nullptr, nullptr},
     {dist::GroupKind::ep, &G::ep, &G::ep_rank, &G::ep_size},
     {dist::GroupKind::expert_dp, &G::expert_dp, &G::expert_dp_rank, nullptr},
+    {dist::GroupKind::cp, &G::cp, &G::cp_rank, &G::cp_size},
+    {dist::GroupKind::dp_cp, &G::dp_cp, &G::dp_cp_rank, &G::dp_cp_size},
+    {dist::GroupKind::expert_dp_cp, &G::expert_dp_cp, &G::expert_dp_cp_rank, nullptr},
 };
 
 const NamedGroup& named(dist::GroupKind kind) {
@@ -55,16 +58,18 @@ ParallelGroups make_groups(std::shared_ptr<dist::Communicator> world, const Layo
   ParallelGroups g;
   g.world = std::move(world);
   g.rank = g.world->rank();
-  // The mesh has context parallelism's groups (dist/mesh.h); training does not split sequences yet.
-  TRIDENT_CHECK(layout.cp == 1,
-                "context parallelism (cp={}) is not implemented in training yet; its size must be 1 (docs/parallelism.md)",
-                layout.cp);
   g.mesh = std::make_unique<dist::Mesh>(g.world->size(), layout);
   for (const NamedGroup& n : kNamedGroups) {
     std::shared_ptr<dist::Communicator>& comm = g.*n.group;
-    // Without expert parallelism the experts' replicas are the data-parallel group itself.
+    // Groups that equal one made before are that group: the experts' replicas without expert parallelism
+    // (the data-parallel group), and the gradients' groups without context parallelism.
+    const bool no_cp = g.mesh->cp() == 1;
     if (n.kind == dist::GroupKind::expert_dp && g.mesh->ep() == 1) {
       comm = g.dp;
+    } else if (n.kind == dist::GroupKind::dp_cp && no_cp) {
+      comm = g.dp;
+    } else if (n.kind == dist::GroupKind::expert_dp_cp && (no_cp || g.mesh->ep() == 1)) {
+      comm = no_cp ? g.expert_dp : g.dp_cp;
     } else {
       comm = parent->split(g.mesh->partition(n.kind), dist::group_info(n.kind).name);
     }
@@ -110,9 +115,14 @@ ParallelModel::ParallelModel(const models::TransformerSpec& spec, std::shared_pt
   static_cast<ParallelGroups&>(m.par) = make_groups(std::move(world), layout);
   m.par.chunks = options.virtual_stages;
   m.par.sequence_parallel = options.sequence_parallel && m.par.tp_size > 1;
-  TRIDENT_CHECK(!m.par.sequence_parallel || m.options.seq_len % m.par.tp_size == 0,
-                "ParallelModel: sequence parallelism needs seq_len ({}) divisible by tp ({})", m.options.seq_len,
-                m.par.tp_size);
+  TRIDENT_CHECK(m.options.seq_len % (2 * m.par.cp_size) == 0,
+                "ParallelModel: context parallelism over {} ranks splits each sequence into {} chunks: seq_len ({}) "
+                "must be a multiple of {}",
+                m.par.cp_size, 2 * m.par.cp_size, m.options.seq_len, 2 * m.par.cp_size);
+  TRIDENT_CHECK(!m.par.sequence_parallel || (m.options.seq_len / m.par.cp_size) % m.par.tp_size == 0,
+                "ParallelModel: sequence parallelism needs each context-parallel rank's seq_len ({}) divisible by tp "
+                "({})",
+                m.options.seq_len / m.par.cp_size, m.par.tp_size);
   m.runner = std::make_unique<detail::ModelRunner>(
       m.spec, m.par,
       detail::ModelRunner::Options{options.stage_layers, options.schedule, m.options.micro_batch_size,
@@ -122,11 +132,11 @@ ParallelModel::ParallelModel(const models::TransformerSpec& spec, std::shared_pt
     chunk->set_activation_checkpointing(options.activation_checkpointing);
   }
   // The data-parallel gradient reduction (the trainer's, ZeRO stage 0): one group, or the experts' own.
-  if (m.par.dp_size > 1) {
+  if (m.par.dp_cp_size > 1) {
     std::vector<nn::Parameter*> dense, experts;
     for (nn::Parameter* p : m.runner->parameters()) (p->expert_parallel ? experts : dense).push_back(p);
-    std::vector<parallel::GradGroup> groups{{dense, m.par.dp}};
-    if (!experts.empty()) groups.push_back({experts, m.par.expert_dp});
+    std::vector<parallel::GradGroup> groups{{dense, m.par.dp_cp}};
+    if (!experts.empty()) groups.push_back({experts, m.par.expert_dp_cp});
     m.par.grad_sync = std::make_unique<parallel::GradSync>(std::move(groups), parallel::GradSyncOptions{});
   }
 }
@@ -216,7 +226,7 @@ double ParallelModel::grad_norm() { return std::sqrt(impl_->runner->grad_sum_of_
 std::vector<std::string> ParallelModel::save_pretrained(const std::string& dir,
                                                         const models::SaveOptions& options) const {
   const detail::ParallelState& par = impl_->par;
-  return models::save_pretrained(chunks(), dir, *par.world, {par.dp_rank, par.expert_dp_rank}, options);
+  return models::save_pretrained(chunks(), dir, *par.world, {par.dp_cp_rank, par.expert_dp_cp_rank}, options);
 }
 
 }  // namespace trident::train

@@ -29,8 +29,8 @@
 
 namespace trident::train {
 
-// The parallel layout: dist::Layout, the sizes by name (world = dp · tp · pp; dp = 0 infers it; ep out of
-// the data-parallel ranks).
+// The parallel layout: dist::Layout, the sizes by name (world = dp · tp · pp · cp; dp = 0 infers it; ep out
+// of the data-parallel ranks).
 using Layout = dist::Layout;
 
 // This rank's place in a layout and its process groups: a view of dist::Mesh (which documents which ranks
@@ -48,6 +48,12 @@ struct ParallelGroups {
   // experts, over which their gradients reduce (the data-parallel group when ep = 1).
   std::shared_ptr<dist::Communicator> ep;
   std::shared_ptr<dist::Communicator> expert_dp;
+  // Context parallelism: the ranks that split each sequence, and the ranks over which gradients reduce,
+  // which hold the same parameters and different tokens: dp × cp (dense) and expert-dp × cp (experts).
+  // Without cp they are the data-parallel and expert-dp groups themselves.
+  std::shared_ptr<dist::Communicator> cp;
+  std::shared_ptr<dist::Communicator> dp_cp;
+  std::shared_ptr<dist::Communicator> expert_dp_cp;
   std::unique_ptr<dist::Mesh> mesh;
   int rank = 0;
   int dp_rank = 0;
@@ -59,6 +65,11 @@ struct ParallelGroups {
   int ep_rank = 0;
   int ep_size = 1;
   int expert_dp_rank = 0;
+  int cp_rank = 0;
+  int cp_size = 1;
+  int dp_cp_rank = 0;
+  int dp_cp_size = 1;
+  int expert_dp_cp_rank = 0;
 
   // The communicator of `kind` (every kind of dist::kGroups but model_parallel, which no step uses).
   const std::shared_ptr<dist::Communicator>& group(dist::GroupKind kind) const;

@@ -18,6 +18,7 @@ struct ParallelState : ParallelGroups {
   int chunks = 1;  // model chunks per rank (dist.virtual_pipeline_size)
   bool sequence_parallel = false;
   int zero_stage = 0;
+  bool cp_all_to_all = false;  // dist.context_parallel_algorithm = "all_to_all" (else the ring)
   // Every stage: the registered optimizer (optim.name) replicated (stage 0), else parallel::ZeroOptimizer
   // (stages 1–3). Null for a ParallelModel, whose program holds its optimizer (a replicated one, so the
   // gradient reduction is GradSync's).
@@ -29,10 +30,13 @@ struct ParallelState : ParallelGroups {
   // The model's view of the groups: the ones its layers join (models::ModelParallel).
   models::ModelParallel model_parallel() const {
     return {nn::TensorParallel{layer_group(dist::GroupKind::tp), sequence_parallel},
-            layer_group(dist::GroupKind::ep)};
+            layer_group(dist::GroupKind::ep), nn::ContextParallel{layer_group(dist::GroupKind::cp), cp_all_to_all}};
   }
-  // This rank's index among the replicas of `p` (0 writes it to checkpoints).
-  int replica_rank(const nn::Parameter& p) const noexcept { return p.expert_parallel ? expert_dp_rank : dp_rank; }
+  // This rank's index among the replicas of `p`, the ranks whose gradients of it are summed (0 writes it to
+  // checkpoints): over dp × cp, or the experts' expert-dp × cp.
+  int replica_rank(const nn::Parameter& p) const noexcept {
+    return p.expert_parallel ? expert_dp_cp_rank : dp_cp_rank;
+  }
   std::int64_t optimizer_steps() const { return optimizer->steps_taken(); }
 };
 

@@ -52,7 +52,8 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
   const Layout layout{static_cast<int>(config.dist.tensor_parallel_size),
                       static_cast<int>(config.dist.pipeline_parallel_size),
                       static_cast<int>(config.dist.data_parallel_size),
-                      static_cast<int>(config.dist.expert_parallel_size)};
+                      static_cast<int>(config.dist.expert_parallel_size),
+                      static_cast<int>(config.dist.context_parallel_size)};
   // GPU tensors travel over NCCL (host values over its MPI twin); the world
   // communicator stays MPI for the trainer's host-side agreement checks.
   const std::shared_ptr<dist::Communicator> groups_of = group_parent(world, device, config);
@@ -60,13 +61,15 @@ void make_parallel(ParallelState& par, const Config& config, std::shared_ptr<dis
   par.chunks = static_cast<int>(config.dist.virtual_pipeline_size);
   par.sequence_parallel = config.dist.sequence_parallel && par.tp_size > 1;
   par.zero_stage = static_cast<int>(config.dist.zero_stage);
+  par.cp_all_to_all = config.dist.context_parallel_algorithm == "all_to_all";
 }
 
 // One optimizer for every stage: ZeRO partitions the state of the registered optimizer (and under
 // stage 3 gathers the parameters the model runs); stage 0 updates replicated parameters, with
 // GradSync's overlapped all-reduce when dp > 1. Under expert parallelism the experts are replicated
 // over the expert-data-parallel group instead of the data-parallel one: ZeRO partitions them there (a
-// second ZeroGroup), GradSync reduces them there.
+// second ZeroGroup), GradSync reduces them there. Under context parallelism each group takes in the cp
+// ranks too (dp × cp, expert-dp × cp): they hold the same parameters and different tokens.
 void make_optimizer(ParallelState& par, const Config& config, const std::vector<nn::Parameter*>& params) {
   const optim::Method method = optimizer_method(config);
   std::vector<nn::Parameter*> dense, experts;
@@ -75,8 +78,8 @@ void make_optimizer(ParallelState& par, const Config& config, const std::vector<
     TRIDENT_CHECK(experts.empty() || par.zero_stage == 1,
                   "dist.zero_stage={} with dist.expert_parallel_size={}: use ZeRO-1 or 0", par.zero_stage,
                   par.ep_size);
-    std::vector<parallel::ZeroGroup> groups{{dense, par.dp}};
-    if (!experts.empty()) groups.push_back({experts, par.expert_dp});
+    std::vector<parallel::ZeroGroup> groups{{dense, par.dp_cp}};
+    if (!experts.empty()) groups.push_back({experts, par.expert_dp_cp});
     auto zero = std::make_unique<parallel::ZeroOptimizer>(par.zero_stage, std::move(groups), method);
     par.zero = zero.get();
     if (par.zero_stage == 3) par.gatherer = zero.get();
@@ -84,9 +87,9 @@ void make_optimizer(ParallelState& par, const Config& config, const std::vector<
     return;
   }
   par.optimizer = std::make_unique<optim::RuleOptimizer>(params, method);
-  if (par.dp_size > 1) {
-    std::vector<parallel::GradGroup> groups{{dense, par.dp}};
-    if (!experts.empty()) groups.push_back({experts, par.expert_dp});
+  if (par.dp_cp_size > 1) {
+    std::vector<parallel::GradGroup> groups{{dense, par.dp_cp}};
+    if (!experts.empty()) groups.push_back({experts, par.expert_dp_cp});
     par.grad_sync = std::make_unique<parallel::GradSync>(std::move(groups), parallel::GradSyncOptions{});
   }
 }

@@ -106,6 +106,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<nn::Param
                              {"dp", par.dp_size},
                              {"tp", par.tp_size},
                              {"pp", par.pp_size},
+                             {"cp", par.cp_size},
                              {"virtual_pipeline_size", par.chunks},
                              {"pipeline_schedule", config.dist.pipeline_schedule},
                              {"sequence_parallel", par.sequence_parallel},

@@ -141,29 +141,44 @@ void validate_layout(const Config& c, int world_size) {
   TRIDENT_CHECK(c.train.micro_batch_size > 0, "train.micro_batch_size must be positive, got {}",
                 c.train.micro_batch_size);
   const std::int64_t tp = c.dist.tensor_parallel_size, pp = c.dist.pipeline_parallel_size;
-  TRIDENT_CHECK(tp >= 1 && pp >= 1,
-                "dist.tensor_parallel_size and pipeline_parallel_size must be at least 1 (got {} "
-                "and {})",
-                tp, pp);
+  const std::int64_t cp = c.dist.context_parallel_size;
+  TRIDENT_CHECK(tp >= 1 && pp >= 1 && cp >= 1,
+                "dist.tensor_parallel_size, pipeline_parallel_size and context_parallel_size must be at least 1 (got "
+                "{}, {} and {})",
+                tp, pp, cp);
   TRIDENT_CHECK((tp & (tp - 1)) == 0, "dist.tensor_parallel_size must be a power of two, got {}", tp);
   TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || c.train.seq_len % tp == 0,
                 "dist.sequence_parallel splits the sequence over the tensor-parallel ranks: train.seq_len={} must be a "
                 "multiple of dist.tensor_parallel_size={}",
                 c.train.seq_len, tp);
+  TRIDENT_CHECK(c.dist.context_parallel_algorithm == "ring" || c.dist.context_parallel_algorithm == "all_to_all",
+                "dist.context_parallel_algorithm='{}' is not one of ring, all_to_all", c.dist.context_parallel_algorithm);
+  TRIDENT_CHECK(cp <= c.train.seq_len && c.train.seq_len % (2 * cp) == 0,
+                "dist.context_parallel_size={} splits each sequence into 2·{} = {} chunks (two per rank, for the causal "
+                "load balance): train.seq_len={} must be a multiple of {}",
+                cp, cp, 2 * cp, c.train.seq_len, 2 * cp);
+  TRIDENT_CHECK(!c.dist.sequence_parallel || tp == 1 || (c.train.seq_len / cp) % tp == 0,
+                "dist.sequence_parallel splits each context-parallel rank's {} tokens (train.seq_len={} over "
+                "dist.context_parallel_size={}) over the tensor-parallel ranks: they must be a multiple of "
+                "dist.tensor_parallel_size={}",
+                c.train.seq_len / cp, c.train.seq_len, cp, tp);
   // Bounded before they are multiplied: a product that wraps around (to 0, or to a divisor of the world size)
   // would divide by zero or pass for a layout of that size.
-  TRIDENT_CHECK(tp <= world_size && pp <= world_size && tp * pp <= world_size,
-                "dist: tensor_parallel_size × pipeline_parallel_size = {} × {} is more than the job's {} rank(s)", tp,
-                pp, world_size);
-  TRIDENT_CHECK(world_size % (tp * pp) == 0, "dist: tp × pp = {} does not divide the {} ranks of the job", tp * pp,
+  TRIDENT_CHECK(tp <= world_size && pp <= world_size && cp <= world_size && tp * pp <= world_size &&
+                    tp * pp * cp <= world_size,
+                "dist: tensor_parallel_size × pipeline_parallel_size × context_parallel_size = {} × {} × {} is more "
+                "than the job's {} rank(s)",
+                tp, pp, cp, world_size);
+  const std::int64_t tpc = tp * pp * cp;
+  TRIDENT_CHECK(world_size % tpc == 0, "dist: tp × pp × cp = {} does not divide the {} ranks of the job", tpc,
                 world_size);
-  const std::int64_t dp = c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / (tp * pp);
+  const std::int64_t dp = c.dist.data_parallel_size ? c.dist.data_parallel_size : world_size / tpc;
   TRIDENT_CHECK(dp >= 1 && dp <= world_size, "dist.data_parallel_size={} must be between 1 and the job's {} rank(s)",
                 dp, world_size);
-  TRIDENT_CHECK(dp * tp * pp == world_size,
-                "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size = {} × {} × {} = {}, but "
-                "the job has {} rank(s)",
-                dp, tp, pp, dp * tp * pp, world_size);
+  TRIDENT_CHECK(dp * tpc == world_size,
+                "dist: data_parallel_size × tensor_parallel_size × pipeline_parallel_size × context_parallel_size = "
+                "{} × {} × {} × {} = {}, but the job has {} rank(s)",
+                dp, tp, pp, cp, dp * tpc, world_size);
   TRIDENT_CHECK(c.dist.zero_stage >= 0 && c.dist.zero_stage <= 3, "dist.zero_stage must be 0, 1, 2 or 3, got {}",
                 c.dist.zero_stage);
   TRIDENT_CHECK(c.dist.timeout_s > 0, "dist.timeout_s must be positive, got {}", c.dist.timeout_s);

@@ -35,7 +35,7 @@ StepMetrics::MoE moe_statistics(Run& run) {
   }
   // One collective per group, on the run's device (a GPU run's groups are NCCL).
   Tensor t = Tensor::from_vector(flat, Shape{static_cast<std::int64_t>(flat.size())}).to(run.device);
-  if (run.par.dp_size > 1) run.par.dp->all_reduce_sync(t);
+  if (run.par.dp_cp_size > 1) run.par.dp_cp->all_reduce_sync(t);
   if (run.par.pipelined()) run.par.pp->all_reduce_sync(t);
   flat = t.to(Device::cpu()).to_vector<double>();
   StepMetrics::MoE moe;

@@ -30,7 +30,8 @@ nn::LinearOptions dense(const TransformerSpec& s) {
 }
 
 std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
+                                 const ModelParallel& mp) {
+  const nn::TensorParallel& tp = mp.tp;
   const std::string attention = nn::child_name(name, "attention");
   nn::SelfAttentionOptions a;
   a.d_model = s.d_model;
@@ -57,7 +58,7 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   f.up = "intermediate.dense";
   f.down = "output.dense";
   return std::make_unique<nn::PostNormBlock>(
-      name, std::make_unique<nn::SelfAttention>(attention, a, layer, tp),
+      name, std::make_unique<nn::SelfAttention>(attention, a, layer, tp, mp.cp),
       norm(nn::child_name(attention, "output.LayerNorm"), s, tp), std::make_unique<nn::FeedForward>(name, f, tp),
       norm(nn::child_name(name, "output.LayerNorm"), s, tp));
 }
@@ -210,9 +211,7 @@ Family bert_family() {
   f.read_hf_config = read_config;
   f.write_hf_config = write_config;
   f.make_norm = norm;
-  f.make_block = [](const std::string& block_name, const TransformerSpec& spec, std::int64_t layer, const ModelParallel& mp) {
-    return block(block_name, spec, layer, mp.tp);
-  };
+  f.make_block = block;
   f.make_head_transform = [](const std::string& name, const TransformerSpec& s, const nn::TensorParallel& tp) {
     return std::make_unique<HeadTransform>(name, s, tp);
   };

@@ -22,7 +22,8 @@ std::unique_ptr<nn::Layer> norm(const std::string& name, const TransformerSpec& 
 }
 
 std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
+                                 const ModelParallel& mp) {
+  const nn::TensorParallel& tp = mp.tp;
   nn::SelfAttentionOptions a;
   a.d_model = s.d_model;
   a.n_head = s.n_head;
@@ -49,7 +50,7 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   f.down = "c_proj";
   return std::make_unique<nn::PreNormBlock>(
       name, norm(nn::child_name(name, "ln_1"), s, tp),
-      std::make_unique<nn::SelfAttention>(nn::child_name(name, "attn"), a, layer, tp),
+      std::make_unique<nn::SelfAttention>(nn::child_name(name, "attn"), a, layer, tp, mp.cp),
       norm(nn::child_name(name, "ln_2"), s, tp), std::make_unique<nn::FeedForward>(nn::child_name(name, "mlp"), f, tp));
 }
 
@@ -152,9 +153,7 @@ Family gpt2_family() {
   f.read_hf_config = read_config;
   f.write_hf_config = write_config;
   f.make_norm = norm;
-  f.make_block = [](const std::string& block_name, const TransformerSpec& spec, std::int64_t layer, const ModelParallel& mp) {
-    return block(block_name, spec, layer, mp.tp);
-  };
+  f.make_block = block;
   f.hf_names = [](const std::string& name) {
     // Files saved from GPT2Model (OpenAI's weights on the Hub among them) lack GPT2LMHeadModel's prefix.
     constexpr std::string_view prefix = "transformer.";

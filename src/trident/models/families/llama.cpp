@@ -88,18 +88,19 @@ std::unique_ptr<nn::Layer> llama_like_moe_block(const std::string& name, const T
                 s.family);
   return std::make_unique<nn::PreNormBlock>(
       name, llama_like_norm(nn::child_name(name, "input_layernorm"), s, tp),
-      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp),
+      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp, mp.cp),
       llama_like_norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
-      std::make_unique<nn::MoE>(nn::child_name(name, moe), o, mp.ep));
+      std::make_unique<nn::MoE>(nn::child_name(name, moe), o, mp.ep, mp.cp));
 }
 
 namespace {
 
 std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec& s, std::int64_t layer,
-                                 const nn::TensorParallel& tp) {
+                                 const ModelParallel& mp) {
+  const nn::TensorParallel& tp = mp.tp;
   return std::make_unique<nn::PreNormBlock>(
       name, llama_like_norm(nn::child_name(name, "input_layernorm"), s, tp),
-      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp),
+      std::make_unique<nn::SelfAttention>(nn::child_name(name, "self_attn"), llama_like_attention(s), layer, tp, mp.cp),
       llama_like_norm(nn::child_name(name, "post_attention_layernorm"), s, tp),
       std::make_unique<nn::FeedForward>(nn::child_name(name, "mlp"), llama_like_mlp(s), tp));
 }
@@ -206,9 +207,7 @@ Family llama_like_family(const std::string& name, const std::string& display_nam
   f.read_hf_config = [](const HfConfigReader& c, TransformerSpec& s) { read_llama_like_config(c, s, false); };
   f.write_hf_config = write_llama_like_config;
   f.make_norm = llama_like_norm;
-  f.make_block = [](const std::string& block_name, const TransformerSpec& spec, std::int64_t layer, const ModelParallel& mp) {
-    return block(block_name, spec, layer, mp.tp);
-  };
+  f.make_block = block;
   return f;
 }
 

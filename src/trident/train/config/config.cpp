@@ -264,7 +264,8 @@ const std::vector<Field>& fields() {
     DIST(pipeline_parallel_size, kPositive); DIST(pipeline_num_layers, kPositive);
     DIST(virtual_pipeline_size, kPositive);
     DIST(pipeline_schedule); DIST(sequence_parallel); DIST(zero_stage, kZeroStage); DIST(timeout_s, kPositiveFinite);
-    DIST(expert_parallel_size, kPositive); DIST(gradient_reduce);
+    DIST(expert_parallel_size, kPositive); DIST(gradient_reduce); DIST(context_parallel_size, kPositive);
+    DIST(context_parallel_algorithm);
 #undef DIST
 #define CKPT(n, ...) \
   f.push_back(field("checkpoint", #n, &C::checkpoint, &CheckpointConfig::n __VA_OPT__(,) __VA_ARGS__))
@@ -539,11 +540,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (plain.train.deepspeed_config.empty()) return load_config(path, overrides, notes);
   const std::string ds_path = plain.train.deepspeed_config;
   const std::int64_t tp = plain.dist.tensor_parallel_size, pp = plain.dist.pipeline_parallel_size;
+  const std::int64_t cp = plain.dist.context_parallel_size;
   std::int64_t dp = plain.dist.data_parallel_size;
   if (dp == 0) {
-    TRIDENT_CHECK(tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
-                  "dist: tp × pp = {} × {} does not divide the {} ranks of the job", tp, pp, world_size);
-    dp = world_size / (tp * pp);
+    TRIDENT_CHECK(tp >= 1 && pp >= 1 && cp >= 1 && tp <= world_size && pp <= world_size && cp <= world_size &&
+                      world_size % (tp * pp * cp) == 0,
+                  "dist: tp × pp × cp = {} × {} × {} does not divide the {} ranks of the job", tp, pp, cp, world_size);
+    dp = world_size / (tp * pp * cp);
   }
   Config config;
   if (!path.empty()) apply_file(config, path);

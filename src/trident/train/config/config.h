@@ -129,7 +129,7 @@ struct ScheduleConfig {
 };
 
 struct DistConfig {
-  std::int64_t data_parallel_size = 0;      // 0 = inferred: world / (tp × pp)
+  std::int64_t data_parallel_size = 0;      // 0 = inferred: world / (tp × pp × cp)
   std::int64_t tensor_parallel_size = 1;
   std::int64_t pipeline_parallel_size = 1;
   std::vector<std::int64_t> pipeline_num_layers;  // explicit per-stage layer counts
@@ -139,6 +139,11 @@ struct DistConfig {
   std::int64_t zero_stage = 0;              // 0 | 1 | 2 | 3
   // Each MoE layer's experts split over this many data-parallel ranks (dist::Mesh); 1 = every rank holds all.
   std::int64_t expert_parallel_size = 1;
+  // Context parallelism: each sequence split over this many ranks, each holding 2 of its 2·cp chunks
+  // (docs/parallelism.md#context-parallelism); the attention runs as a ring of K/V blocks ("ring") or as
+  // DeepSpeed-Ulysses' head scatter ("all_to_all", needing the heads per tensor-parallel rank divisible by cp).
+  std::int64_t context_parallel_size = 1;
+  std::string context_parallel_algorithm = "ring";
   double timeout_s = 300.0;                 // collective timeout
   // How the data-parallel ranks combine their gradients: "mean" (the global batch's mean gradient) or "sum"
   // (DeepSpeed's gradient_allreduce_op "sum": data_parallel_size times the mean).

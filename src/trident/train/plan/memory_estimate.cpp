@@ -68,7 +68,9 @@ std::string MemoryEstimate::describe() const {
 }
 
 std::string MemoryLayout::describe() const {
-  std::string s = fmt::format("dp{} tp{} pp{}", dp, tp, pp);
+  std::string s = fmt::format("dp{} tp{}", dp, tp);
+  if (cp > 1) s += fmt::format(" cp{}{}", cp, cp_all_to_all ? " (all-to-all)" : "");
+  s += fmt::format(" pp{}", pp);
   if (ep > 1) s += fmt::format(" ep{}", ep);
   if (pp > 1)
     s += virtual_stages > 1 ? fmt::format(" ({} v{})", schedule, virtual_stages) : fmt::format(" ({})", schedule);
@@ -82,8 +84,11 @@ MemoryLayout memory_layout(const Config& c, int world_size) {
   MemoryLayout l;
   l.tp = std::max<std::int64_t>(c.dist.tensor_parallel_size, 1);
   l.pp = std::max<std::int64_t>(c.dist.pipeline_parallel_size, 1);
-  l.dp = c.dist.data_parallel_size > 0 ? c.dist.data_parallel_size
-                                       : std::max<std::int64_t>(world_size / std::max<std::int64_t>(l.tp * l.pp, 1), 1);
+  l.cp = std::max<std::int64_t>(c.dist.context_parallel_size, 1);
+  l.cp_all_to_all = c.dist.context_parallel_algorithm == "all_to_all";
+  l.dp = c.dist.data_parallel_size > 0
+             ? c.dist.data_parallel_size
+             : std::max<std::int64_t>(world_size / std::max<std::int64_t>(l.tp * l.pp * l.cp, 1), 1);
   l.ep = std::max<std::int64_t>(c.dist.expert_parallel_size, 1);
   l.virtual_stages = std::max<std::int64_t>(c.dist.virtual_pipeline_size, 1);
   l.zero_stage = c.dist.zero_stage;
@@ -188,14 +193,26 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
   MemoryEstimate e;
   for (const ParameterPart& p : parameter_parts(s)) e.parameter_count += p.count;
   const models::Family& f = models::family(s.family);
-  const LD tp = ld(std::max<std::int64_t>(l.tp, 1)), dp = ld(std::max<std::int64_t>(l.dp, 1));
+  const LD tp = ld(std::max<std::int64_t>(l.tp, 1)), cp = ld(std::max<std::int64_t>(l.cp, 1));
+  // ZeRO partitions over the ranks that reduce the same gradients: dp × cp (experts: dp × cp / ep).
+  const LD dp = ld(std::max<std::int64_t>(l.dp, 1)) * cp;
   const LD edp = std::max<LD>(dp / ld(std::max<std::int64_t>(l.ep, 1)), 1);
   const DType precision = parse_precision(c.train.precision, "train.precision");
   const LD value = precision == DType::f32 ? 4 : 2;
   const bool fp16 = precision == DType::f16;
   const LD moments = ld(optim::optimizer_def(c.optim.name).state_bytes(DType::f32));  // per f32 master weight
-  const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len);
+  const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len) / cp;  // this rank's, per micro-batch
   const models::Family::SavedValues saved = f.block_activations(s);
+  // Context parallelism's attention, in bytes per local token, held during a layer's backward: the ring's
+  // K/V block at hand and the one arriving (compute dtype) and the dK/dV accumulators (f32, two), and dq's
+  // f32 accumulator; the all-to-all's whole-sequence q, k, v and out over its heads and their gradients
+  // (the same counts as the local tensors').
+  const LD head_dim = ld(s.d_model) / ld(std::max<std::int64_t>(s.n_head, 1));
+  const LD q_width = ld(s.d_model) / tp, kv_width = ld(s.n_kv_head) * head_dim / tp;
+  const LD cp_attention =
+      l.cp <= 1 ? 0
+      : l.cp_all_to_all ? (2 * q_width + 2 * kv_width) * 2 * value
+                        : 2 * 2 * kv_width * value + 2 * 2 * kv_width * 4 + q_width * 4;
   // Dropless routing does not bound the rows an expert-parallel rank receives: the busiest is taken
   // as 1.3× the mean (the measured spread of the test's routers); a capacity factor bounds it.
   const LD imbalance =
@@ -235,12 +252,13 @@ MemoryEstimate estimate_memory(const Config& c, const models::TransformerSpec& s
     // fp16 (loss scaling) holds one more logits-sized 16-bit buffer, and the token embedding's gradient in
     // f32 beside its master gradient (measured: bf16's peaks match without them, fp16's did not).
     m.working = std::max(stages[r].head ? (fp16 ? 3 : 2) * vocab * value * tokens : 0,
-                         m.layers > 0 ? tokens * value * (backward + (recompute ? per_layer : 0)) : 0);
+                         m.layers > 0 ? tokens * (value * (backward + (recompute ? per_layer : 0)) + cp_attention)
+                                      : 0);
     if (fp16 && stages[r].embed) m.working += 4 * vocab * ld(s.d_model);
     if (l.zero_stage >= 3) m.working += 4 * m.parameter_count + (value < 4 ? value * p.block : 0);
     // After the backward: ZeRO reduce-scatters each gradient through a padded copy and a shard of it
     // (and ZeRO-2/3 build the whole gradient first); ZeRO-1/2 all-gather the updated weights likewise.
-    const LD buffers = l.zero_stage >= 1 && l.dp > 1 ? 4 * p.largest * (1 + 1 / dp) : 0;
+    const LD buffers = l.zero_stage >= 1 && dp > 1 ? 4 * p.largest * (1 + 1 / dp) : 0;
     m.reduce = buffers + (l.zero_stage >= 2 ? 4 * m.parameter_count : 0);
     e.stages.push_back(m);
   }

@@ -23,7 +23,11 @@
 //               the micro-batches in flight (GPipe: all m; 1F1B: min(pp − r, m); interleaved: the
 //               warm-up forwards plus one, in chunks); plus, on the last stage, the logits and their
 //               gradient (2 · vocab / tp values per token).
-// Experts' state is divided over the expert-data-parallel group (dp / ep) instead of dp.
+// Experts' state is divided over the expert-data-parallel group (dp / ep) instead of dp. Under context
+// parallelism (cp) each rank holds seq_len / cp tokens of each sample, ZeRO partitions over dp × cp (the
+// ranks that reduce the same gradients), and a layer's backward holds the attention's travelling buffers
+// beside its working values: the ring's two K/V blocks and two f32 dK/dV accumulators, and f32 dq; the
+// all-to-all's whole-sequence q, k, v, out and their gradients over its heads.
 #pragma once
 
 #include <cstdint>
@@ -37,14 +41,16 @@ namespace trident::train {
 
 struct MemoryLayout {
   std::int64_t dp = 1, tp = 1, pp = 1, ep = 1;
+  std::int64_t cp = 1;              // dist.context_parallel_size: each rank holds seq_len / cp tokens
+  bool cp_all_to_all = false;       // dist.context_parallel_algorithm = "all_to_all" (else the ring)
   std::int64_t virtual_stages = 1;  // dist.virtual_pipeline_size
   std::int64_t zero_stage = 0;
   std::int64_t accumulation = 1;    // micro-batches per data-parallel rank per step
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved
   bool sequence_parallel = false;
   bool checkpointing = false;
-  std::int64_t ranks() const { return dp * tp * pp; }
-  // "dp8 tp2 pp4 (1f1b) zero1 ckpt"
+  std::int64_t ranks() const { return dp * tp * pp * cp; }
+  // "dp8 tp2 cp2 pp4 (1f1b) zero1 ckpt"
   std::string describe() const;
 };
 

@@ -57,6 +57,8 @@ Config with_layout(Config c, const MemoryLayout& l) {
   c.dist.tensor_parallel_size = l.tp;
   c.dist.pipeline_parallel_size = l.pp;
   c.dist.expert_parallel_size = l.ep;
+  c.dist.context_parallel_size = l.cp;
+  c.dist.context_parallel_algorithm = l.cp_all_to_all ? "all_to_all" : "ring";
   c.dist.virtual_pipeline_size = l.virtual_stages;
   c.dist.pipeline_schedule = l.schedule;
   c.dist.zero_stage = l.zero_stage;
@@ -74,8 +76,11 @@ long double bubble_fraction(const MemoryLayout& l) {
 std::vector<GroupTraffic> step_traffic(const Config& c, const models::TransformerSpec& s, const MemoryLayout& l) {
   const models::Family& f = models::family(s.family);
   const LD value = parse_precision(c.train.precision, "train.precision") == DType::f32 ? 4 : 2;
-  const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len), m = ld(l.accumulation);
-  const LD D = ld(s.d_model), tp = ld(l.tp), dp = ld(l.dp), ep = ld(l.ep);
+  // Each rank's tokens of a micro-batch (its context-parallel chunks), and the ranks that reduce the
+  // same gradients (dp × cp).
+  const LD cp = ld(l.cp);
+  const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len) / cp, m = ld(l.accumulation);
+  const LD D = ld(s.d_model), tp = ld(l.tp), dp = ld(l.dp) * cp, ep = ld(l.ep);
   const MemoryEstimate e = estimate_memory(c, s, l);
   // The largest stage's parameters: the dense part is reduced over dp, the experts over dp / ep.
   const StageMemory& big = *std::max_element(
@@ -84,8 +89,8 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
   const LD experts_per_rank = f.moe ? ld(big.layers) * ld(s.n_experts) * 3 * D * ld(s.expert_d_ff()) / ep : 0;
   const LD dense = (big.parameter_count - experts_per_rank) * 4, experts = experts_per_rank * 4;
   std::vector<GroupTraffic> out;
-  if (l.dp > 1) {
-    GroupTraffic t{"dp", static_cast<int>(l.dp), 0, ""};
+  if (l.dp * l.cp > 1) {
+    GroupTraffic t{l.cp > 1 ? "dp-cp" : "dp", static_cast<int>(l.dp * l.cp), 0, ""};
     const LD edp = std::max<LD>(dp / ep, 1);
     const LD grads = all_reduce(dense, dp) + all_reduce(experts, edp);  // = reduce-scatter + all-gather
     const LD weights = gather(dense, dp) + gather(experts, edp);
@@ -125,6 +130,25 @@ std::vector<GroupTraffic> step_traffic(const Config& c, const models::Transforme
       out.push_back({"embedding", 2, all_reduce(vocab * D / tp * 4, 2), "all-reduce of the tied embedding's gradient"});
     }
   }
+  if (l.cp > 1) {
+    // Per layer and micro-batch. The ring: the rank's K and V (2 · tokens · kv_width) shifted c − 1 times
+    // in the forward, again in the backward, where the f32 dK/dV accumulators make c shifts. The
+    // all-to-all: q, k, v and out, each (c − 1)/c of the local tensor, in the forward and again
+    // (dout, dq, dk, dv) in the backward. A recomputed forward repeats its part.
+    const LD head_dim = D / ld(std::max<std::int64_t>(s.n_head, 1));
+    const LD kv = 2 * tokens * ld(s.n_kv_head) * head_dim / tp;
+    const LD forwards = l.checkpointing || l.zero_stage >= 3 ? 2 : 1;
+    LD per_layer = 0;
+    std::string what;
+    if (l.cp_all_to_all) {
+      per_layer = (forwards + 1) * (cp - 1) / cp * (2 * tokens * D / tp + kv) * value;
+      what = "all-to-alls of q, k, v and the output, 4 per layer forward and 4 backward";
+    } else {
+      per_layer = (forwards + 1) * (cp - 1) * kv * value + cp * kv * 4;
+      what = "K/V blocks around the ring, and the dK/dV accumulators in the backward";
+    }
+    out.push_back({"cp", static_cast<int>(l.cp), m * ld(big.layers) * per_layer, what});
+  }
   if (l.ep > 1) {
     // Dispatch and combine, forward and backward: each token's k rows of d_model values, per MoE layer.
     const LD rows = tokens * ld(s.experts_per_token) * D * value;
@@ -147,12 +171,17 @@ LayoutCost layout_cost(const Config& c, const models::TransformerSpec& s, const 
   cost.compute_s = h.flops > 0 ? work / h.flops / (1 - cost.bubble) : 0;
   const LD backward_s = cost.compute_s * (1 - cost.bubble) * 2 / 3;
   for (const GroupTraffic& t : cost.traffic) {
-    const std::int64_t stride = t.group == "tp" ? 1 : t.group == "dp" || t.group == "ep" ? l.tp : l.tp * l.dp;
+    // The ranks of a group are `stride` apart (the rank order tp, cp, ep/dp, pp).
+    const std::int64_t stride = t.group == "tp"                         ? 1
+                                : t.group == "cp" || t.group == "dp-cp" ? l.tp
+                                : t.group == "dp" || t.group == "ep"    ? l.tp * l.cp
+                                                                        : l.tp * l.cp * l.dp;
     const LD bw = within_node(t.size, stride, h) ? h.intra_bytes_per_s : h.link_bytes_per_s;
     const LD seconds = bw > 0 ? t.bytes / bw : 0;
     // ZeRO-0/1's gradient reduction overlaps the backward (buckets launched as gradients are ready); the
     // rest waits on the critical path.
-    cost.communication_s += t.group == "dp" && l.zero_stage <= 1 ? std::max<LD>(0, seconds - backward_s) : seconds;
+    cost.communication_s +=
+        (t.group == "dp" || t.group == "dp-cp") && l.zero_stage <= 1 ? std::max<LD>(0, seconds - backward_s) : seconds;
   }
   return cost;
 }
@@ -166,33 +195,42 @@ std::vector<LayoutCost> search_layouts(const Config& c, const models::Transforme
   const std::int64_t global = c.train.global_batch_size > 0
                                   ? c.train.global_batch_size
                                   : c.train.micro_batch_size * static_cast<std::int64_t>(ranks);
+  // Context parallelism is proposed for sequences long enough that each of its 2·cp chunks fills a
+  // 64-token attention tile.
+  const auto cp_candidate = [&](std::int64_t cp) {
+    return cp == 1 || (c.train.seq_len % (2 * cp) == 0 && c.train.seq_len >= 2 * cp * 64);
+  };
   for (std::int64_t tp = 1; tp <= ranks; tp *= 2) {
-    for (std::int64_t pp = 1; tp * pp <= ranks; ++pp) {
-      if (ranks % (tp * pp) != 0) continue;
-      const std::int64_t dp = ranks / (tp * pp);
-      for (std::int64_t ep = 1; ep <= (moe ? dp : 1); ep *= 2) {
-        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {  // ZeRO partitions over data-parallel ranks
-          for (int ckpt = 0; ckpt <= 1; ++ckpt) {
-            for (int sp = 0; sp <= (tp > 1 && !moe ? 1 : 0); ++sp) {
-              MemoryLayout l;
-              l.dp = dp, l.tp = tp, l.pp = pp, l.ep = ep, l.zero_stage = zero;
-              l.checkpointing = ckpt != 0;
-              l.sequence_parallel = sp != 0;
-              l.schedule = "1f1b";
-              Config candidate = with_layout(c, l);
-              candidate.dist.pipeline_num_layers.clear();
-              candidate.train.global_batch_size = global;
-              try {
-                validate_layout(candidate, ranks);
-                s.validate_tensor_parallel(static_cast<int>(tp));
-                s.validate_expert_parallel(static_cast<int>(ep));
-                if (pp > 1) (void)models::family(s.family).partition(s.n_layer, static_cast<int>(pp), {});
-              } catch (const Error&) {
-                continue;
+    for (std::int64_t cp = 1; tp * cp <= ranks; cp *= 2) {
+      if (!cp_candidate(cp)) continue;
+      for (std::int64_t pp = 1; tp * cp * pp <= ranks; ++pp) {
+        if (ranks % (tp * cp * pp) != 0) continue;
+        const std::int64_t dp = ranks / (tp * cp * pp);
+        for (std::int64_t ep = 1; ep <= (moe ? dp : 1); ep *= 2) {
+          for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {  // ZeRO partitions over dp × cp
+            for (int ckpt = 0; ckpt <= 1; ++ckpt) {
+              for (int sp = 0; sp <= (tp > 1 && !moe ? 1 : 0); ++sp) {
+                MemoryLayout l;
+                l.dp = dp, l.tp = tp, l.pp = pp, l.ep = ep, l.cp = cp, l.zero_stage = zero;
+                l.checkpointing = ckpt != 0;
+                l.sequence_parallel = sp != 0;
+                l.schedule = "1f1b";
+                Config candidate = with_layout(c, l);
+                candidate.dist.pipeline_num_layers.clear();
+                candidate.train.global_batch_size = global;
+                try {
+                  validate_layout(candidate, ranks);
+                  s.validate_tensor_parallel(static_cast<int>(tp));
+                  s.validate_expert_parallel(static_cast<int>(ep));
+                  s.validate_context_parallel(static_cast<int>(cp), static_cast<int>(tp), false);
+                  if (pp > 1) (void)models::family(s.family).partition(s.n_layer, static_cast<int>(pp), {});
+                } catch (const Error&) {
+                  continue;
+                }
+                MemoryLayout resolved = memory_layout(candidate, ranks);
+                LayoutCost cost = layout_cost(candidate, s, resolved, h);
+                if (cost.memory.total() <= memory_bytes) fits.push_back(std::move(cost));
               }
-              MemoryLayout resolved = memory_layout(candidate, ranks);
-              LayoutCost cost = layout_cost(candidate, s, resolved, h);
-              if (cost.memory.total() <= memory_bytes) fits.push_back(std::move(cost));
             }
           }
         }
@@ -249,6 +287,7 @@ std::string layout_flags(const Config& c, const MemoryLayout& l) {
       "--set dist.zero_stage={}",
       l.dp, l.tp, l.pp, l.zero_stage);
   if (l.ep > 1 || c.dist.expert_parallel_size > 1) flags += fmt::format(" --set dist.expert_parallel_size={}", l.ep);
+  if (l.cp > 1 || c.dist.context_parallel_size > 1) flags += fmt::format(" --set dist.context_parallel_size={}", l.cp);
   if (l.tp > 1 || c.dist.sequence_parallel)
     flags += fmt::format(" --set dist.sequence_parallel={}", l.sequence_parallel && l.tp > 1);
   if (l.pp > 1) flags += fmt::format(" --set 'dist.pipeline_schedule=\"{}\"'", l.schedule);
