@@ -49,11 +49,19 @@ struct NaiveAttention {
   std::vector<double> keep = {};  // [B, H, T, S]: dropout's factor on each probability (dropout_keep); empty: none
   std::vector<std::int64_t> doc_starts = {};  // [B, T]: each query's document's first key's position; empty: none
   std::int64_t q_pos = -1, k_pos = 0;  // q and k at these positions (q_pos −1: bottom-right, q at S − T)
+  // Block-sparse attention: u8 [layout_heads, rows, cols] (empty: none); head h reads layout head 0 when
+  // layout_heads = 1, else layout_head_offset + h; query t sees key s only where its block pair is set.
+  std::vector<std::uint8_t> layout = {};
+  std::int64_t layout_heads = 0, layout_rows = 0, layout_cols = 0, block = 0, layout_head_offset = 0;
 
   double keep_at(std::size_t i) const { return keep.empty() ? 1.0 : keep[i]; }
 
-  bool visible(std::int64_t b, std::int64_t t, std::int64_t s) const {
+  bool visible(std::int64_t b, std::int64_t h, std::int64_t t, std::int64_t s) const {
     if (!key_mask.empty() && key_mask[static_cast<std::size_t>(b * S + s)] == 0) return false;
+    if (!layout.empty()) {
+      const std::int64_t hl = layout_heads == 1 ? 0 : layout_head_offset + h;
+      if (layout[static_cast<std::size_t>((hl * layout_rows + t / block) * layout_cols + s / block)] == 0) return false;
+    }
     const std::int64_t p = q_pos >= 0 ? q_pos + t : t + S - T;  // the query's position
     const std::int64_t kp = q_pos >= 0 ? k_pos + s : s;          // the key's
     if (!doc_starts.empty() && kp < doc_starts[static_cast<std::size_t>(b * T + t)]) return false;
@@ -73,7 +81,7 @@ struct NaiveAttention {
           double mx = -inf;
           for (std::int64_t s = 0; s < S; ++s) {
             double x = -inf;
-            if (visible(b, t, s)) {
+            if (visible(b, h, t, s)) {
               double dot = 0;
               for (std::int64_t d = 0; d < D; ++d) dot += q[qi(b, t, h, d)] * k[ki(b, s, hk, d)];
               x = scale * dot + (mask.empty() ? 0.0 : mask[static_cast<std::size_t>(t * S + s)]);

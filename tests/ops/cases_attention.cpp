@@ -45,7 +45,18 @@ struct Config {
   // bottom-right alignment); the documents' lengths then cover the whole sequence, and the dropout's
   // index runs over its grid.
   std::int64_t q_pos = -1, k_pos = -1, seq_len = 0;
+  // Block-sparse attention: a random layout [layout_heads, ⌈T/block⌉ + 1, ⌈T/block⌉ + 1] (diagonal set), this
+  // call's heads from layout_head_offset; block 0: none.
+  std::int64_t block = 0, layout_heads = 1, layout_head_offset = 0;
 };
+
+// c as block-sparse attention in blocks of `block`, over a layout of `heads` heads from `offset`.
+Config sparse(Config c, std::int64_t block, std::int64_t heads = 1, std::int64_t offset = 0) {
+  c.block = block;
+  c.layout_heads = heads;
+  c.layout_head_offset = offset;
+  return c;
+}
 
 // c as the chunk pair of q at q_pos and k at k_pos of a sequence of seq_len.
 Config positioned(Config c, std::int64_t q_pos, std::int64_t k_pos, std::int64_t seq_len) {
@@ -144,11 +155,19 @@ OpCase make_case(const Config& c) {
     if (!c.documents.empty())
       in.push_back(constant(c.q_pos >= 0 ? document_starts_of(c.documents, c.T, c.seq_len, c.q_pos)
                                          : document_starts_of(c.documents, c.T)));
+    if (c.block > 0) {  // a layout one block larger than needed (the call uses its corner), diagonal set
+      const std::int64_t nb = (c.T + c.block - 1) / c.block + 1;
+      Tensor layout = random_ids(g, {c.layout_heads, nb, nb}, 2, DType::u8);
+      for (std::int64_t h = 0; h < c.layout_heads; ++h)
+        for (std::int64_t r = 0; r < nb; ++r) layout.data<std::uint8_t>()[(h * nb + r) * nb + r] = 1;
+      in.push_back(constant(layout));
+    }
     return in;
   };
   const std::size_t key_mask_at = c.with_mask ? 4 : 3;  // index of the key mask among the inputs
   const std::size_t documents_at = key_mask_at + (c.pads.empty() ? 0 : 1);
-  oc.forward = [c, key_mask_at, documents_at](const std::vector<Variable>& in) {
+  const std::size_t layout_at = documents_at + (c.documents.empty() ? 0 : 1);
+  oc.forward = [c, key_mask_at, documents_at, layout_at](const std::vector<Variable>& in) {
     ops::AttentionOptions o;
     o.causal = c.causal;
     o.scale = c.scale;
@@ -159,9 +178,14 @@ OpCase make_case(const Config& c) {
     o.query_position = c.q_pos;
     o.key_position = c.k_pos;
     o.dropout = {c.dropout, kDropoutRng, c.batch_offset, c.head_offset, c.heads, c.seq_len};
+    if (c.block > 0) {
+      o.block_layout = in[layout_at].data();
+      o.block = c.block;
+      o.layout_head_offset = c.layout_head_offset;
+    }
     return ag::attention(in[0], in[1], in[2], o);
   };
-  oc.reference = [c, key_mask_at, documents_at](const std::vector<Tensor>& in) {
+  oc.reference = [c, key_mask_at, documents_at, layout_at](const std::vector<Tensor>& in) {
     NaiveAttention n{c.B, c.T, c.S, c.H, c.Hkv, c.D, c.causal,
                      c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D)), {}, c.window};
     if (c.with_mask) n.mask = values(in[3]);
@@ -170,6 +194,15 @@ OpCase make_case(const Config& c) {
     if (c.q_pos >= 0) {
       n.q_pos = c.q_pos;
       n.k_pos = c.k_pos;
+    }
+    if (c.block > 0) {
+      const Tensor& l = in[layout_at];
+      n.layout = l.to_vector<std::uint8_t>();
+      n.layout_heads = l.size(0);
+      n.layout_rows = l.size(1);
+      n.layout_cols = l.size(2);
+      n.block = c.block;
+      n.layout_head_offset = c.layout_head_offset;
     }
     if (c.dropout > 0)
       n.keep = dropout_keep(c.B, c.H, c.T, c.S, c.dropout, kDropoutRng, c.batch_offset, c.head_offset,
@@ -369,6 +402,18 @@ std::vector<OpCase> make_attention_cases() {
       positioned(with_dropout({"attention_chunk_dropout", 2, 6, 6, 2, 2, 4, true, 0, false}, 0.3, 1, 0, 0), 12, 6, 24),
   };
   for (const Config& c : chunks) cases.push_back(make_case(c));
+  // Block-sparse attention (DeepSpeed's sparse_attention): causal and not, blocks of 2 and 3 (a partial last
+  // block: T = 7), one layout for every head or one per head (GQA, this call's heads 2 and 3 of 5 under
+  // tensor parallelism), key padding, dropout.
+  const std::vector<Config> sparse_cases = {
+      sparse({"attention_sparse_causal", 2, 8, 8, 2, 2, 4, true, 0, false}, 2),
+      sparse({"attention_sparse_bidirectional_partial_block", 2, 7, 7, 2, 1, 4, false, 0, false}, 3),
+      sparse({"attention_sparse_per_head_gqa", 1, 9, 9, 2, 1, 5, true, 0, false}, 3, 5, 2),
+      sparse({"attention_sparse_key_mask", 3, 7, 7, 2, 2, 4, false, 0, false, 0, {Pad::kNone, Pad::kMiddle, Pad::kAll}},
+             2, 2),
+      sparse(with_dropout({"attention_sparse_dropout", 2, 8, 8, 2, 2, 4, true, 0, false}, 0.3), 2),
+  };
+  for (const Config& c : sparse_cases) cases.push_back(make_case(c));
   cases.push_back(merge_case("attention_merge_middle_rows", 2, 7, 3, 2, 2, 5));
   cases.push_back(merge_case("attention_merge_all_rows", 1, 4, 4, 0, 3, 33));
   return cases;

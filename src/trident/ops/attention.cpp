@@ -62,6 +62,27 @@ void check_document_starts(std::string_view op, const Tensor& q, const Tensor& k
   check_document_rows(op, starts, positioned, positioned ? options.query_position : 0);
 }
 
+// A block-sparse layout (AttentionOptions::block_layout): u8 [Hl, rows, cols] on q's device, covering the
+// self-attention's T = S tokens in blocks, with the layer's heads; none of the options it does not combine with.
+void check_block_layout(std::string_view op, const Tensor& q, const Tensor& k, const AttentionOptions& o) {
+  const Tensor& l = o.block_layout;
+  const std::int64_t T = q.size(1), H = q.size(2);
+  TRIDENT_CHECK(l.rank() == 3 && l.dtype() == DType::u8, "{}: block_layout {} ({}) must be u8 [heads, rows, cols]", op,
+                l.shape(), l.dtype());
+  check_same_device(q, l, op);
+  TRIDENT_CHECK(o.block >= 1, "{}: block {} must be positive with a block_layout", op, o.block);
+  TRIDENT_CHECK(k.size(1) == T && o.query_position < 0,
+                "{}: block-sparse attention is self-attention (S = T, unpositioned), got T = {}, S = {}", op, T,
+                k.size(1));
+  TRIDENT_CHECK(T <= l.size(1) * o.block && T <= l.size(2) * o.block,
+                "{}: {} tokens exceed the block_layout {} of {}-token blocks", op, T, l.shape(), o.block);
+  TRIDENT_CHECK(l.size(0) == 1 || (o.layout_head_offset >= 0 && o.layout_head_offset + H <= l.size(0)),
+                "{}: heads [{}, {}) are not within the block_layout's {} heads", op, o.layout_head_offset,
+                o.layout_head_offset + H, l.size(0));
+  TRIDENT_CHECK(!o.mask.defined() && o.window == 0 && !o.document_starts.defined(),
+                "{}: block-sparse attention takes no additive mask, window or document starts", op);
+}
+
 // Validates q, k, v and the options; returns the kernel's dimensions.
 kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const AttentionOptions& options) {
@@ -110,6 +131,7 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
                 "alignment)",
                 op, options.query_position, options.key_position);
   if (options.document_starts.defined()) check_document_starts(op, q, k, options);
+  if (options.block_layout.defined()) check_block_layout(op, q, k, options);
   TRIDENT_CHECK(std::isfinite(options.scale), "{}: scale {} must be finite", op, options.scale);
   TRIDENT_CHECK(options.window >= 0, "{}: window {} must be >= 0 (0 = unlimited, n = the n most recent keys)", op,
                 options.window);
@@ -135,6 +157,10 @@ kernels::cpu::AttentionDims check_attention(std::string_view op, const Tensor& q
   dims.window = options.window;
   if (key_mask.defined()) dims.key_mask_dtype = key_mask.dtype();
   dims.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  if (options.block_layout.defined()) {
+    const Tensor& l = options.block_layout;
+    dims.layout = {l.data<std::uint8_t>(), l.size(0), l.size(1), l.size(2), options.block, options.layout_head_offset};
+  }
   if (options.query_position >= 0) {
     dims.positioned = true;
     dims.q_pos = options.query_position;

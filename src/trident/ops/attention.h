@@ -85,6 +85,15 @@ struct AttentionOptions {
   // iff key_position + s ≤ query_position + t, and the window and the documents compare positions too.
   // Both −1 (the default): bottom-right alignment, query t at S − T + t and key s at s.
   std::int64_t query_position = -1, key_position = -1;
+  // Block-sparse attention (DeepSpeed's sparse_attention; models/sparse_attention.h builds the layouts):
+  // u8 [Hl, rows, cols] on q's device. Query t of head h sees key s only where layout[hl, t / block,
+  // s / block] != 0 (hl = 0 when Hl = 1, else layout_head_offset + h: the layer's head under tensor
+  // parallelism), on top of causal and the key mask. The kernels visit only the selected blocks, so the
+  // cost follows the layout's density. Self-attention (S = T, at most rows·block), without an additive
+  // mask, a window, documents or positions. A layout without a block: dense attention.
+  Tensor block_layout = {};
+  std::int64_t block = 0;
+  std::int64_t layout_head_offset = 0;
 };
 
 // Returns (out [B, T, H, D], lse [B, H, T]): lse is the log-sum-exp of the

@@ -116,6 +116,9 @@ struct ParallelModelOptions {
   std::vector<std::int64_t> stage_layers = {};  // layers per pipeline stage (empty: even split)
   bool activation_checkpointing = false;
   bool sequence_parallel = false;     // Megatron's sequence parallelism (tp > 1; seq_len divisible by tp)
+  // Under context parallelism (Layout::cp > 1; seq_len divisible by 2·cp): DeepSpeed-Ulysses' head
+  // all-to-all instead of the ring (parallel/context/attention.h).
+  bool context_all_to_all = false;
 };
 
 // A causal LM split over a layout: this rank builds only its pipeline stage's layers and its

@@ -464,6 +464,10 @@ bool attention_uses_bf16_dot_products() noexcept {
 
 void attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
                        const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out, void* lse) {
+  if (dims.layout.blocks != nullptr) {
+    block_sparse_attention_forward(dtype, dims, q, k, v, key_mask, out, lse);
+    return;
+  }
 #ifdef TRIDENT_ATTENTION_BF16_DOT
   if (dtype == DType::bf16) {
     attention_forward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
@@ -482,6 +486,10 @@ void attention_forward(DType dtype, const AttentionDims& dims, const void* q, co
 void attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k, const void* v,
                         const void* mask, const void* key_mask, const std::int32_t* doc_starts, const void* out,
                         const void* lse, const void* dout, void* dq, void* dk, void* dv) {
+  if (dims.layout.blocks != nullptr) {
+    block_sparse_attention_backward(dtype, dims, q, k, v, key_mask, out, lse, dout, dq, dk, dv);
+    return;
+  }
 #ifdef TRIDENT_ATTENTION_BF16_DOT
   if (dtype == DType::bf16) {
     attention_backward_bf16(dims, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),

@@ -61,6 +61,16 @@ struct AttentionDropout {
   std::int64_t q_offset = 0, k_offset = 0, q_grid = 0, k_grid = 0;
 };
 
+// Block-sparse attention (ops::AttentionOptions::block_layout): query t of head h sees key s only if
+// blocks[(hl · rows + t / block) · cols + s / block] != 0, hl = 0 for a layout shared by every head
+// (heads == 1), else head_offset + h; on top of the causal rule and the key padding. Null blocks: dense.
+// The layout lives on q's device. T = S (self-attention, unpositioned), T ≤ rows · block and S ≤ cols ·
+// block; no additive mask, window or documents. The kernels visit only the layout's blocks.
+struct AttentionLayout {
+  const std::uint8_t* blocks = nullptr;
+  std::int64_t heads = 0, rows = 0, cols = 0, block = 0, head_offset = 0;
+};
+
 struct AttentionDims {
   std::int64_t batch = 0;     // B
   std::int64_t q_len = 0;     // T
@@ -77,6 +87,7 @@ struct AttentionDims {
   // the documents compare those; false: bottom-right alignment (q_pos = S − T, k_pos = 0).
   bool positioned = false;
   std::int64_t q_pos = 0, k_pos = 0;
+  AttentionLayout layout = {};  // block-sparse attention; blocks null: dense
   // The position of key 0, and the shift of the causal rule (query t sees keys s ≤ t + shift).
   std::int64_t key_position() const { return positioned ? k_pos : 0; }
   std::int64_t shift() const { return positioned ? q_pos - k_pos : kv_len - q_len; }

@@ -20,6 +20,18 @@
 #include "trident/kernels/cpu/dropout.h"
 #include "trident/kernels/cpu/softmax.h"
 
+namespace trident::kernels::cpu {
+
+// Block-sparse attention (AttentionDims::layout set; attention_sparse.cpp), which attention_forward and
+// attention_backward hand their calls to.
+void block_sparse_attention_forward(DType dtype, const AttentionDims& dims, const void* q, const void* k,
+                                    const void* v, const void* key_mask, void* out, void* lse);
+void block_sparse_attention_backward(DType dtype, const AttentionDims& dims, const void* q, const void* k,
+                                     const void* v, const void* key_mask, const void* out, const void* lse,
+                                     const void* dout, void* dq, void* dk, void* dv);
+
+}  // namespace trident::kernels::cpu
+
 namespace trident::kernels::cpu::attention_detail {
 
 using i64 = std::int64_t;
