@@ -51,6 +51,11 @@ struct ModelParallel {
       : tp(std::move(t)), ep(std::move(e)), cp(std::move(c)) {}
 };
 
+// A spec's block-sparse attention into a layer's options (SelfAttentionOptions::block_layout): the layout
+// of spec.sparse_attention for max_seq_len, built once per spec and shared by every layer; nothing when
+// the mode is unset.
+void set_sparse_attention(const TransformerSpec& spec, nn::SelfAttentionOptions& options);
+
 // Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
 struct PartNames {
   std::string token_embedding;     // "transformer.wte": its ".weight" is the table

@@ -6,8 +6,14 @@
 #include <algorithm>
 #include <utility>
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "trident/core/error.h"
 #include "trident/core/rng.h"
+#include "trident/models/family.h"
+#include "trident/nn/transformer.h"
 
 namespace trident::models {
 
@@ -236,6 +242,26 @@ double layout_density(const Tensor& layout, bool causal) {
         kept += l[(h * nb + r) * nb + c] != 0 ? 1 : 0;
       }
   return total > 0 ? kept / total : 0;
+}
+
+void set_sparse_attention(const TransformerSpec& spec, nn::SelfAttentionOptions& options) {
+  const SparseAttentionSpec& s = spec.sparse_attention;
+  if (!s.active()) return;
+  // One layout per (spec, heads, length), shared by every layer and model that asks for it.
+  static std::mutex mutex;
+  static std::vector<std::tuple<SparseAttentionSpec, std::int64_t, std::int64_t, Tensor>> built;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [key, heads, length, layout] : built) {
+    if (key == s && heads == spec.n_head && length == spec.max_seq_len) {
+      options.block_layout = layout;
+      options.block = s.block;
+      return;
+    }
+  }
+  Tensor layout = block_layout(s, spec.n_head, spec.max_seq_len);
+  built.emplace_back(s, spec.n_head, spec.max_seq_len, layout);
+  options.block_layout = layout;
+  options.block = s.block;
 }
 
 }  // namespace trident::models

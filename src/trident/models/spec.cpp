@@ -64,6 +64,11 @@ void TransformerSpec::validate() const {
                   moe_aux_loss_coef, moe_z_loss_coef, moe_capacity_factor);
   }
   if (f.validate) f.validate(*this);
+  if (sparse_attention.active()) {
+    validate_sparse_attention(sparse_attention, n_head, max_seq_len);
+    TRIDENT_CHECK(sliding_window == 0, "model.sparse_attention with model.sliding_window={}: the layout is the "
+                  "attention's pattern; use one or the other", sliding_window);
+  }
 }
 
 void TransformerSpec::validate_tensor_parallel(int tp) const {
@@ -84,6 +89,10 @@ void TransformerSpec::validate_context_parallel(int cp, int tp, bool all_to_all)
                 "dist.context_parallel_algorithm=all_to_all scatters the heads: the {} query heads ({} key/value heads) "
                 "per tensor-parallel rank must divide by dist.context_parallel_size={} (or use the ring)",
                 n_head / tp, n_kv_head / tp, cp);
+  TRIDENT_CHECK(!sparse_attention.active(),
+                "model.sparse_attention with dist.context_parallel_size={}: block-sparse attention runs on whole "
+                "sequences; use one or the other",
+                cp);
   TRIDENT_CHECK(n_experts == 0 || moe_capacity_factor == 0,
                 "model.moe_capacity_factor={} with dist.context_parallel_size={}: capacity drops depend on the whole "
                 "micro-batch's token order; use dropless routing (model.moe_capacity_factor=0)",

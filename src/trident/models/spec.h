@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "trident/kernels/rope_frequencies.h"
+#include "trident/models/sparse_attention.h"
 
 namespace trident::models {
 
@@ -42,6 +43,9 @@ struct TransformerSpec {
   std::int64_t sliding_window = 0; // each query sees this many most recent keys, itself included; 0 = all (Mistral)
   std::int64_t type_vocab_size = 0; // token-type (segment) embeddings (BERT); 0 = none
   bool pooler = false;              // the pooled first-token output (BertModel's pooler)
+  // Block-sparse attention in every layer (DeepSpeed's sparse_attention; models/sparse_attention.h);
+  // mode "" = dense attention.
+  SparseAttentionSpec sparse_attention = {};
   // Mixture of experts (families whose Family::moe is set: Mixtral): each block's MLP is an nn::MoE of
   // n_experts SwiGLU experts of width d_ff, experts_per_token of them per token.
   std::int64_t n_experts = 0;

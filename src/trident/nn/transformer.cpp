@@ -142,6 +142,19 @@ Variable SelfAttention::forward(const Variable& x_in, const ForwardContext& ctx)
                   whole);
     attention.document_starts = ctx.document_starts.to(q.data().device());
   }
+  if (options_.block_layout.defined()) {
+    TRIDENT_CHECK(!ctx.cache, "{}: generation with block-sparse attention (model.sparse_attention) is not supported",
+                  prefix());
+    TRIDENT_CHECK(!attention.document_starts.defined(),
+                  "{}: block-sparse attention (model.sparse_attention) with packed documents "
+                  "(data.reset_attention_mask) is not supported",
+                  prefix());
+    const Device device = q.data().device();
+    if (!device_layout_.defined() || device_layout_.device() != device) device_layout_ = options_.block_layout.to(device);
+    attention.block_layout = device_layout_;
+    attention.block = options_.block;
+    attention.layout_head_offset = tp_.rank() * H;  // this rank's heads of the layer
+  }
   if (ctx.training && options_.attention_dropout > 0) {
     // Addressed by the sample's place in the global batch and the head's place in the layer.
     attention.dropout.p = options_.attention_dropout;

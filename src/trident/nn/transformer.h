@@ -48,6 +48,10 @@ struct SelfAttentionOptions {
   double attention_dropout = 0.0;
   double init_std = 0.02;    // q, k, v
   double out_init_std = 0.02;
+  // Block-sparse attention (ops::AttentionOptions::block_layout): the layout, u8 [n_head or 1, nb, nb] on the
+  // host, shared by the layers (models::set_sparse_attention), and its block size; undefined: dense.
+  Tensor block_layout = {};
+  std::int64_t block = 0;
   // The sub-layers' names, the family's choice: `qkv` when fused, else `q`, `k`, `v`; then `out`.
   std::string qkv = "qkv", q = "q", k = "k", v = "v", out = "out";
 
@@ -69,6 +73,7 @@ class SelfAttention : public Layer {
   std::int64_t layer_;
   TensorParallel tp_;
   ContextParallel cp_;
+  mutable Tensor device_layout_;  // options_.block_layout on the device the layer last ran on
   Linear* qkv_ = nullptr;
   Linear* q_ = nullptr;
   Linear* k_ = nullptr;

@@ -47,6 +47,7 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   a.k = "self.key";
   a.v = "self.value";
   a.out = "output.dense";
+  set_sparse_attention(s, a);
   nn::FeedForwardOptions f;
   f.d_model = s.d_model;
   f.d_ff = s.d_ff;

@@ -37,6 +37,7 @@ std::unique_ptr<nn::Layer> block(const std::string& name, const TransformerSpec&
   a.out_init_std = residual_std(s);
   a.qkv = "c_attn";
   a.out = "c_proj";
+  set_sparse_attention(s, a);
   nn::FeedForwardOptions f;
   f.d_model = s.d_model;
   f.d_ff = s.d_ff;

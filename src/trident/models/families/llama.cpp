@@ -26,6 +26,7 @@ nn::SelfAttentionOptions llama_like_attention(const TransformerSpec& s) {
   a.k = "k_proj";
   a.v = "v_proj";
   a.out = "o_proj";
+  set_sparse_attention(s, a);
   return a;
 }
 

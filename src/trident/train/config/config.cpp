@@ -303,8 +303,10 @@ void apply_table(Config& config, const toml::table& table, const std::string& pr
     if (const toml::table* sub = node.as_table(); sub && !f) {
       // A table is a section only at the top level; deeper tables are unknown
       // keys, unless they name a key (then convert() reports the wrong type).
-      bool is_section = prefix.empty() && std::any_of(fields().begin(), fields().end(),
-                                                       [&](const Field& g) { return g.section == key; });
+      // (model.sparse_attention is a table inside the model section: its keys are model.sparse_attention.*.)
+      bool is_section = std::any_of(fields().begin(), fields().end(), [&](const Field& g) {
+        return prefix.empty() ? g.section == key : g.key().starts_with(key + ".");
+      });
       if (!is_section) unknown_key(key, where);
       apply_table(config, *sub, key, origin);
       continue;
@@ -614,7 +616,8 @@ std::string to_toml(const Config& config) {
     }
     const auto origin = f.section == "model" ? config.model.origin.find(f.name) : config.model.origin.end();
     const std::string source = origin != config.model.origin.end() ? "  # " + origin->second : "";
-    out += value.empty() && f.type != "string" ? fmt::format("# {} unset: the default\n", f.name)
+    // (A present string value is quoted, so empty means unset for every type.)
+    out += value.empty() ? fmt::format("# {} unset: the default\n", f.name)
                                                : fmt::format("{} = {}{}\n", f.name, value, source);
   }
   return out;

@@ -3,6 +3,7 @@
 #include "trident/train/config/model_options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <type_traits>
 #include <utility>
@@ -151,6 +152,34 @@ std::vector<ModelOption> make_options() {
              kMatched),
       option("type_vocab_size", FIELD(type_vocab_size), U::keeps, kNonNegative, preset_or_family, kFixed, kMatched),
       option("pooler", FIELD(pooler), U::keeps, kAny, "", kFixed, kMatched),
+      // Block-sparse attention, DeepSpeed's sparse_attention section ([model.sparse_attention] in TOML).
+      option("sparse_attention.mode", FIELD(sparse_attention.mode), U::absent, kAny, " (\"\" = dense attention)",
+             kSettable, kMatched),
+      option("sparse_attention.block", FIELD(sparse_attention.block), U::absent, kPositive, "", kSettable, kMatched),
+      option("sparse_attention.different_layout_per_head", FIELD(sparse_attention.different_layout_per_head),
+             U::absent, kAny, "", kSettable, kMatched),
+      option("sparse_attention.num_local_blocks", FIELD(sparse_attention.num_local_blocks), U::absent, kPositive, "",
+             kSettable, kMatched),
+      option("sparse_attention.num_global_blocks", FIELD(sparse_attention.num_global_blocks), U::absent,
+             kNonNegative, "", kSettable, kMatched),
+      option("sparse_attention.attention", FIELD(sparse_attention.attention), U::absent, kAny, "", kSettable,
+             kMatched),
+      option("sparse_attention.horizontal_global_attention", FIELD(sparse_attention.horizontal_global_attention),
+             U::absent, kAny, "", kSettable, kMatched),
+      option("sparse_attention.num_different_global_patterns",
+             FIELD(sparse_attention.num_different_global_patterns), U::absent, kPositive, "", kSettable, kMatched),
+      option("sparse_attention.num_random_blocks", FIELD(sparse_attention.num_random_blocks), U::absent,
+             kNonNegative, "", kSettable, kMatched),
+      option("sparse_attention.local_window_blocks", FIELD(sparse_attention.local_window_blocks), U::absent,
+             kPositive, "", kSettable, kMatched),
+      option("sparse_attention.global_block_indices", FIELD(sparse_attention.global_block_indices), U::absent,
+             kNonNegative, "", kSettable, kMatched),
+      option("sparse_attention.global_block_end_indices", FIELD(sparse_attention.global_block_end_indices),
+             U::absent, kPositive, "", kSettable, kMatched),
+      option("sparse_attention.num_sliding_window_blocks", FIELD(sparse_attention.num_sliding_window_blocks),
+             U::absent, kNonNegative, "", kSettable, kMatched),
+      option("sparse_attention.seed", FIELD(sparse_attention.seed), U::absent, kNonNegative,
+             " (the random blocks' stream)", kSettable, kMatched),
       option("n_experts", FIELD(n_experts), U::keeps, kNonNegative, preset_or_family, kFixed, kMatched),
       option("experts_per_token", FIELD(experts_per_token), U::keeps, kNonNegative, preset_or_family, kFixed,
              kMatched),

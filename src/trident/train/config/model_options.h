@@ -28,7 +28,7 @@ enum class Unset {
 };
 
 // A model key's value, in the type of its field (and of its TOML value).
-using OptionValue = std::variant<std::int64_t, double, bool, std::string>;
+using OptionValue = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>>;
 std::string to_string(const OptionValue& value);
 
 struct ModelOption {
