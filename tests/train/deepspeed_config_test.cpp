@@ -336,14 +336,13 @@ TEST(DeepSpeedConfig, EveryRefusedKeyInOneMessage) {
   const std::string msg = error_of(R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": true}},
       "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}, "zero_quantized_weights": true},
       "gradient_allreduce_op": "sum", "fp16": {"enabled": true, "loss_scale": 128},
-      "amp": {"enabled": true}, "sequence_parallel_size": 2})");
-  EXPECT_EQ(msg, "ds.json: 7 keys cannot apply (nothing was run): optimizer.params.amsgrad true (not built: trident's "
+      "amp": {"enabled": true}})");
+  EXPECT_EQ(msg, "ds.json: 6 keys cannot apply (nothing was run): optimizer.params.amsgrad true (not built: trident's "
                  "AdamW has no AMSGrad variant); zero_optimization.offload_param.device \"nvme\" (not built: trident "
                  "keeps the parameters in memory); zero_optimization.zero_quantized_weights true (not built by "
                  "trident's ZeRO); gradient_allreduce_op \"sum\" with ZeRO stage 3 (DeepSpeed refuses it too); "
                  "fp16.loss_scale 128 (a static scale: not built, trident's loss scale is dynamic, fp16.loss_scale 0); "
-                 "amp enabled (NVIDIA Apex AMP is not built); sequence_parallel_size 2 (DeepSpeed-Ulysses is not "
-                 "built)");
+                 "amp enabled (NVIDIA Apex AMP is not built)");
   EXPECT_EQ(msg.find('\n'), std::string::npos);
 }
 
@@ -463,10 +462,43 @@ TEST(DeepSpeedConfig, IgnoredRefusedAndUnknownKeys) {
             "ds.json: unknown key train_micro_batch_size_per_gpus (did you mean train_micro_batch_size_per_gpu?)");
   EXPECT_EQ(error_of(R"({"amp": {"enabled": true}})"),
             "ds.json: 1 key cannot apply (nothing was run): amp enabled (NVIDIA Apex AMP is not built)");
-  EXPECT_EQ(error_of(R"({"amp": {"enabled": false}, "sparse_attention": {"mode": "fixed"}})"),
-            "ds.json: 1 key cannot apply (nothing was run): sparse_attention enabled (sparse attention is not built)");
+  EXPECT_EQ(error_of(R"({"sparse_attention": {"mode": "strided"}})"),
+            "ds.json: sparse_attention.mode \"strided\" is not one of dense, fixed, variable, bigbird, bslongformer");
+  EXPECT_EQ(error_of(R"({"sparse_attention": {"num_local_block": 4}})"),
+            "ds.json: unknown key sparse_attention.num_local_block (did you mean sparse_attention.num_local_blocks?)");
   EXPECT_EQ(error_of(R"({"train_batch_size": 4000000000000000000})"),
             "ds.json: train_batch_size 4000000000000000000 is more than any batch trident runs (2^40 samples)");
+}
+
+// DeepSpeed's sparse_attention section becomes model.sparse_attention.*: the keys DeepSpeed reads for the mode
+// (absent: fixed), the others noted as dropped; sequence_parallel_size is DeepSpeed-Ulysses, context
+// parallelism with the all-to-all, and the batch rule counts the data-parallel ranks without it.
+TEST(DeepSpeedConfig, SparseAttentionAndUlysses) {
+  Config c;
+  auto lines = apply(c, R"({"sparse_attention": {"mode": "bigbird", "block": 32, "num_random_blocks": 2,
+                                                "num_local_blocks": 8, "different_layout_per_head": true}})");
+  EXPECT_EQ(c.model.sparse_attention.mode, "bigbird");
+  EXPECT_EQ(c.model.sparse_attention.block, 32);
+  EXPECT_EQ(c.model.sparse_attention.num_random_blocks, 2);
+  EXPECT_TRUE(c.model.sparse_attention.different_layout_per_head);
+  EXPECT_EQ(c.model.sparse_attention.num_local_blocks, 4) << "fixed's key, dropped for bigbird";
+  EXPECT_TRUE(has_line(lines, "ds.json: sparse_attention.num_local_blocks 8 ignored (DeepSpeed does not read it for "
+                              "mode bigbird)"))
+      << joined(lines);
+  Config fixed;
+  apply(fixed, R"({"sparse_attention": {"local_window_blocks": [2, 4], "attention": "unidirectional"}})");
+  EXPECT_EQ(fixed.model.sparse_attention.mode, "fixed");
+  EXPECT_EQ(fixed.model.sparse_attention.attention, "unidirectional");
+  EXPECT_EQ(fixed.model.sparse_attention.local_window_blocks, (std::vector<std::int64_t>{4}));
+  Config ulysses;
+  // 4 ranks: 2 data-parallel ones under Ulysses of 2, so 16 = 4 × 2 × 2.
+  lines = apply(ulysses, R"({"sequence_parallel_size": 2, "train_batch_size": 16, "gradient_accumulation_steps": 2})",
+                4);
+  EXPECT_EQ(ulysses.dist.context_parallel_size, 2);
+  EXPECT_EQ(ulysses.dist.context_parallel_algorithm, "all_to_all");
+  EXPECT_EQ(ulysses.train.micro_batch_size, 4);
+  EXPECT_EQ(error_of(R"({"sequence_parallel_size": 3})", 4),
+            "ds.json: sequence_parallel_size 3 must divide the 4 data-parallel ranks of the job");
 }
 
 // DeepSpeed's TensorBoard monitor becomes log.tensorboard in its output_path/job_name (relative to the

@@ -62,6 +62,18 @@ class Mapper {
   std::vector<std::string> run(const json& root) {
     TRIDENT_CHECK(root.is_object(), "{}: expected a JSON object at the top (DeepSpeed's config), got {}", origin_,
                   show(root).substr(0, 60));
+    // DeepSpeed-Ulysses' sequence_parallel_size is context parallelism: its ranks are not data-parallel ones,
+    // so the batch rule counts dp without them (unless the TOML file or a --set gave the context-parallel size,
+    // which dp already counts).
+    if (root.contains("sequence_parallel_size") && !given_in("dist.context_parallel_size")) {
+      const std::int64_t sp = integer("sequence_parallel_size", root.at("sequence_parallel_size"));
+      if (sp > 1) {
+        if (sp > dp_ || dp_ % sp != 0)
+          fail("sequence_parallel_size {} must divide the {} data-parallel rank{} of the job", sp, dp_,
+               dp_ == 1 ? "" : "s");
+        dp_ /= sp;
+      }
+    }
     // The batch triple is one rule over three keys; the optimizer goes before the scheduler, whose
     // WarmupCosineLR scales the optimizer's lr.
     map_batch(root);
@@ -749,10 +761,62 @@ class Mapper {
         " (trident's scalars, DeepSpeed's directory)");
   }
 
+  // DeepSpeed's sparse_attention section (docs/deepspeed.md#sparse-attention): its mode (absent: fixed) and
+  // the keys DeepSpeed reads for that mode become model.sparse_attention.*; keys of other modes are dropped,
+  // as DeepSpeed drops them. Through a ds_config, bigbird and bslongformer are bidirectional (DeepSpeed does
+  // not read their attention key); trident's causal rule still applies inside a causal model.
+  void map_sparse_attention(const json& section) {
+    if (section.is_null()) return ignored("sparse_attention", section, "null");
+    object("sparse_attention", section);
+    static const std::map<std::string, std::vector<std::string>> read = {
+        {"dense", {}},
+        {"fixed",
+         {"different_layout_per_head", "num_local_blocks", "num_global_blocks", "attention",
+          "horizontal_global_attention", "num_different_global_patterns"}},
+        {"variable",
+         {"different_layout_per_head", "num_random_blocks", "local_window_blocks", "global_block_indices",
+          "global_block_end_indices", "attention", "horizontal_global_attention"}},
+        {"bigbird",
+         {"different_layout_per_head", "num_random_blocks", "num_sliding_window_blocks", "num_global_blocks"}},
+        {"bslongformer",
+         {"different_layout_per_head", "num_sliding_window_blocks", "global_block_indices",
+          "global_block_end_indices"}}};
+    std::vector<std::string> known = {"mode", "block"};
+    for (const auto& [mode, keys] : read)
+      for (const std::string& k : keys)
+        if (std::find(known.begin(), known.end(), k) == known.end()) known.push_back(k);
+    for (const auto& [k, v] : section.items())
+      if (std::find(known.begin(), known.end(), k) == known.end()) unknown_in("sparse_attention", k, known);
+    const std::string mode = section.contains("mode") ? string("sparse_attention.mode", section.at("mode")) : "fixed";
+    const auto it = read.find(mode);
+    if (it == read.end()) fail("sparse_attention.mode {} is not one of dense, fixed, variable, bigbird, bslongformer",
+                               show(section.at("mode")));
+    set("sparse_attention.mode", section.contains("mode") ? show(section.at("mode")) : "(absent: fixed)",
+        "model.sparse_attention.mode", json(mode).dump());
+    for (const auto& [k, v] : section.items()) {
+      if (k == "mode") continue;
+      const std::string dk = "sparse_attention." + k;
+      const bool reads = k == "block" || std::find(it->second.begin(), it->second.end(), k) != it->second.end();
+      if (!reads) {
+        ignored(dk, v, fmt::format("DeepSpeed does not read it for mode {}", mode));
+        continue;
+      }
+      if (v.is_null()) {
+        ignored(dk, v, "null: the default");
+        continue;
+      }
+      set(dk, show(v), "model.sparse_attention." + k, v.dump());
+    }
+    if (mode == "bigbird" || mode == "bslongformer")
+      note("sparse_attention: mode {} reads no attention key from a ds_config (bidirectional layouts); a causal "
+           "model still hides later keys",
+           mode);
+  }
+
   // A section whose "enabled": true would change the run.
   void refuse_if_enabled(const std::string& k, const json& v, const std::string& what) {
     // These two have no "enabled": a section present is a request.
-    const bool always = k == "sparse_attention" || k == "compression_training";
+    const bool always = k == "compression_training";
     const bool on = always ? !v.is_null()
                            : v.is_object() ? v.contains("enabled") && v.at("enabled") == true : !v.is_null() && v != false;
     if (on) return refuse("{} enabled ({} is not built)", k, what);
@@ -775,7 +839,6 @@ class Mapper {
         {"data_efficiency", "DeepSpeed's data efficiency (curriculum, token dropping)"},
         {"hybrid_engine", "the hybrid engine"},
         {"elasticity", "elastic training (it changes the batch sizes)"},
-        {"sparse_attention", "sparse attention"},
         {"compression_training", "compression training (quantization, pruning)"}};
     if (k == "zero_optimization") return map_zero(v);
     if (k == "scheduler") return map_scheduler(v);
@@ -783,6 +846,7 @@ class Mapper {
     if (k == "bf16" || k == "bfloat16") return map_bf16(k, v);
     if (k == "activation_checkpointing") return map_activation_checkpointing(v);
     if (k == "tensorboard") return map_tensorboard(v);
+    if (k == "sparse_attention") return map_sparse_attention(v);
     if (k == "gradient_clipping") {
       if (is_auto(v)) return keep(k, "optim.clip_grad");
       return set(k, show(v), "optim.clip_grad", toml_float(number(k, v)));
@@ -813,8 +877,13 @@ class Mapper {
       return ignored(k, v, "no tensor parallelism asked");
     }
     if (k == "sequence_parallel_size") {
-      if (integer(k, v) > 1) return refuse("sequence_parallel_size {} (DeepSpeed-Ulysses is not built)", show(v));
-      return ignored(k, v, "1");
+      const std::int64_t sp = integer(k, v);
+      if (sp < 1) fail("sequence_parallel_size must be a positive integer, got {}", show(v));
+      if (sp == 1) return ignored(k, v, "1");
+      if (given_in("dist.context_parallel_size"))
+        return ignored(k, v, fmt::format("dist.context_parallel_size = {} is given", key_value(c_, "dist.context_parallel_size")));
+      set(k, show(v), "dist.context_parallel_size", fmt::format("{}", sp), " (DeepSpeed-Ulysses: the sequence split)");
+      return set(k, show(v), "dist.context_parallel_algorithm", "\"all_to_all\"", " (Ulysses' head all-to-all)");
     }
     if (k == "data_types") {
       object(k, v);
