@@ -1,14 +1,15 @@
 // Block-sparse attention on the CPU (AttentionDims::layout; the contract is kernels/cpu/attention.h): the
-// work follows the layout's blocks. A query block visits only the key blocks its layout row selects (and,
-// causal, those on or before it); a key block, only the query blocks that select it.
+// work follows the layout's blocks. A query block gathers the key blocks its layout row selects (and,
+// causal, those on or before it) into one packed key set; a key block gathers the query rows that select it.
 //
-// Forward: per (batch, head, query block), an online softmax over the selected key blocks, one block
-// product at a time: S = (Q·scale)·Kᵀ [rows × keys] as rows of AXPYs over a transposed K (vectorised over
-// the keys), then P·V as AXPYs over V's rows (vectorised over head_dim). Backward: Di = Σ dout·out per row
-// first; then dq tasks per (batch, head, query block) over its selected key blocks, and dk/dv tasks per
-// (batch, kv head, key block) over the group's heads and the query blocks selecting it, in order. Each
-// recomputes P = exp(S − lse) and dS = P ∘ (dP − Di); with dropout, dP = keep ∘ dout·Vᵀ and dV = Zᵀ·dout
-// with Z = P ∘ keep. No task writes what another writes; sums run in a fixed order.
+// Forward, per (batch, head, query block): S = (Q·scale)·Kᵀ over the gathered keys in one tile product,
+// the masks (causal, padding), the softmax of each whole row (every key a row sees is in the set), then
+// P·V, both products on the attention's register-blocked tiles (attention_gemm.h). Backward: Di = Σ
+// dout·out per row first; dq tasks per (batch, head, query block) recompute P = exp(S − lse) over the
+// same gathered keys, dS = P ∘ (dP − Di) and dq = dS·K; dk/dv tasks per (batch, kv head, key block)
+// gather every query row (of the group's heads) that sees the block and form dK = dSᵀ·Q, dV = Zᵀ·dout
+// (Z = P ∘ keep with dropout; dP = keep ∘ dout·Vᵀ). No task writes what another writes, and every sum
+// runs in a fixed order, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/core/parallel.h"
+#include "trident/kernels/cpu/attention_gemm.h"
 #include "trident/kernels/cpu/attention_tiles.h"
 #include "trident/kernels/cpu/exp.h"
 
@@ -37,49 +39,98 @@ struct Sparse {
   }
   i64 rows_of(i64 r) const { return std::min(bs, g.T - r * bs); }
   i64 keys_of(i64 c) const { return std::min(bs, g.S - c * bs); }
+  // The key positions of the blocks query block r of head h selects, in order.
+  void gather_keys(i64 h, i64 r, std::vector<i64>& keys) const {
+    keys.clear();
+    for (i64 c = 0; c < nkb; ++c)
+      if (selected(h, r, c))
+        for (i64 s = c * bs; s < c * bs + keys_of(c); ++s) keys.push_back(s);
+  }
 
   Geometry g;
   AttentionLayout L;
   i64 bs, nqb, nkb;
 };
 
-// rows [n × D] of x (stride elements apart) as A, times factor, into dst [n × D].
+// Rows src[idx[i]] (i < n; stride elements apart) times factor into dst [rows × Dp], zero elsewhere.
 template <typename T, typename A>
-void pack(const T* x, i64 stride, i64 n, i64 D, A factor, A* dst) {
-  for (i64 i = 0; i < n; ++i)
-    for (i64 d = 0; d < D; ++d) dst[i * D + d] = static_cast<A>(load(x[i * stride + d])) * factor;
-}
-
-// The transpose [D × n] of rows [n × D] of x.
-template <typename T, typename A>
-void pack_t(const T* x, i64 stride, i64 n, i64 D, A* dst) {
-  for (i64 i = 0; i < n; ++i)
-    for (i64 d = 0; d < D; ++d) dst[d * n + i] = static_cast<A>(load(x[i * stride + d]));
-}
-
-// out [nr × nk] = a [nr × D] · bt [D × nk].
-template <typename A>
-void product(const A* a, const A* bt, i64 nr, i64 nk, i64 D, A* out) {
-  for (i64 i = 0; i < nr; ++i) {
-    A* o = out + i * nk;
-    std::fill_n(o, nk, A(0));
-    for (i64 d = 0; d < D; ++d) {
-      const A x = a[i * D + d];
-      const A* b = bt + d * nk;
-#pragma omp simd
-      for (i64 j = 0; j < nk; ++j) o[j] += x * b[j];
-    }
+void pack_gathered(const T* src, i64 stride, const i64* idx, i64 n, i64 rows, i64 D, i64 Dp, A factor, A* dst) {
+  std::fill_n(dst, rows * Dp, A(0));
+  for (i64 i = 0; i < n; ++i) {
+    const T* x = src + idx[i] * stride;
+    for (i64 d = 0; d < D; ++d) dst[i * Dp + d] = static_cast<A>(load(x[d])) * factor;
   }
 }
 
-// Hides (−inf) the keys of the block from s0 that query t does not see: after it (causal), padding.
+// The transpose [Dp × cols] of rows src[idx[j]] (j < n), zero elsewhere.
+template <typename T, typename A>
+void pack_gathered_t(const T* src, i64 stride, const i64* idx, i64 n, i64 cols, i64 D, i64 Dp, A* dst) {
+  std::fill_n(dst, Dp * cols, A(0));
+  for (i64 j = 0; j < n; ++j) {
+    const T* x = src + idx[j] * stride;
+    for (i64 d = 0; d < D; ++d) dst[d * cols + j] = static_cast<A>(load(x[d]));
+  }
+}
+
+// K of sample b, kv head hk, transposed ([Dp × S], rows past D zero): packed once per (b, hk) a thread meets,
+// so that gathering a query block's keys copies runs of columns.
 template <typename A>
-void hide(const Sparse& sp, const HiddenKeys& keys, i64 b, i64 t, i64 s0, i64 nk, A* row) {
-  if (sp.g.causal)
-    for (i64 j = std::max<i64>(t - s0 + 1, 0); j < nk; ++j) row[j] = kNegInf<A>;
-  if (const std::uint8_t* real = keys.row(b, s0))
-    for (i64 j = 0; j < nk; ++j)
-      if (real[j] == 0) row[j] = kNegInf<A>;
+class KeysT {
+ public:
+  template <typename T>
+  const A* get(const Geometry& g, const T* k, i64 b, i64 hk) {
+    if (b == b_ && hk == hk_) return data_.data();
+    data_.assign(static_cast<std::size_t>(g.Dp * g.S), A(0));
+    for (i64 s = 0; s < g.S; ++s) {
+      const T* x = k + g.kv_offset(b, s, hk);
+      for (i64 d = 0; d < g.D; ++d) data_[static_cast<std::size_t>(d * g.S + s)] = static_cast<A>(load(x[d]));
+    }
+    b_ = b;
+    hk_ = hk;
+    return data_.data();
+  }
+
+ private:
+  std::vector<A> data_;
+  i64 b_ = -1, hk_ = -1;
+};
+
+// Columns key[j] (j < n, runs of consecutive positions) of a transposed [Dp × S] into dst [Dp × N], zero past n.
+template <typename A>
+void gather_columns(const A* full, i64 S, const i64* key, i64 n, i64 N, i64 Dp, A* dst) {
+  for (i64 d = 0; d < Dp; ++d) {
+    const A* src = full + d * S;
+    A* out = dst + d * N;
+    for (i64 j = 0; j < n;) {
+      i64 e = j + 1;
+      while (e < n && key[e] == key[e - 1] + 1) ++e;
+      std::copy(src + key[j], src + key[j] + (e - j), out + j);
+      j = e;
+    }
+    std::fill(out + n, out + N, A(0));
+  }
+}
+
+// Hides (−inf) the gathered keys (positions key[j], ascending) that query t of sample b does not see:
+// those after it (causal) and padding; and the packing columns [n, N).
+template <typename A>
+void hide(const Sparse& sp, const HiddenKeys& keys, i64 b, i64 t, const i64* key, i64 n, i64 N, A* row) {
+  const i64 lim = sp.g.causal ? static_cast<i64>(std::upper_bound(key, key + n, t) - key) : n;
+  std::fill(row + lim, row + N, kNegInf<A>);
+  if (keys.row(b, 0) == nullptr) return;
+  for (i64 j = 0; j < lim; ++j)
+    if (*keys.row(b, key[j]) == 0) row[j] = kNegInf<A>;
+}
+
+// The dropout factors of query t against the gathered keys (runs of consecutive positions), into keep.
+template <typename A>
+void gathered_keep(const ProbsDropout& drop, i64 b, i64 h, i64 t, const i64* key, i64 n, A* keep) {
+  for (i64 j = 0; j < n;) {
+    i64 e = j + 1;
+    while (e < n && key[e] == key[e - 1] + 1) ++e;
+    drop.keep(b, h, t, key[j], 0, e - j, keep + j);
+    j = e;
+  }
 }
 
 template <typename T>
@@ -91,91 +142,96 @@ void forward(const AttentionDims& dims, const T* q, const T* k, const T* v, cons
   const HiddenKeys keys(g, key_mask, dims.key_mask_dtype);
   const ProbsDropout drop(dims);
   const A scale = static_cast<A>(dims.scale);
-  const i64 bs = sp.bs, D = g.D;
+  const i64 D = g.D, Dp = g.Dp, M = round_up(sp.bs, kRows);
   parallel_for(0, g.B * g.H * sp.nqb, 1, [&](i64 lo, i64 hi) {
-    std::vector<A> qs(bs * D), kt(bs * D), vs(bs * D), s(bs * bs), acc(bs * D), m(bs), l(bs), keep(bs);
+    std::vector<i64> cols, rows(static_cast<std::size_t>(sp.bs));
+    std::vector<A> qs(M * Dp), kt, vr, s, acc(M * Dp), keep;
+    KeysT<A> keys_t;
     for (i64 task = lo; task < hi; ++task) {
       const i64 r = task % sp.nqb, h = task / sp.nqb % g.H, b = task / (sp.nqb * g.H), hk = h / g.group;
-      const i64 t0 = r * bs, nr = sp.rows_of(r);
-      pack(q + g.q_offset(b, t0, h), g.q_stride(), nr, D, scale, qs.data());
-      std::fill(acc.begin(), acc.end(), A(0));
-      std::fill(m.begin(), m.end(), kNegInf<A>);
-      std::fill(l.begin(), l.end(), A(0));
-      for (i64 c = 0; c < sp.nkb; ++c) {
-        if (!sp.selected(h, r, c)) continue;
-        const i64 s0 = c * bs, nk = sp.keys_of(c);
-        pack_t(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, kt.data());
-        pack(v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, A(1), vs.data());
-        product(qs.data(), kt.data(), nr, nk, D, s.data());
-        for (i64 i = 0; i < nr; ++i) {
-          A* row = s.data() + i * nk;
-          hide(sp, keys, b, t0 + i, s0, nk, row);
-          A mx = m[static_cast<std::size_t>(i)];
-          for (i64 j = 0; j < nk; ++j) mx = std::max(mx, row[j]);
-          if (mx == kNegInf<A>) continue;  // nothing visible to this row yet
-          const A alpha = exp_acc(m[static_cast<std::size_t>(i)] - mx);
-          A sum = 0;
-          for (i64 j = 0; j < nk; ++j) {
-            row[j] = exp_acc(row[j] - mx);
-            sum += row[j];
-          }
-          l[static_cast<std::size_t>(i)] = l[static_cast<std::size_t>(i)] * alpha + sum;
-          m[static_cast<std::size_t>(i)] = mx;
-          A* a = acc.data() + i * D;
-          if (alpha != A(1))
-            for (i64 d = 0; d < D; ++d) a[d] *= alpha;
-          if (drop.active()) {
-            drop.keep(b, h, t0 + i, s0, 0, nk, keep.data());
-            for (i64 j = 0; j < nk; ++j) row[j] *= keep[static_cast<std::size_t>(j)];
-          }
-          for (i64 j = 0; j < nk; ++j) {
-            const A p = row[j];
-            if (p == A(0)) continue;
-            const A* vr = vs.data() + j * D;
-#pragma omp simd
-            for (i64 d = 0; d < D; ++d) a[d] += p * vr[d];
-          }
-        }
-      }
+      const i64 t0 = r * sp.bs, nr = sp.rows_of(r);
+      sp.gather_keys(h, r, cols);
+      // Columns in multiples of 64: the products' register-blocked strips.
+      const i64 n = static_cast<i64>(cols.size()), N = round_up(std::max<i64>(n, 1), kTile);
+      for (i64 i = 0; i < nr; ++i) rows[static_cast<std::size_t>(i)] = b * g.T + t0 + i;
+      std::vector<i64> key_rows(cols.size());
+      for (std::size_t j = 0; j < cols.size(); ++j) key_rows[j] = b * g.S + cols[j];
+      // Row indices in units of a row of q ([B·T] rows of H·D) and of k, v ([B·S] rows of Hkv·D).
+      pack_gathered(q + h * D, g.q_stride(), rows.data(), nr, M, D, Dp, scale, qs.data());
+      kt.resize(static_cast<std::size_t>(Dp * N));
+      vr.resize(static_cast<std::size_t>(N * Dp));
+      s.resize(static_cast<std::size_t>(M * N));
+      keep.resize(static_cast<std::size_t>(N));
+      gather_columns(keys_t.get(g, k, b, hk), g.S, cols.data(), n, N, Dp, kt.data());
+      pack_gathered(v + hk * D, g.kv_stride(), key_rows.data(), n, N, D, Dp, A(1), vr.data());
+      gemm_tile<A, false>(M, N, D, qs.data(), Dp, 1, kt.data(), N, s.data(), N);
       A* lse_row = lse + (b * g.H + h) * g.T + t0;
+      for (i64 i = 0; i < M; ++i) {
+        A* row = s.data() + i * N;
+        A mx = kNegInf<A>;
+        if (i < nr) {
+          hide(sp, keys, b, t0 + i, cols.data(), n, N, row);
+#pragma omp simd reduction(max : mx)
+          for (i64 j = 0; j < N; ++j) mx = std::max(mx, row[j]);
+        }
+        if (mx == kNegInf<A>) {  // a padding row, or a query that sees no key
+          std::fill_n(row, N, A(0));
+          if (i < nr) lse_row[i] = kNegInf<A>;
+          continue;
+        }
+        A sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (i64 j = 0; j < N; ++j) {
+          row[j] = exp_acc(row[j] - mx);
+          sum += row[j];
+        }
+        lse_row[i] = mx + std::log(sum);
+        const A inv = A(1) / sum;
+        if (drop.active()) gathered_keep(drop, b, h, t0 + i, cols.data(), n, keep.data());
+        for (i64 j = 0; j < N; ++j) row[j] *= drop.active() && j < n ? inv * keep[static_cast<std::size_t>(j)] : inv;
+      }
+      gemm_tile<A, false>(M, Dp, N, s.data(), N, 1, vr.data(), Dp, acc.data(), Dp);
       for (i64 i = 0; i < nr; ++i) {
-        const A sum = l[static_cast<std::size_t>(i)];
         T* o = out + g.q_offset(b, t0 + i, h);
-        for (i64 d = 0; d < D; ++d) o[d] = static_cast<T>(sum > A(0) ? acc[static_cast<std::size_t>(i * D + d)] / sum : A(0));
-        lse_row[i] = sum > A(0) ? m[static_cast<std::size_t>(i)] + std::log(sum) : kNegInf<A>;
+        for (i64 d = 0; d < D; ++d) o[d] = static_cast<T>(acc[static_cast<std::size_t>(i * Dp + d)]);
       }
     }
   });
 }
 
-// What both backward tasks compute for the block pair (query block from t0, nr rows; key block from s0, nk
-// keys): P (Z = P ∘ keep with dropout) into p and dS into ds, [nr × nk], from the scaled queries, dout
-// rows, the transposed K and V, lse and Di.
+// P (Z = P ∘ keep under dropout, into p) and dS (into ds), [M × N], of gathered query rows against gathered
+// keys, from S = p (already Q·scale·Kᵀ) and dZ = ds (already dout·Vᵀ): row i is query t[i] of head hh[i]
+// (−1: a padding row, all 0), with its lse and Di; column j is key col[j] (j < n; the rest padding).
 template <typename A>
-void pair_grad(const Sparse& sp, const HiddenKeys& keys, const ProbsDropout& drop, i64 b, i64 h, i64 t0, i64 nr,
-               i64 s0, i64 nk, const A* qs, const A* dos, const A* kt, const A* vt, const A* lse, const A* di, A* p,
-               A* ds, A* keep) {
-  const i64 D = sp.g.D;
-  product(qs, kt, nr, nk, D, p);
-  product(dos, vt, nr, nk, D, ds);
-  for (i64 i = 0; i < nr; ++i) {
-    A* prow = p + i * nk;
-    A* drow = ds + i * nk;
-    if (lse[i] == kNegInf<A>) {
-      std::fill_n(prow, nk, A(0));
-      std::fill_n(drow, nk, A(0));
+void softmax_grad(const Sparse& sp, const HiddenKeys& keys, const ProbsDropout& drop, i64 b, const i64* t,
+                  const i64* hh, const A* lse, const A* di, i64 M, const i64* col, i64 n, i64 N, A* p, A* ds,
+                  A* keep) {
+  for (i64 i = 0; i < M; ++i) {
+    A* prow = p + i * N;
+    A* drow = ds + i * N;
+    if (hh[i] < 0 || lse[i] == kNegInf<A>) {
+      std::fill_n(prow, N, A(0));
+      std::fill_n(drow, N, A(0));
       continue;
     }
-    hide(sp, keys, b, t0 + i, s0, nk, prow);
-    for (i64 j = 0; j < nk; ++j) prow[j] = exp_acc(prow[j] - lse[i]);
+    hide(sp, keys, b, t[i], col, n, N, prow);
+    const A l = lse[i], d = di[i];
     if (drop.active()) {
-      drop.keep(b, h, t0 + i, s0, 0, nk, keep);
-      for (i64 j = 0; j < nk; ++j) {
-        drow[j] = prow[j] * (drow[j] * keep[j] - di[i]);
-        prow[j] *= keep[j];  // Z, for dV
+      gathered_keep(drop, b, hh[i], t[i], col, n, keep);
+      std::fill(keep + n, keep + N, A(0));
+#pragma omp simd
+      for (i64 j = 0; j < N; ++j) {
+        const A pv = exp_acc(prow[j] - l);
+        drow[j] = pv * (drow[j] * keep[j] - d);
+        prow[j] = pv * keep[j];
       }
     } else {
-      for (i64 j = 0; j < nk; ++j) drow[j] = prow[j] * (drow[j] - di[i]);
+#pragma omp simd
+      for (i64 j = 0; j < N; ++j) {
+        const A pv = exp_acc(prow[j] - l);
+        drow[j] = pv * (drow[j] - d);
+        prow[j] = pv;
+      }
     }
   }
 }
@@ -189,7 +245,7 @@ void backward(const AttentionDims& dims, const T* q, const T* k, const T* v, con
   const HiddenKeys keys(g, key_mask, dims.key_mask_dtype);
   const ProbsDropout drop(dims);
   const A scale = static_cast<A>(dims.scale);
-  const i64 bs = sp.bs, D = g.D;
+  const i64 D = g.D, Dp = g.Dp;
   // Di = Σ_d dout·out per (b, h, t).
   std::vector<A> di(static_cast<std::size_t>(g.B * g.H * g.T));
   parallel_for(0, g.B * g.H, 1, [&](i64 lo, i64 hi) {
@@ -206,80 +262,114 @@ void backward(const AttentionDims& dims, const T* q, const T* k, const T* v, con
   });
   const i64 n_q = g.B * g.H * sp.nqb, n_kv = g.B * g.Hkv * sp.nkb;
   parallel_for(0, n_q + n_kv, 1, [&](i64 lo, i64 hi) {
-    std::vector<A> qs(bs * D), dos(bs * D), kt(bs * D), vt(bs * D), krows(bs * D), p(bs * bs), ds(bs * bs),
-        acc(bs * D), acc2(bs * D), keep(bs);
+    std::vector<i64> cols, key_rows, q_rows, ts, hs;
+    std::vector<A> qs, dos, kt, vt, kg, p, ds, acc, acc2, keep, lse_g, di_g;
+    KeysT<A> keys_t, values_t;
     for (i64 task = lo; task < hi; ++task) {
       if (task < n_q) {  // dq of (b, h, query block r)
         const i64 r = task % sp.nqb, h = task / sp.nqb % g.H, b = task / (sp.nqb * g.H), hk = h / g.group;
-        const i64 t0 = r * bs, nr = sp.rows_of(r);
-        pack(q + g.q_offset(b, t0, h), g.q_stride(), nr, D, scale, qs.data());
-        pack(dout + g.q_offset(b, t0, h), g.q_stride(), nr, D, A(1), dos.data());
-        const A* lse_r = lse + (b * g.H + h) * g.T + t0;
-        const A* di_r = di.data() + (b * g.H + h) * g.T + t0;
-        std::fill(acc.begin(), acc.end(), A(0));
-        for (i64 c = 0; c < sp.nkb; ++c) {
-          if (!sp.selected(h, r, c)) continue;
-          const i64 s0 = c * bs, nk = sp.keys_of(c);
-          pack_t(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, kt.data());
-          pack_t(v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, vt.data());
-          pack(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, A(1), krows.data());
-          pair_grad(sp, keys, drop, b, h, t0, nr, s0, nk, qs.data(), dos.data(), kt.data(), vt.data(), lse_r, di_r,
-                    p.data(), ds.data(), keep.data());
-          for (i64 i = 0; i < nr; ++i)
-            for (i64 j = 0; j < nk; ++j) {
-              const A x = ds[static_cast<std::size_t>(i * nk + j)];
-              if (x == A(0)) continue;
-              const A* kr = krows.data() + j * D;
-              A* a = acc.data() + i * D;
-#pragma omp simd
-              for (i64 d = 0; d < D; ++d) a[d] += x * kr[d];
-            }
+        const i64 t0 = r * sp.bs, nr = sp.rows_of(r), M = round_up(nr, kRows);
+        sp.gather_keys(h, r, cols);
+        const i64 n = static_cast<i64>(cols.size()), N = round_up(std::max<i64>(n, 1), kTile);
+        q_rows.assign(static_cast<std::size_t>(M), 0);
+        ts.assign(static_cast<std::size_t>(M), 0);
+        hs.assign(static_cast<std::size_t>(M), -1);
+        lse_g.assign(static_cast<std::size_t>(M), kNegInf<A>);
+        di_g.assign(static_cast<std::size_t>(M), A(0));
+        for (i64 i = 0; i < nr; ++i) {
+          q_rows[static_cast<std::size_t>(i)] = b * g.T + t0 + i;
+          ts[static_cast<std::size_t>(i)] = t0 + i;
+          hs[static_cast<std::size_t>(i)] = h;
+          lse_g[static_cast<std::size_t>(i)] = lse[(b * g.H + h) * g.T + t0 + i];
+          di_g[static_cast<std::size_t>(i)] = di[static_cast<std::size_t>((b * g.H + h) * g.T + t0 + i)];
         }
+        key_rows.resize(cols.size());
+        for (std::size_t j = 0; j < cols.size(); ++j) key_rows[j] = b * g.S + cols[j];
+        qs.resize(static_cast<std::size_t>(M * Dp));
+        dos.resize(qs.size());
+        kt.resize(static_cast<std::size_t>(Dp * N));
+        vt.resize(kt.size());
+        kg.resize(static_cast<std::size_t>(N * Dp));
+        p.resize(static_cast<std::size_t>(M * N));
+        ds.resize(p.size());
+        acc.resize(static_cast<std::size_t>(M * Dp));
+        keep.resize(static_cast<std::size_t>(N));
+        pack_gathered(q + h * D, g.q_stride(), q_rows.data(), nr, M, D, Dp, scale, qs.data());
+        pack_gathered(dout + h * D, g.q_stride(), q_rows.data(), nr, M, D, Dp, A(1), dos.data());
+        gather_columns(keys_t.get(g, k, b, hk), g.S, cols.data(), n, N, Dp, kt.data());
+        gather_columns(values_t.get(g, v, b, hk), g.S, cols.data(), n, N, Dp, vt.data());
+        pack_gathered(k + hk * D, g.kv_stride(), key_rows.data(), n, N, D, Dp, A(1), kg.data());
+        gemm_tile<A, false>(M, N, D, qs.data(), Dp, 1, kt.data(), N, p.data(), N);
+        gemm_tile<A, false>(M, N, D, dos.data(), Dp, 1, vt.data(), N, ds.data(), N);
+        softmax_grad(sp, keys, drop, b, ts.data(), hs.data(), lse_g.data(), di_g.data(), M, cols.data(), n, N,
+                     p.data(), ds.data(), keep.data());
+        gemm_tile<A, false>(M, Dp, N, ds.data(), N, 1, kg.data(), Dp, acc.data(), Dp);
         for (i64 i = 0; i < nr; ++i) {
           T* o = dq + g.q_offset(b, t0 + i, h);
-          for (i64 d = 0; d < D; ++d) o[d] = static_cast<T>(acc[static_cast<std::size_t>(i * D + d)] * scale);
+          for (i64 d = 0; d < D; ++d) o[d] = static_cast<T>(acc[static_cast<std::size_t>(i * Dp + d)] * scale);
         }
         continue;
       }
-      // dk, dv of (b, kv head hk, key block c): over the group's heads and the query blocks selecting it.
+      // dk, dv of (b, kv head hk, key block c): every query row of the group's heads that selects it.
       const i64 kv_task = task - n_q;
       const i64 c = kv_task % sp.nkb, hk = kv_task / sp.nkb % g.Hkv, b = kv_task / (sp.nkb * g.Hkv);
-      const i64 s0 = c * bs, nk = sp.keys_of(c);
-      pack_t(k + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, kt.data());
-      pack_t(v + g.kv_offset(b, s0, hk), g.kv_stride(), nk, D, vt.data());
-      std::fill(acc.begin(), acc.end(), A(0));   // dk
-      std::fill(acc2.begin(), acc2.end(), A(0));  // dv
-      for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h) {
-        for (i64 r = 0; r < sp.nqb; ++r) {
-          if (!sp.selected(h, r, c)) continue;
-          const i64 t0 = r * bs, nr = sp.rows_of(r);
-          pack(q + g.q_offset(b, t0, h), g.q_stride(), nr, D, scale, qs.data());
-          pack(dout + g.q_offset(b, t0, h), g.q_stride(), nr, D, A(1), dos.data());
-          pair_grad(sp, keys, drop, b, h, t0, nr, s0, nk, qs.data(), dos.data(), kt.data(), vt.data(),
-                    lse + (b * g.H + h) * g.T + t0, di.data() + (b * g.H + h) * g.T + t0, p.data(), ds.data(),
-                    keep.data());
-          for (i64 i = 0; i < nr; ++i) {
-            const A* qr = qs.data() + i * D;
-            const A* dr = dos.data() + i * D;
-            for (i64 j = 0; j < nk; ++j) {
-              const A z = p[static_cast<std::size_t>(i * nk + j)], x = ds[static_cast<std::size_t>(i * nk + j)];
-              A* kacc = acc.data() + j * D;
-              A* vacc = acc2.data() + j * D;
-#pragma omp simd
-              for (i64 d = 0; d < D; ++d) {
-                kacc[d] += x * qr[d];
-                vacc[d] += z * dr[d];
-              }
+      const i64 s0 = c * sp.bs, nk = sp.keys_of(c), N = round_up(nk, 16);
+      ts.clear();
+      hs.clear();
+      for (i64 h = hk * g.group; h < (hk + 1) * g.group; ++h)
+        for (i64 r = 0; r < sp.nqb; ++r)
+          if (sp.selected(h, r, c))
+            for (i64 t = r * sp.bs; t < r * sp.bs + sp.rows_of(r); ++t) {
+              ts.push_back(t);
+              hs.push_back(h);
             }
-          }
+      const i64 m = static_cast<i64>(ts.size()), M = round_up(std::max<i64>(m, 1), 16);
+      ts.resize(static_cast<std::size_t>(M), 0);
+      hs.resize(static_cast<std::size_t>(M), -1);
+      lse_g.assign(static_cast<std::size_t>(M), kNegInf<A>);
+      di_g.assign(static_cast<std::size_t>(M), A(0));
+      qs.assign(static_cast<std::size_t>(M * Dp), A(0));
+      dos.assign(qs.size(), A(0));
+      for (i64 i = 0; i < m; ++i) {
+        const auto at = static_cast<std::size_t>(i);
+        const i64 t = ts[at], h = hs[at];
+        lse_g[at] = lse[(b * g.H + h) * g.T + t];
+        di_g[at] = di[static_cast<std::size_t>((b * g.H + h) * g.T + t)];
+        const T* qr = q + g.q_offset(b, t, h);
+        const T* dr = dout + g.q_offset(b, t, h);
+        for (i64 d = 0; d < D; ++d) {
+          qs[static_cast<std::size_t>(i * Dp + d)] = static_cast<A>(load(qr[d])) * scale;
+          dos[static_cast<std::size_t>(i * Dp + d)] = static_cast<A>(load(dr[d]));
         }
       }
+      cols.resize(static_cast<std::size_t>(nk));
+      key_rows.resize(static_cast<std::size_t>(nk));
+      for (i64 j = 0; j < nk; ++j) {
+        cols[static_cast<std::size_t>(j)] = s0 + j;
+        key_rows[static_cast<std::size_t>(j)] = b * g.S + s0 + j;
+      }
+      kt.resize(static_cast<std::size_t>(Dp * N));
+      vt.resize(kt.size());
+      p.resize(static_cast<std::size_t>(M * N));
+      ds.resize(p.size());
+      acc.resize(static_cast<std::size_t>(N * Dp));
+      acc2.resize(acc.size());
+      keep.resize(static_cast<std::size_t>(N));
+      pack_gathered_t(k + hk * D, g.kv_stride(), key_rows.data(), nk, N, D, Dp, kt.data());
+      pack_gathered_t(v + hk * D, g.kv_stride(), key_rows.data(), nk, N, D, Dp, vt.data());
+      gemm_tile<A, false>(M, N, D, qs.data(), Dp, 1, kt.data(), N, p.data(), N);
+      gemm_tile<A, false>(M, N, D, dos.data(), Dp, 1, vt.data(), N, ds.data(), N);
+      softmax_grad(sp, keys, drop, b, ts.data(), hs.data(), lse_g.data(), di_g.data(), M, cols.data(), nk, N, p.data(),
+                   ds.data(), keep.data());
+      // dK = dSᵀ·(Q·scale) and dV = Zᵀ·dout: [N × Dp], reading dS and Z transposed.
+      gemm_tile<A, false>(N, Dp, M, ds.data(), 1, N, qs.data(), Dp, acc.data(), Dp);
+      gemm_tile<A, false>(N, Dp, M, p.data(), 1, N, dos.data(), Dp, acc2.data(), Dp);
       for (i64 j = 0; j < nk; ++j) {
         T* ko = dk + g.kv_offset(b, s0 + j, hk);
         T* vo = dv + g.kv_offset(b, s0 + j, hk);
         for (i64 d = 0; d < D; ++d) {
-          ko[d] = static_cast<T>(acc[static_cast<std::size_t>(j * D + d)]);
-          vo[d] = static_cast<T>(acc2[static_cast<std::size_t>(j * D + d)]);
+          ko[d] = static_cast<T>(acc[static_cast<std::size_t>(j * Dp + d)]);
+          vo[d] = static_cast<T>(acc2[static_cast<std::size_t>(j * Dp + d)]);
         }
       }
     }
