@@ -436,6 +436,57 @@ void attention_cases(CaseTable& t) {
   }
 }
 
+// Block-sparse attention (AttentionOptions::block_layout): shapes {q [B, T, H, D], k/v [B, T, Hkv, D]}; a
+// random layout per head over blocks of 16 (diagonal set), causal and not, GQA, key padding, dropout.
+void sparse_attention_cases(CaseTable& t) {
+  struct Sparse {
+    std::string name;
+    bool causal;
+    bool key_padding;
+    double dropout;
+  };
+  for (const Sparse& c : {Sparse{"causal", true, false, 0.0}, Sparse{"bidirectional_padded", false, true, 0.0},
+                          Sparse{"causal_dropout", true, false, 0.2}}) {
+    const auto options = [c](const Tensors& in) {
+      ops::AttentionOptions o;
+      o.causal = c.causal;
+      o.block_layout = in[3];
+      o.block = 16;
+      o.layout_head_offset = 1;
+      if (c.key_padding) o.key_mask = in[4];
+      if (c.dropout > 0) o.dropout = {c.dropout, CounterRng(5, "consistency/sparse"), 0, 1, 6};
+      return o;
+    };
+    const auto inputs = [c, options](bool backward) -> MakeInputs {
+      return [=](Rng& gen, DType d, const Shapes& s) {
+        const std::int64_t B = s[0][0], T = s[0][1], nb = (T + 15) / 16;
+        Tensor layout = random_ids(gen, {6, nb, nb}, 2, DType::u8);
+        for (std::int64_t h = 0; h < 6; ++h)
+          for (std::int64_t r = 0; r < nb; ++r) layout.data<std::uint8_t>()[(h * nb + r) * nb + r] = 1;
+        Tensors in{uniform(gen, s[0], d, -2, 2), uniform(gen, s[1], d, -2, 2), uniform(gen, s[1], d), layout,
+                   padded_keys(B, T, DType::u8)};
+        if (!backward) return in;
+        auto [out, lse] = ops::attention(in[0], in[1], in[2], options(in));
+        in.push_back(out);
+        in.push_back(lse);
+        in.push_back(uniform(gen, s[0], d));
+        return in;
+      };
+    };
+    const RunOp fwd = [options](const Tensors& in, Device) {
+      auto [out, lse] = ops::attention(in[0], in[1], in[2], options(in));
+      return Tensors{out, lse};
+    };
+    const RunOp bwd = [options](const Tensors& in, Device) {
+      auto [dq, dk, dv] = ops::attention_backward(in[0], in[1], in[2], in[5], in[6], in[7], options(in));
+      return Tensors{dq, dk, dv};
+    };
+    const Shapes shapes = {{4, 100, 4, 40}, {4, 100, 2, 40}};
+    t.add("attention_sparse_" + c.name, Op::attention, kFloat, shapes, fwd, inputs(false));
+    t.add("attention_backward_sparse_" + c.name, Op::attention, kFloat, shapes, bwd, inputs(true));
+  }
+}
+
 // attention_merge: shapes {accumulators [B, T, H, D], part [B, P, H, D]}, the part at row 3; accumulators in
 // the acc dtype, every 3rd lse and every 2nd part_lse −inf (rows seeing no key yet, parts seeing none).
 void attention_merge_cases(CaseTable& t) {
@@ -838,6 +889,7 @@ const std::vector<ConsistencyCase>& consistency_cases() {
     softmax_cases(t);
     attention_cases(t);
     attention_merge_cases(t);
+    sparse_attention_cases(t);
     embedding_cases(t);
     loss_cases(t);
     dropout_cases(t);

@@ -107,5 +107,45 @@ TEST(PlanCost, BubbleAndTrafficFollowTheLayout) {
   EXPECT_NEAR(static_cast<double>(t[0].bytes), (4.0 * static_cast<double>(s.n_layer) + 1) * payload, 1e-6 * payload);
 }
 
+// Context parallelism: the ring moves each rank's K/V (c − 1) times forward and backward, plus the f32
+// dK/dV accumulators c times; the gradients reduce over dp × cp; each rank holds T/c tokens.
+TEST(PlanCost, ContextParallelTrafficAndTokens) {
+  Config c;
+  c.train.micro_batch_size = 2;
+  c.train.seq_len = 512;
+  const models::TransformerSpec s = models::preset("llama-tiny");
+  MemoryLayout cp;
+  cp.cp = 2;
+  const auto t = step_traffic(c, s, cp);
+  ASSERT_EQ(t.size(), 2U);
+  EXPECT_EQ(t[0].group, "dp-cp");
+  EXPECT_EQ(t[1].group, "cp");
+  const double kv = 2.0 * 2 * 256 * static_cast<double>(s.n_kv_head * (s.d_model / s.n_head));  // K and V, local
+  EXPECT_NEAR(static_cast<double>(t[1].bytes), static_cast<double>(s.n_layer) * (2 * kv * 4 + 2 * kv * 4),
+              1e-6 * static_cast<double>(t[1].bytes));
+  MemoryLayout one;
+  const MemoryEstimate whole = estimate_memory(c, s, one), half = estimate_memory(c, s, cp);
+  EXPECT_NEAR(static_cast<double>(half.stages[0].activations_per_micro_batch),
+              static_cast<double>(whole.stages[0].activations_per_micro_batch) / 2, 1.0);
+  EXPECT_EQ(cp.ranks(), 2);
+  EXPECT_EQ(cp.describe(), "dp1 tp1 cp2 pp1");
+}
+
+// Block-sparse attention's layout scales the attention's share of the step time by its density.
+TEST(PlanCost, SparseAttentionScalesTheAttentionWork) {
+  Config c;
+  c.train.micro_batch_size = 1;
+  c.train.seq_len = 1024;
+  models::TransformerSpec s = models::preset("llama-tiny");
+  s.max_seq_len = 1024;
+  const LayoutCost dense = layout_cost(c, s, MemoryLayout{}, kHardware);
+  s.sparse_attention.mode = "bslongformer";
+  s.sparse_attention.block = 64;
+  const LayoutCost sparse = layout_cost(c, s, MemoryLayout{}, kHardware);
+  EXPECT_LT(sparse.compute_s, dense.compute_s);
+  EXPECT_NE(format_plan(c, s, sparse).find("block-sparse attention (bslongformer, blocks of 64): "),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace trident::train

@@ -55,6 +55,8 @@ struct ModelParallel {
 // of spec.sparse_attention for max_seq_len, built once per spec and shared by every layer; nothing when
 // the mode is unset.
 void set_sparse_attention(const TransformerSpec& spec, nn::SelfAttentionOptions& options);
+// That layout itself (spec.sparse_attention active), u8 [n_head or 1, nb, nb] on the host.
+Tensor shared_block_layout(const TransformerSpec& spec);
 
 // Where the model's non-block parts live, by canonical name. An empty name: the family has no such part.
 struct PartNames {

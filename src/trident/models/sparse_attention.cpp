@@ -244,24 +244,23 @@ double layout_density(const Tensor& layout, bool causal) {
   return total > 0 ? kept / total : 0;
 }
 
-void set_sparse_attention(const TransformerSpec& spec, nn::SelfAttentionOptions& options) {
+Tensor shared_block_layout(const TransformerSpec& spec) {
   const SparseAttentionSpec& s = spec.sparse_attention;
-  if (!s.active()) return;
-  // One layout per (spec, heads, length), shared by every layer and model that asks for it.
+  // One layout per (spec, heads, length), shared by every layer, model and plan that asks for it.
   static std::mutex mutex;
   static std::vector<std::tuple<SparseAttentionSpec, std::int64_t, std::int64_t, Tensor>> built;
   const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [key, heads, length, layout] : built) {
-    if (key == s && heads == spec.n_head && length == spec.max_seq_len) {
-      options.block_layout = layout;
-      options.block = s.block;
-      return;
-    }
-  }
+  for (const auto& [key, heads, length, layout] : built)
+    if (key == s && heads == spec.n_head && length == spec.max_seq_len) return layout;
   Tensor layout = block_layout(s, spec.n_head, spec.max_seq_len);
   built.emplace_back(s, spec.n_head, spec.max_seq_len, layout);
-  options.block_layout = layout;
-  options.block = s.block;
+  return layout;
+}
+
+void set_sparse_attention(const TransformerSpec& spec, nn::SelfAttentionOptions& options) {
+  if (!spec.sparse_attention.active()) return;
+  options.block_layout = shared_block_layout(spec);
+  options.block = spec.sparse_attention.block;
 }
 
 }  // namespace trident::models

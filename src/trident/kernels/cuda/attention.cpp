@@ -13,8 +13,6 @@ namespace trident::kernels::cuda {
 namespace {
 
 void check_dims(const AttentionDims& d, std::string_view op) {
-  TRIDENT_CHECK(d.layout.blocks == nullptr,
-                "CUDA {}: block-sparse attention (a block_layout) runs on the CPU only in this build", op);
   TRIDENT_CHECK(d.head_dim >= 1 && d.head_dim <= kMaxAttentionHeadDim,
                 "CUDA {}: head_dim {} is not supported (the kernels take 1 to {})", op, d.head_dim,
                 kMaxAttentionHeadDim);

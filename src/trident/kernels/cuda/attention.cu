@@ -455,6 +455,7 @@ void launch_attention_forward(DType dtype, const cpu::AttentionDims& dims, const
                               const void* mask, const void* key_mask, const std::int32_t* doc_starts, void* out,
                               void* lse) {
   using namespace attention_detail;
+  if (dims.layout.blocks != nullptr) return launch_block_sparse_forward(dtype, dims, q, k, v, key_mask, out, lse);
   const Geometry g = make_geometry(dims, key_mask, doc_starts);
   if (g.B == 0 || g.H == 0 || g.T == 0) return;
   dispatch_floating(dtype, "attention", [&](auto tag) {
@@ -485,6 +486,10 @@ void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, cons
       row_dot_kernel<T><<<blocks_for(rows * 32, kRowThreads), kRowThreads, 0, stream()>>>(
           g, static_cast<const T*>(out), static_cast<const T*>(dout), static_cast<A*>(di));
       check_launch("attention_backward (Di)");
+    }
+    if (dims.layout.blocks != nullptr) {
+      launch_block_sparse_backward(dtype, dims, q, k, v, key_mask, lse, dout, di, dq, dk, dv);
+      return;
     }
     const T* tq = static_cast<const T*>(q);
     const T* tk = static_cast<const T*>(k);

@@ -27,4 +27,11 @@ void launch_attention_backward(DType dtype, const cpu::AttentionDims& dims, cons
 void launch_attention_merge(DType dtype, const cpu::AttentionMergeDims& dims, void* out, void* lse,
                             const void* part_out, const void* part_lse);
 
+// Block-sparse attention (dims.layout set; attention_sparse.cu): the forward, and the backward given Di.
+void launch_block_sparse_forward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k,
+                                 const void* v, const void* key_mask, void* out, void* lse);
+void launch_block_sparse_backward(DType dtype, const cpu::AttentionDims& dims, const void* q, const void* k,
+                                  const void* v, const void* key_mask, const void* lse, const void* dout,
+                                  const void* di, void* dq, void* dk, void* dv);
+
 }  // namespace trident::kernels::cuda

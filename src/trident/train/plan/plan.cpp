@@ -164,7 +164,15 @@ LayoutCost layout_cost(const Config& c, const models::TransformerSpec& s, const 
   cost.memory = estimate_memory(c, s, l);
   cost.traffic = step_traffic(c, s, l);
   cost.bubble = bubble_fraction(l);
-  const LD flops_per_token = 6 * ld(s.active_parameters()) + 12 * ld(s.n_layer) * ld(s.d_model) * ld(c.train.seq_len);
+  // Block-sparse attention computes the layout's share of the score pairs (of the causal ones, for a
+  // causal model): its density scales the attention term.
+  const LD attention_share =
+      s.sparse_attention.active()
+          ? static_cast<LD>(models::layout_density(models::shared_block_layout(s),
+                                      models::generates(models::family(s.family).objective)))
+          : 1;
+  const LD flops_per_token = 6 * ld(s.active_parameters()) +
+                             12 * ld(s.n_layer) * ld(s.d_model) * ld(c.train.seq_len) * attention_share;
   const LD tokens = ld(c.train.micro_batch_size) * ld(c.train.seq_len) * ld(l.accumulation) * ld(l.dp);
   // Recomputation runs each forward twice: 8 instead of 6 FLOPs per parameter and token.
   const LD work = flops_per_token * tokens * (l.checkpointing ? 8.0L / 6 : 1) / ld(l.ranks());
@@ -249,6 +257,12 @@ std::string format_plan(const Config& c, const models::TransformerSpec& s, const
       fmt::format("{} ({:.3g} parameters), {} ranks: {}, micro-batch {} × {} tokens, {} micro-batches per step, {}\n",
                   models::family(s.family).display_name, static_cast<double>(cost.memory.parameter_count), l.ranks(),
                   l.describe(), c.train.micro_batch_size, c.train.seq_len, l.accumulation, c.train.precision);
+  if (s.sparse_attention.active()) {
+    const bool causal = models::generates(models::family(s.family).objective);
+    out += fmt::format("block-sparse attention ({}, blocks of {}): {:.3f} of the {}score pairs, in the step time\n",
+                       s.sparse_attention.mode, s.sparse_attention.block,
+                       models::layout_density(models::shared_block_layout(s), causal), causal ? "causal " : "");
+  }
   // Sequence parallelism's activations are shown beside the layout's when there is tensor parallelism.
   const bool sp = l.tp > 1;
   out += fmt::format(
