@@ -257,6 +257,9 @@ void validate_config(const Config& c, int world_size) {
   }
   TRIDENT_CHECK(c.data.weights.empty() || weight_sum > 0,
                 "data.weights are all 0: at least one dataset must be drawn from");
+  TRIDENT_CHECK(!c.model.sparse_attention.active() || !c.data.reset_attention_mask,
+                "model.sparse_attention with data.reset_attention_mask: block-sparse attention and packed documents' "
+                "masks do not combine; use one or the other");
   TRIDENT_CHECK(!c.data.tokenizer.empty(), "data.tokenizer is empty: give the tokenizer.json the data was made with");
   TRIDENT_CHECK(fs::exists(c.data.tokenizer), "data.tokenizer: '{}' does not exist", c.data.tokenizer);
   (void)training_device(c);
