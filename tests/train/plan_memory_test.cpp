@@ -128,6 +128,10 @@ std::vector<Case> cases() {
   out.push_back({"gpt2_cp2_all_to_all", "gpt2", true,
                  {"dist.context_parallel_size=2", "dist.context_parallel_algorithm=all_to_all"}});
   out.push_back({"bert_cp2_zero1", "bert", true, {"dist.context_parallel_size=2", "dist.zero_stage=1"}});
+  // Block-sparse attention: the layout (built once) and the gathered blocks' working buffers.
+  out.push_back({"llama_one_sparse", "llama", false,
+                 {"model.sparse_attention.mode=bigbird", "model.sparse_attention.block=16",
+                  "model.sparse_attention.num_random_blocks=1", "model.sparse_attention.different_layout_per_head=true"}});
   // Sequences of 512, where the activations outweigh the model's states: one process, then each rank
   // holding half of every sequence.
   for (const auto& [name, cp] : {std::pair<std::string, bool>{"gpt2_one_long", false}, {"gpt2_cp2_long", true}}) {
