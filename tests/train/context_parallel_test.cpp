@@ -5,7 +5,7 @@
 // (relative 1e-5 per step, validation losses, final parameters):
 //   GPT-2 (learned positions) under cp2 and cp4 (ring), cp2 with the all-to-all, cp2 with activation
 //   checkpointing (the ring re-run in the backward), cp2 × tp2 with sequence parallelism, cp2 × pp2,
-//   cp2 × dp2 with ZeRO-3;
+//   cp2 × dp2 with ZeRO-2 and ZeRO-3;
 //   LLaMA (RoPE, grouped-query attention), Mistral (a sliding window of 12 across chunks of 8) and a
 //   Mixtral (dropless experts, load-balancing and z losses; under cp2 and cp2 × ep2 with dp2) under cp2;
 //   packed documents (data.reset_attention_mask and reset_position_ids) with GPT-2 and LLaMA under cp2.
@@ -106,6 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ContextParallel,
                                            Case{Layout{.cp = 4}},                         // chunks of 4 tokens
                                            Case{Layout{.tp = 2, .sp = true, .cp = 2}},    // cp × tp with SP
                                            Case{Layout{.pp = 2, .cp = 2}},                // cp × pp
+                                           Case{Layout{.dp = 2, .zero = 2, .cp = 2}},     // cp × dp, ZeRO-2
                                            Case{Layout{.dp = 2, .zero = 3, .cp = 2}},     // cp × dp, ZeRO-3
                                            Case{Layout{.arch = "mixtral", .dp = 2, .ep = 2, .cp = 2}}),  // cp × ep
                          [](const auto& p) { return p.param.name(); });
