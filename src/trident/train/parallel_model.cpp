@@ -116,7 +116,7 @@ ParallelModel::ParallelModel(const models::TransformerSpec& spec, std::shared_pt
   m.par.chunks = options.virtual_stages;
   m.par.sequence_parallel = options.sequence_parallel && m.par.tp_size > 1;
   m.par.cp_all_to_all = options.context_all_to_all;
-  TRIDENT_CHECK(m.options.seq_len % (2 * m.par.cp_size) == 0,
+  TRIDENT_CHECK(m.par.cp_size == 1 || m.options.seq_len % (2 * m.par.cp_size) == 0,
                 "ParallelModel: context parallelism over {} ranks splits each sequence into {} chunks: seq_len ({}) "
                 "must be a multiple of {}",
                 m.par.cp_size, 2 * m.par.cp_size, m.options.seq_len, 2 * m.par.cp_size);

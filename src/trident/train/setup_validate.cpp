@@ -153,7 +153,7 @@ void validate_layout(const Config& c, int world_size) {
                 c.train.seq_len, tp);
   TRIDENT_CHECK(c.dist.context_parallel_algorithm == "ring" || c.dist.context_parallel_algorithm == "all_to_all",
                 "dist.context_parallel_algorithm='{}' is not one of ring, all_to_all", c.dist.context_parallel_algorithm);
-  TRIDENT_CHECK(cp <= c.train.seq_len && c.train.seq_len % (2 * cp) == 0,
+  TRIDENT_CHECK(cp == 1 || (cp <= c.train.seq_len && c.train.seq_len % (2 * cp) == 0),
                 "dist.context_parallel_size={} splits each sequence into 2·{} = {} chunks (two per rank, for the causal "
                 "load balance): train.seq_len={} must be a multiple of {}",
                 cp, cp, 2 * cp, c.train.seq_len, 2 * cp);
