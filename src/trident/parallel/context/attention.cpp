@@ -146,16 +146,12 @@ struct RingResult {
   std::array<Tensor, 2> lse;  // per query half, acc dtype
 };
 
-RingResult ring_forward(const Setup& s, const Tensor& q, const Tensor& k, const Tensor& v) {
+// The ring's steps: at step t the rank holds the K/V block of rank i − t (kv, packed) and sends it on while
+// `pair(kv, qh, kh, q_pos, k_pos)` runs for each of its query halves that sees one of the block's key
+// halves; `end_step()` runs after the pairs, before the next block is waited for.
+template <typename Pair, typename EndStep>
+void ring_steps(const Setup& s, Tensor kv, Pair&& pair, EndStep&& end_step) {
   const int c = s.size(), i = s.rank();
-  const DType acc = acc_dtype(q.dtype());
-  const std::array<Tensor, 2> q_starts = query_starts(s);
-  std::array<Tensor, 2> out_acc, lse_acc;
-  for (std::size_t h = 0; h < 2; ++h) {
-    out_acc[h] = Tensor::zeros({s.B, s.L, s.H, s.D}, acc, q.device());
-    lse_acc[h] = Tensor::full({s.B, s.H, s.L}, -std::numeric_limits<double>::infinity(), acc, q.device());
-  }
-  Tensor kv = pack_kv(k, v, s.L);
   for (int step = 0; step < c; ++step) {
     const int j = (i - step + c) % c;  // the block at hand
     Tensor kv_next;
@@ -168,17 +164,34 @@ RingResult ring_forward(const Setup& s, const Tensor& q, const Tensor& k, const 
       const std::int64_t q_pos = position_of(s, i, qh);
       for (int kh = 0; kh < 2; ++kh) {
         const std::int64_t k_pos = position_of(s, j, kh);
-        if (!sees(s, q_pos, k_pos)) continue;
-        auto [o, l] = ops::attention(half(q, qh, s.L), kv_part(kv, kh), kv_part(kv, 2 + kh),
-                                     pair_options(s, q_starts, qh, q_pos, k_pos));
-        ops::attention_merge(out_acc[static_cast<std::size_t>(qh)], lse_acc[static_cast<std::size_t>(qh)], o, l, 0);
+        if (sees(s, q_pos, k_pos)) pair(kv, qh, kh, q_pos, k_pos);
       }
     }
+    end_step();
     if (moving) {
       moving->wait();
       kv = kv_next;
     }
   }
+}
+
+RingResult ring_forward(const Setup& s, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const DType acc = acc_dtype(q.dtype());
+  const std::array<Tensor, 2> q_starts = query_starts(s);
+  std::array<Tensor, 2> out_acc, lse_acc;
+  for (std::size_t h = 0; h < 2; ++h) {
+    out_acc[h] = Tensor::zeros({s.B, s.L, s.H, s.D}, acc, q.device());
+    lse_acc[h] = Tensor::full({s.B, s.H, s.L}, -std::numeric_limits<double>::infinity(), acc, q.device());
+  }
+  ring_steps(
+      s, pack_kv(k, v, s.L),
+      [&](const Tensor& kv, int qh, int kh, std::int64_t q_pos, std::int64_t k_pos) {
+        auto [o, l] = ops::attention(half(q, qh, s.L), kv_part(kv, kh), kv_part(kv, 2 + kh),
+                                     pair_options(s, q_starts, qh, q_pos, k_pos));
+        const auto at = static_cast<std::size_t>(qh);
+        ops::attention_merge(out_acc[at], lse_acc[at], o, l, 0);
+      },
+      [] {});
   RingResult r;
   r.out = ops::concat({ops::cast(out_acc[0], q.dtype()), ops::cast(out_acc[1], q.dtype())}, 1);
   r.lse = lse_acc;
@@ -187,47 +200,32 @@ RingResult ring_forward(const Setup& s, const Tensor& q, const Tensor& k, const 
 
 Grads ring_backward(const Setup& s, const Tensor& q, const Tensor& k, const Tensor& v, const RingResult& fwd,
                     const Tensor& dout) {
-  const int c = s.size(), i = s.rank();
   const DType acc = acc_dtype(q.dtype());
   const std::array<Tensor, 2> q_starts = query_starts(s);
   std::array<Tensor, 2> dq_acc;
   for (auto& t : dq_acc) t = Tensor::zeros({s.B, s.L, s.H, s.D}, acc, q.device());
   const std::array<Tensor, 2> out = {half(fwd.out, 0, s.L), half(fwd.out, 1, s.L)};
-  Tensor kv = pack_kv(k, v, s.L);
+  const Tensor kv = pack_kv(k, v, s.L);
   // The dK/dV accumulator of the block at hand ([4, B, L, Hkv, D] as kv): it travels with the block, each
   // rank adding its queries' share, and reaches the block's owner after c shifts.
   Tensor dkv = Tensor::zeros(kv.shape(), acc, q.device());
-  for (int step = 0; step < c; ++step) {
-    const int j = (i - step + c) % c;
-    Tensor kv_next;
-    std::unique_ptr<dist::Work> moving;
-    if (step + 1 < c) {
-      kv_next = Tensor::empty(kv.shape(), kv.dtype(), kv.device());
-      moving = shift(s, kv, kv_next);
-    }
-    for (int qh = 0; qh < 2; ++qh) {
-      const std::int64_t q_pos = position_of(s, i, qh);
-      for (int kh = 0; kh < 2; ++kh) {
-        const std::int64_t k_pos = position_of(s, j, kh);
-        if (!sees(s, q_pos, k_pos)) continue;
-        const auto q_half = static_cast<std::size_t>(qh);
-        auto [dq, dk, dv] =
-            ops::attention_backward(half(q, qh, s.L), kv_part(kv, kh), kv_part(kv, 2 + kh), out[q_half],
-                                    fwd.lse[q_half], half(dout, qh, s.L), pair_options(s, q_starts, qh, q_pos, k_pos));
-        ops::add_(dq_acc[q_half], dq.to(acc));
+  ring_steps(
+      s, kv,
+      [&](const Tensor& block, int qh, int kh, std::int64_t q_pos, std::int64_t k_pos) {
+        const auto at = static_cast<std::size_t>(qh);
+        auto [dq, dk, dv] = ops::attention_backward(half(q, qh, s.L), kv_part(block, kh), kv_part(block, 2 + kh),
+                                                    out[at], fwd.lse[at], half(dout, qh, s.L),
+                                                    pair_options(s, q_starts, qh, q_pos, k_pos));
+        ops::add_(dq_acc[at], dq.to(acc));
         Tensor dk_slot = kv_part(dkv, kh), dv_slot = kv_part(dkv, 2 + kh);
         ops::add_(dk_slot, dk.to(acc));
         ops::add_(dv_slot, dv.to(acc));
-      }
-    }
-    Tensor dkv_in = Tensor::empty(dkv.shape(), dkv.dtype(), dkv.device());
-    shift(s, dkv, dkv_in)->wait();
-    dkv = dkv_in;
-    if (moving) {
-      moving->wait();
-      kv = kv_next;
-    }
-  }
+      },
+      [&] {
+        Tensor dkv_in = Tensor::empty(dkv.shape(), dkv.dtype(), dkv.device());
+        shift(s, dkv, dkv_in)->wait();
+        dkv = dkv_in;
+      });
   const auto both = [&](const Tensor& a, const Tensor& b, DType dtype) {
     return ops::concat({ops::cast(a, dtype), ops::cast(b, dtype)}, 1);
   };
