@@ -213,9 +213,9 @@ Grads ring_backward(const Setup& s, const Tensor& q, const Tensor& k, const Tens
       s, kv,
       [&](const Tensor& block, int qh, int kh, std::int64_t q_pos, std::int64_t k_pos) {
         const auto at = static_cast<std::size_t>(qh);
-        auto [dq, dk, dv] = ops::attention_backward(half(q, qh, s.L), kv_part(block, kh), kv_part(block, 2 + kh),
-                                                    out[at], fwd.lse[at], half(dout, qh, s.L),
-                                                    pair_options(s, q_starts, qh, q_pos, k_pos));
+        auto [dq, dk, dv] =
+            ops::attention_backward(half(q, qh, s.L), kv_part(block, kh), kv_part(block, 2 + kh), out[at], fwd.lse[at],
+                                    half(dout, qh, s.L), pair_options(s, q_starts, qh, q_pos, k_pos));
         ops::add_(dq_acc[at], dq.to(acc));
         Tensor dk_slot = kv_part(dkv, kh), dv_slot = kv_part(dkv, 2 + kh);
         ops::add_(dk_slot, dk.to(acc));
