@@ -14,6 +14,10 @@ shift
 mpi=("$@")
 source "$(dirname "$0")/../cli/tiny_corpus.sh"
 export OMPI_MCA_btl=self,vader
+# MPICH's UCX reads a peer's memory with process_vm_readv (the "cma" transport); when test 3 kills rank 1
+# in the middle of such a copy, rank 0 aborts inside UCX before Hydra reports the SIGKILL, and the log
+# names rank 0's abort instead of the killed rank. Shared-memory queues keep the report about rank 1.
+export UCX_TLS=^cma
 tiny_corpus_run "$trident" failure 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null'
 
 common=(train --run-dir "$work/run" --set model.n_layer=1 --set model.n_head=2 --set model.d_model=16
