@@ -31,6 +31,8 @@ TEST(StopPolicy, ReasonFromInputs) {
   EXPECT_EQ(stop_reason(true, 1.0, 5.0), StopReason::signal);
   // Early stopping finishes the run: it outranks the time limit and a signal.
   EXPECT_EQ(stop_reason(true, 6.0, 5.0, true), StopReason::early_stopping);
+  EXPECT_EQ(stop_reason(false, 1.0, 0.0, false, true), StopReason::requested);  // a callback's request
+  EXPECT_EQ(stop_reason(true, 1.0, 0.0, false, true), StopReason::signal);      // a signal outranks it
 }
 
 // Issue 48: the best step by min_delta's rule (step 2) is one keep_best pruned for a later step a little
@@ -57,7 +59,8 @@ TEST(StopPolicy, EarlyStoppingNamesTheBestCheckpointKept) {
 
 TEST(StopPolicy, AgreementKeepsTheLargestReason) {
   auto self = dist::self_communicator();
-  for (StopReason r : {StopReason::none, StopReason::signal, StopReason::time_limit, StopReason::early_stopping}) {
+  for (StopReason r : {StopReason::none, StopReason::requested, StopReason::signal, StopReason::time_limit,
+                       StopReason::early_stopping}) {
     EXPECT_EQ(agree_stop(*self, r), r);
   }
 }

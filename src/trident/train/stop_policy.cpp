@@ -23,17 +23,19 @@ void request_stop() noexcept {
 
 namespace detail {
 
-StopReason stop_reason(bool requested, double minutes, double limit_minutes, bool early_stop) {
+StopReason stop_reason(bool requested, double minutes, double limit_minutes, bool early_stop, bool program_stop) {
   if (early_stop) return StopReason::early_stopping;
   if (limit_minutes > 0 && minutes >= limit_minutes) return StopReason::time_limit;
-  return requested ? StopReason::signal : StopReason::none;
+  if (requested) return StopReason::signal;
+  return program_stop ? StopReason::requested : StopReason::none;
 }
 
 StopReason agree_stop(dist::Communicator& world, StopReason mine) {
   const double why = world.all_reduce_scalar(static_cast<double>(mine), dist::ReduceOp::max);
-  return why > 2   ? StopReason::early_stopping
-         : why > 1 ? StopReason::time_limit
-         : why > 0 ? StopReason::signal
+  return why > 3   ? StopReason::early_stopping
+         : why > 2 ? StopReason::time_limit
+         : why > 1 ? StopReason::signal
+         : why > 0 ? StopReason::requested
                    : StopReason::none;
 }
 
@@ -65,9 +67,9 @@ bool StopPolicy::signalled() {
   return world_.all_reduce_scalar(stop_requested() ? 1.0 : 0.0, dist::ReduceOp::max) > 0;
 }
 
-StopReason StopPolicy::after_step(bool early_stop) {
+StopReason StopPolicy::after_step(bool early_stop, bool program_stop) {
   const double minutes = std::chrono::duration<double>(Clock::now() - job_start_).count() / 60;
-  return agree_stop(world_, stop_reason(stop_requested(), minutes, limit_minutes_, early_stop));
+  return agree_stop(world_, stop_reason(stop_requested(), minutes, limit_minutes_, early_stop, program_stop));
 }
 
 }  // namespace detail

@@ -1,13 +1,15 @@
 // Internal to the train module: when a run stops before train.steps.
 //
-// Four things end a run early: SIGINT/SIGTERM (or request_stop),
-// train.exit_duration_minutes passing, and early stopping (best_checkpoints.h). A signal may reach only some ranks
+// Five things end a run early: SIGINT/SIGTERM (or request_stop),
+// train.exit_duration_minutes passing, early stopping (best_checkpoints.h), and
+// the program's own request (TrainObserver::wants_stop, a callback's). A signal may reach only some ranks
 // (Ctrl-C reaches all; kill one) and clocks differ, so the ranks agree before
 // acting: each contributes its reason and all act on the largest (one scalar
 // all-reduce over the world). Early stopping is decided from the validation
 // loss, which every rank holds, so the ranks agree already; it goes through the
 // same all-reduce all the same, so that no rank can stop alone. After a step
-// early stopping (the run is finished) outranks the time limit, which outranks a signal;
+// early stopping (the run is finished) outranks the time limit, which outranks a signal, which
+// outranks the program's request;
 // between the micro-batches of a step and the batches of an evaluation only
 // signals count (see ModelRunner::train_step and Evaluator::evaluate).
 #pragma once
@@ -22,12 +24,13 @@
 namespace trident::train::detail {
 
 // Ordered: the agreed reason is the largest any rank has.
-enum class StopReason { none = 0, signal = 1, time_limit = 2, early_stopping = 3 };
+enum class StopReason { none = 0, requested = 1, signal = 2, time_limit = 3, early_stopping = 4 };
 
 // This rank's reason after a step, from its inputs: whether early stopping's patience ran out, then
 // `minutes` since the job started against train.exit_duration_minutes (`limit_minutes`, 0 = none), then
-// whether a stop was requested.
-StopReason stop_reason(bool requested, double minutes, double limit_minutes, bool early_stop = false);
+// whether a stop was requested (a signal, request_stop), then the program's request (`program_stop`).
+StopReason stop_reason(bool requested, double minutes, double limit_minutes, bool early_stop = false,
+                       bool program_stop = false);
 // The reason every rank of `world` acts on: the largest of theirs.
 StopReason agree_stop(dist::Communicator& world, StopReason mine);
 
@@ -70,7 +73,8 @@ class StopPolicy {
   // micro-batch m >= 1 of a step and between the global batches of an evaluation.
   bool signalled();
   // After a step: the reason every rank stops for, or none. `early_stop`: this rank's early-stopping verdict.
-  StopReason after_step(bool early_stop = false);
+  // `program_stop`: this rank's observer asked to stop (TrainObserver::wants_stop).
+  StopReason after_step(bool early_stop = false, bool program_stop = false);
 
  private:
   dist::Communicator& world_;

@@ -62,9 +62,49 @@ void stop_for_signal(Run& run, TrainSummary& s, bool save, const std::string& li
   run.log->message(line);
 }
 
+RunInfo run_info(const Run& run) {
+  const ParallelState& p = run.par;
+  return {.rank = p.rank,
+          .world_size = p.world->size(),
+          .dp_rank = p.dp_rank,
+          .dp_size = p.dp_size,
+          .tp_rank = p.tp_rank,
+          .tp_size = p.tp_size,
+          .pp_rank = p.pp_rank,
+          .pp_size = p.pp_size,
+          .cp_rank = p.cp_rank,
+          .cp_size = p.cp_size,
+          .ep_rank = p.ep_rank,
+          .ep_size = p.ep_size,
+          .first_step = run.state.step,
+          .steps = run.config.train.steps,
+          .global_batch = run.global_batch,
+          .seq_len = run.seq_len,
+          .parameters = static_cast<std::int64_t>(models::parameter_count(run.spec)),
+          .run_dir = run.run_dir,
+          .checkpoint_dir = run.ckpt_root};
+}
+
+TrainSummary train_loop(const TrainOptions& options, TrainObserver& observer);
+
+// The program's observer, or one that does nothing.
+TrainObserver& observer_of(const TrainOptions& options) {
+  static TrainObserver none;
+  return options.observer != nullptr ? *options.observer : none;
+}
+
 }  // namespace
 
 TrainSummary train(const TrainOptions& options) {
+  TrainObserver& observer = observer_of(options);
+  TrainSummary summary = train_loop(options, observer);
+  observer.on_train_end(summary);
+  return summary;
+}
+
+namespace {
+
+TrainSummary train_loop(const TrainOptions& options, TrainObserver& observer) {
   const StopSignals signals;  // from here on: a signal during the set-up is acted on once the ranks can agree
   const std::unique_ptr<Run> built = build_run(options);
   Run& run = *built;
@@ -80,6 +120,7 @@ TrainSummary train(const TrainOptions& options) {
   }
 
   TrainSummary summary;
+  observer.on_train_start(run_info(run));
   StopPolicy stop(*run.par.world, config.train.steps, config.train.exit_duration_minutes, run.job_start, signals);
   if (stop.signalled()) {
     summary.steps_done = run.state.step;
@@ -102,6 +143,7 @@ TrainSummary train(const TrainOptions& options) {
     summary.val_losses.emplace_back(0, *loss);
     if (evaluator->mlm_accuracy()) summary.val_mlm_accuracies.emplace_back(0, *evaluator->mlm_accuracy());
     run.log->log_eval(0, *loss, evaluator->mlm_accuracy());
+    observer.on_validation_end(0, *loss, evaluator->mlm_accuracy());
   }
 
   // A run resumed from the checkpoint early stopping saved is finished (a larger patience continues it).
@@ -152,6 +194,7 @@ TrainSummary train(const TrainOptions& options) {
     if (logged && run.par.world->size() > 1)
       metrics.straggler = straggler_report(run, dt - (dist::blocked_seconds() - blocked_before));
     run.log->log_step(metrics, logged);
+    observer.on_train_batch_end(metrics);
 
     const bool evaluated = evaluator && (step % config.train.eval_interval == 0 || step == config.train.steps);
     if (evaluated) {
@@ -166,18 +209,20 @@ TrainSummary train(const TrainOptions& options) {
       summary.val_losses.emplace_back(step, *loss);
       if (evaluator->mlm_accuracy()) summary.val_mlm_accuracies.emplace_back(step, *evaluator->mlm_accuracy());
       run.log->log_eval(step, *loss, evaluator->mlm_accuracy());
+      observer.on_validation_end(step, *loss, evaluator->mlm_accuracy());
       // Recorded in the state the checkpoint of this step saves (best_checkpoints.h).
       observe(run.state.monitor, config, step, summary.val_losses.back().second);
     }
     // Early stopping at the last step changes nothing: the run completed.
     const bool early_stop = evaluated && step < config.train.steps && patience_exhausted(run.state.monitor, config);
-    const StopReason why = stop.after_step(early_stop);
+    const StopReason why = stop.after_step(early_stop, observer.wants_stop());
     const bool at_interval = config.checkpoint.interval > 0 && step % config.checkpoint.interval == 0;
     // With checkpoint.keep_best every evaluated step is saved, as Lightning's ModelCheckpoint(monitor=...)
     // saves after each validation: each evaluation is a candidate for the best k.
     const bool best_candidate = evaluated && config.checkpoint.keep_best > 0;
     if (why != StopReason::none || at_interval || best_candidate || step == config.train.steps) {
       summary.last_checkpoint = run.save_checkpoint();
+      observer.on_save_checkpoint(step, summary.last_checkpoint);
       // A signal during the write stops the run now, with that checkpoint, not after the next step.
       if (why == StopReason::none && step < config.train.steps && stop.signalled()) {
         stop_for_signal(run, summary, false,
@@ -190,6 +235,13 @@ TrainSummary train(const TrainOptions& options) {
     if (why == StopReason::early_stopping) {
       summary.stopped = StopCause::early_stopping;
       run.log->message(early_stop_message(run.state.monitor, config, step));
+      break;
+    }
+    if (why == StopReason::requested) {
+      summary.stopped = StopCause::requested;
+      run.log->message(fmt::format("stopped after step {}: the program's callback asked to stop; resume with --resume "
+                                   "to go on",
+                                   step));
       break;
     }
     if (why != StopReason::none) {
@@ -208,5 +260,7 @@ TrainSummary train(const TrainOptions& options) {
   run.log->finish();
   return summary;
 }
+
+}  // namespace
 
 }  // namespace trident::train

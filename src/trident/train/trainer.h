@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,12 +18,54 @@
 #include "trident/dist/communicator.h"
 #include "trident/models/transformer_lm.h"
 #include "trident/train/config/config.h"
+#include "trident/train/log/metrics.h"
 
 namespace trident::checkpoint {
 class CheckpointReader;
 }  // namespace trident::checkpoint
 
 namespace trident::train {
+
+struct TrainSummary;
+
+// Where a run stands when its loop starts: this rank's place in the layout, the run's shape, and the step
+// it starts from (the checkpoint's, on a resume).
+struct RunInfo {
+  int rank = 0;
+  int world_size = 1;
+  int dp_rank = 0, dp_size = 1;
+  int tp_rank = 0, tp_size = 1;
+  int pp_rank = 0, pp_size = 1;
+  int cp_rank = 0, cp_size = 1;
+  int ep_rank = 0, ep_size = 1;
+  std::int64_t first_step = 0;  // the steps done before this run's first
+  std::int64_t steps = 0;       // train.steps
+  std::int64_t global_batch = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t parameters = 0;  // the whole model's (every shard and stage counted once)
+  std::string run_dir;
+  std::string checkpoint_dir;   // checkpoint.dir, or RUN_DIR/checkpoints
+};
+
+// A program's hooks into the loop, named as Lightning's callbacks are (the Python package's callbacks
+// call through one). Every rank calls its own observer at the same points, on the training thread,
+// between steps; a hook that throws ends the run as an error would. wants_stop() is asked after each
+// step's hooks: when any rank's says true, every rank stops after that step with a checkpoint
+// (StopCause::requested), as Lightning's `trainer.should_stop = True`.
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_train_start(const RunInfo&) {}
+  // After every optimizer step (logged or not), with its metrics.
+  virtual void on_train_batch_end(const StepMetrics&) {}
+  // After an evaluation (at step 0 too): the validation loss, and the masked-LM accuracy of such models.
+  virtual void on_validation_end(std::int64_t /*step*/, double /*loss*/, std::optional<double> /*mlm_accuracy*/) {}
+  // After a checkpoint of `step` was written whole to `dir`.
+  virtual void on_save_checkpoint(std::int64_t /*step*/, const std::string& /*dir*/) {}
+  // Once the loop has ended, however it ended (not when the run failed).
+  virtual void on_train_end(const TrainSummary&) {}
+  virtual bool wants_stop() { return false; }
+};
 
 struct TrainOptions {
   std::string config_path;              // may be empty (defaults + overrides)
@@ -35,6 +78,8 @@ struct TrainOptions {
   // else a single process. Tests pass dist::self_communicator() to run the
   // single-process reference inside an MPI job.
   std::shared_ptr<dist::Communicator> world;
+  // The program's hooks (null: none); it must outlive train().
+  TrainObserver* observer = nullptr;
 };
 
 // Why train() returned.
@@ -43,6 +88,7 @@ enum class StopCause {
   signal,      // SIGINT/SIGTERM (or request_stop) after saving: the run did not finish
   time_limit,  // train.exit_duration_minutes passed after saving: a deliberate stop
   early_stopping,  // train.early_stopping_patience evaluations without improvement, after saving: finished
+  requested,   // the program's observer asked to stop (TrainObserver::wants_stop), after saving: deliberate
 };
 
 // `trident train`'s exit status for a run a signal stopped after its checkpoint: sysexits' EX_TEMPFAIL

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
+#include <thread>
 #include <unordered_map>
 
 #include "trident/core/atomic_file.h"
@@ -501,6 +503,31 @@ void Encoder::encode_span(std::string_view text, bool at_start, std::vector<std:
     arena_.insert(arena_.end(), out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
     cache_.emplace(std::string(piece), CacheEntry{offset, static_cast<std::uint32_t>(out.size() - start)});
   }
+}
+
+std::vector<std::vector<std::int32_t>> encode_batch(const Tokenizer& tokenizer, std::span<const std::string_view> texts,
+                                                    bool add_special_tokens, int threads) {
+  std::vector<std::vector<std::int32_t>> out(texts.size());
+  const std::size_t n = texts.size();
+  std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads) : std::thread::hardware_concurrency();
+  workers = std::max<std::size_t>(1, std::min(workers, n));
+  std::vector<std::exception_ptr> errors(workers);
+  const auto run = [&](std::size_t w) {
+    try {
+      Encoder encoder(tokenizer);
+      for (std::size_t i = n * w / workers; i < n * (w + 1) / workers; ++i)
+        encoder.encode(texts[i], out[i], add_special_tokens);
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(run, w);
+  run(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
 }
 
 }  // namespace trident::data

@@ -221,4 +221,10 @@ class Encoder {
   std::string prepared_;
 };
 
+// Encodes each text alone, as Hugging Face's encode_batch does: result i is the ids of texts[i]. The texts
+// are split over `threads` threads (0: the hardware's), each with its own Encoder, in contiguous runs; a
+// thread's first error is rethrown once every thread is done.
+std::vector<std::vector<std::int32_t>> encode_batch(const Tokenizer& tokenizer, std::span<const std::string_view> texts,
+                                                    bool add_special_tokens = true, int threads = 0);
+
 }  // namespace trident::data

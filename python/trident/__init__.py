@@ -1,0 +1,40 @@
+"""trident: train large language models with 3D parallelism, from Python.
+
+A thin layer over trident's C++ library (the extension ``trident._trident``): every call goes into the
+functions the ``trident`` command runs. See docs/guide/python.md.
+
+    import trident
+    config = trident.Config("configs/kjv_gpt2.toml", overrides={"train.steps": 100})
+    trident.Trainer(config, run_dir="runs/py", callbacks=[MyCallback()]).fit()
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+
+from . import _trident, dist, models, optim
+from ._trident import Tokenizer, __version__
+from .errors import CheckpointError, CollectiveTimeout, ConfigError, DataError, DistError, Error
+from .config import Config
+from .trainer import Callback, Trainer, TrainResult
+
+__all__ = [
+    "__version__",
+    "Config",
+    "Trainer",
+    "TrainResult",
+    "Callback",
+    "Tokenizer",
+    "models",
+    "optim",
+    "dist",
+    "Error",
+    "ConfigError",
+    "DataError",
+    "CheckpointError",
+    "DistError",
+    "CollectiveTimeout",
+]
+
+# MPI is finalized once, when the interpreter exits (a job's every rank does the same).
+_atexit.register(_trident.dist_finalize)
