@@ -33,6 +33,9 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 echo "==> trident as a library: install, examples against the package, add_subdirectory"
 ./scripts/package_check.sh build
 
+echo "==> the Python package: a wheel against the build, pip install into a new venv, pytest, examples, mypy"
+./scripts/python_check.sh build
+
 if [[ -z "${TRIDENT_SKIP_MPICH:-}" ]]; then
   # trident builds against any MPI-3 library (cmake/TridentMpi.cmake). The same build against MPICH,
   # whose compilations the compiler cache already holds (only the MPI module differs), runs the

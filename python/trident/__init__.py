@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import atexit as _atexit
 
-from . import _trident, dist, models, optim
-from ._trident import Tokenizer, __version__
-from .errors import CheckpointError, CollectiveTimeout, ConfigError, DataError, DistError, Error
-from .config import Config
-from .trainer import Callback, Trainer, TrainResult
+from ._libraries import load_shared_with_torch as _load_shared_with_torch
+
+_load_shared_with_torch()
+
+from . import _trident, dist, models, optim  # noqa: E402
+from ._trident import Tokenizer, __version__  # noqa: E402
+from .errors import CheckpointError, CollectiveTimeout, ConfigError, DataError, DistError, Error  # noqa: E402
+from .config import Config  # noqa: E402
+from .trainer import Callback, Trainer, TrainResult  # noqa: E402
 
 __all__ = [
     "__version__",
