@@ -62,25 +62,6 @@ bool& verbose();
 // sets mpirun's). (main.cpp)
 int& exit_status();
 
-// --checkpoint PATH, opened (every file verified, once): a step directory, or
-// a run directory (or checkpoint root): its newest checkpoint that verifies,
-// `latest` first, warning on stderr about each one skipped. Errors name the
-// option and path.
-std::unique_ptr<checkpoint::CheckpointReader> open_checkpoint(const std::string& path);
-
-// A checkpoint's model (weights loaded, f32) and tokenizer, for generate and eval: on one process, or
-// under `trident launch -n T` tensor-parallel over the T ranks (rank 0 chooses the checkpoint with
-// open_checkpoint, and every rank loads its shard of that one). (inference_model.cpp)
-struct InferenceModel {
-  nn::TensorParallel tp;  // inactive on one process
-  std::string dir;        // the checkpoint directory chosen
-  models::TransformerSpec spec;
-  data::Tokenizer tokenizer;
-  std::unique_ptr<models::TransformerLM> model;
-};
-// `generates`: the caller generates text, which an encoder cannot (an error before any weight is read).
-InferenceModel load_inference_model(const std::string& checkpoint, bool generates = false);
-
 // --precision fp32|bf16|fp16 of generate and eval: the dtype matmuls and activations run in (the
 // weights stay f32; each gets one cached copy in that dtype). (inference_model.cpp)
 void add_precision_option(CLI::App& command, std::string& precision);

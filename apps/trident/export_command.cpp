@@ -18,6 +18,7 @@
 #include "trident/core/dtype.h"
 #include "trident/core/error.h"
 #include "trident/models/pretrained.h"
+#include "trident/train/inference.h"
 
 namespace trident::cli {
 
@@ -57,7 +58,7 @@ void export_checkpoint(const ExportOptions& o) {
   const DType dtype = parse_precision(o.dtype, "--dtype");
   const std::uint64_t limit = parse_size(o.max_shard_size);
   prepare_output_option("--output", o.output, true);
-  const auto opened = open_checkpoint(o.checkpoint);  // every file's checksum verified
+  const auto opened = train::open_checkpoint(o.checkpoint);  // every file's checksum verified
   const checkpoint::CheckpointReader& reader = *opened;
   const std::string& dir = reader.dir();
   const models::TransformerSpec spec = models::read_hf_config((fs::path(dir) / "config.json").string());

@@ -3,7 +3,7 @@
 // Loads a checkpoint (a step directory, or the newest checkpoint that verifies
 // under a run or checkpoint root), encodes the prompt, and streams generated
 // text to stdout as the tokens come (data::DecodeStream: each piece once its
-// characters are complete), using a KV cache.
+// characters are complete), using a KV cache (train::generate, train/inference.h).
 //
 // Under `trident launch -n T` (mpirun) the model is tensor-parallel over the T
 // ranks: each loads only its shard from the checkpoint, every rank runs the
@@ -17,10 +17,8 @@
 #include <cstdlib>
 
 #include "commands.h"
-#include "trident/autograd/autograd.h"
 #include "trident/data/tokenizer/tokenizer.h"
-#include "trident/models/transformer_lm.h"
-#include "trident/models/sampling.h"
+#include "trident/train/inference.h"
 
 namespace trident::cli {
 
@@ -41,28 +39,21 @@ struct GenerateOptions {
 };
 
 void generate(const GenerateOptions& o) {
-  const InferenceModel loaded = load_inference_model(o.checkpoint, /*generates=*/true);
-  const models::TransformerSpec& spec = loaded.spec;
+  const train::InferenceModel loaded = train::load_inference_model(o.checkpoint, /*generates=*/true);
   const data::Tokenizer& tokenizer = loaded.tokenizer;
-  const models::TransformerLM& model = *loaded.model;
   const bool printer = loaded.tp.rank() == 0;
-  std::vector<std::int32_t> prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/false);
+  const std::vector<std::int32_t> prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/false);
   TRIDENT_CHECK(!prompt_ids.empty(), "--prompt encodes to no tokens; give some text");
-  std::vector<std::int64_t> history(prompt_ids.begin(), prompt_ids.end());
-  TRIDENT_CHECK(static_cast<std::int64_t>(history.size()) < spec.max_seq_len,
-                "the prompt has {} tokens; the model's context is {}", history.size(), spec.max_seq_len);
-  models::SamplingOptions so;
-  so.temperature = o.greedy ? 0.0 : o.temperature;
-  so.top_k = o.top_k;
-  so.top_p = o.top_p;
-  so.no_repeat_ngram = o.no_repeat_ngram;
-  so.seed = o.seed;
-
-  autograd::NoGradGuard no_grad;
-  nn::KVCache cache(static_cast<std::size_t>(spec.n_layer));
-  nn::ForwardContext ctx;
-  ctx.cache = &cache;
-  ctx.compute_dtype = precision_dtype(o.precision);
+  train::GenerateOptions go;
+  go.max_new_tokens = o.max_new_tokens;
+  go.sampling.temperature = o.greedy ? 0.0 : o.temperature;
+  go.sampling.top_k = o.top_k;
+  go.sampling.top_p = o.top_p;
+  go.sampling.no_repeat_ngram = o.no_repeat_ngram;
+  go.sampling.seed = o.seed;
+  if (!o.ignore_eos) go.stop_ids = train::default_stop_ids(loaded.spec, tokenizer);
+  go.vocab_limit = tokenizer.vocab_size();
+  go.compute_dtype = precision_dtype(o.precision);
   auto emit = [printer](const std::string& text) {
     if (!printer) return;
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -70,37 +61,14 @@ void generate(const GenerateOptions& o) {
   };
   emit(o.prompt);
   data::DecodeStream stream(tokenizer, prompt_ids);
-  // Generation ends at an eos id of config.json (Llama 3 instruct lists several), else at the
-  // tokenizer's end-of-document token.
-  std::vector<std::int64_t> stop = spec.eos_token_ids;
-  if (stop.empty() && tokenizer.eod_id()) stop.push_back(*tokenizer.eod_id());
-  if (o.ignore_eos) stop.clear();
-  Tensor input = Tensor::from_vector(history, {1, static_cast<std::int64_t>(history.size())});
-  std::int64_t position = 0;
-  bool out_of_context = false;
-  for (std::int64_t i = 0; i < o.max_new_tokens; ++i) {
-    if (position + input.size(1) > spec.max_seq_len) {
-      out_of_context = true;
-      break;
-    }
-    ctx.position_offset = position;
-    Tensor logits = model.forward(input, ctx).data();
-    position += input.size(1);
-    const std::int64_t V = spec.vocab_size;
-    const Tensor last = logits.view({-1, V}).select0(logits.numel() / V - 1).to(DType::f32);
-    std::vector<float> row = last.to_vector<float>();
-    row.resize(static_cast<std::size_t>(tokenizer.vocab_size()));  // never sample ids the tokenizer lacks
-    const std::int64_t next = models::sample_next(row, history, so, static_cast<std::uint64_t>(position));
-    if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
-    history.push_back(next);
-    emit(stream.step(static_cast<std::int32_t>(next)));
-    input = Tensor::from_vector(std::vector<std::int64_t>{next}, {1, 1});
-  }
+  const std::vector<std::int64_t> prompt(prompt_ids.begin(), prompt_ids.end());
+  const train::GenerateResult result = train::generate(
+      *loaded.model, prompt, go, [&](std::int64_t id) { emit(stream.step(static_cast<std::int32_t>(id))); });
   emit(stream.finish());
   emit("\n");
-  if (out_of_context && printer) {
-    fmt::print(stderr, "(stopped after {} new tokens: the model's context is {} tokens)\n",
-               static_cast<std::int64_t>(history.size() - prompt_ids.size()), spec.max_seq_len);
+  if (result.out_of_context && printer) {
+    fmt::print(stderr, "(stopped after {} new tokens: the model's context is {} tokens)\n", result.ids.size(),
+               loaded.spec.max_seq_len);
   }
 }
 
