@@ -35,9 +35,17 @@ Kind kind_of(const Error& e) {
   const std::string_view where = e.where();
   const std::string_view message = e.message();
   const auto in = [&](std::string_view part) { return where.find(part) != std::string_view::npos; };
-  if (in("/checkpoint/") || in("pretrained") || in("run_checkpoint") || message.starts_with("checkpoint."))
+  const auto starts = [&](std::initializer_list<std::string_view> words) {
+    for (std::string_view w : words)
+      if (message.starts_with(w)) return true;
+    return false;
+  };
+  if (in("/checkpoint/") || in("pretrained") || in("run_checkpoint") ||
+      starts({"checkpoint.", "checkpoint '", "--checkpoint", "--resume"}))
     return kCheckpoint;
-  if (starts_with_key_of(message, {"data"}) || in("/data/") || in("setup_data")) return kData;
+  if (starts_with_key_of(message, {"data"}) || starts({"--data", "--text", "--input", "--tokenizer"}) ||
+      in("/data/") || in("setup_data"))
+    return kData;
   if (in("/config/") || in("setup_validate") || message.starts_with("--set") || message.starts_with("unknown") ||
       starts_with_key_of(message, {"model", "train", "optim", "schedule", "dist", "log"}))
     return kConfig;

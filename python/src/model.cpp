@@ -17,6 +17,7 @@
 #include "trident/data/tokenizer/tokenizer.h"
 #include "trident/optim/optimizer.h"
 #include "trident/train/config/config.h"
+#include "trident/train/inference.h"
 #include "trident/train/parallel_model.h"
 #include "trident/train/setup.h"
 #include "trident/train/trainer.h"
@@ -137,6 +138,31 @@ std::unique_ptr<train::ParallelModel> model_from_config(const std::string& path,
   return std::make_unique<train::ParallelModel>(spec, world, layout, options);
 }
 
+train::GenerateOptions generate_options(std::int64_t max_new_tokens, double temperature, std::int64_t top_k, double top_p,
+                                         std::int64_t no_repeat_ngram, std::uint64_t seed, bool greedy,
+                                         const std::string& precision) {
+  train::GenerateOptions o;
+  o.max_new_tokens = max_new_tokens;
+  o.sampling.temperature = greedy ? 0.0 : temperature;
+  o.sampling.top_k = top_k;
+  o.sampling.top_p = top_p;
+  o.sampling.no_repeat_ngram = no_repeat_ngram;
+  o.sampling.seed = seed;
+  o.compute_dtype = parse_precision(precision, "precision");
+  return o;
+}
+
+// The one model chunk generation runs on: a layout without pipeline or context parallelism.
+const models::TransformerLM& generating_chunk(train::ParallelModel& model) {
+  const train::ParallelGroups& g = model.groups();
+  if (g.pp_size > 1 || g.cp_size > 1) {
+    TRIDENT_FAIL("generate: the model is split over pp={} cp={}; generation runs on tp × dp layouts (load it with "
+                 "pp=1, cp=1)",
+                 g.pp_size, g.cp_size);
+  }
+  return *model.chunks().front();
+}
+
 }  // namespace
 
 void bind_model(nb::module_& m) {
@@ -200,6 +226,49 @@ void bind_model(nb::module_& m) {
         return self.get().grad_norm();
       }, "The whole model's gradient norm, the same on every rank. Collective.")
       .def(
+          "generate",
+          [](Model& self, const std::vector<std::int64_t>& prompt, std::int64_t max_new_tokens, double temperature,
+             std::int64_t top_k, double top_p, std::int64_t no_repeat_ngram, std::uint64_t seed, bool greedy,
+             std::optional<std::vector<std::int64_t>> stop_ids, std::int64_t vocab_limit, const std::string& precision) {
+            train::GenerateOptions o =
+                generate_options(max_new_tokens, temperature, top_k, top_p, no_repeat_ngram, seed, greedy, precision);
+            const models::TransformerLM& chunk = generating_chunk(self.get());
+            o.stop_ids = stop_ids.value_or(chunk.spec().eos_token_ids);
+            o.vocab_limit = vocab_limit;
+            nb::gil_scoped_release unlocked;
+            return train::generate(chunk, prompt, o).ids;
+          },
+          nb::arg("prompt"), nb::arg("max_new_tokens") = 64, nb::arg("temperature") = 1.0, nb::arg("top_k") = 0,
+          nb::arg("top_p") = 1.0, nb::arg("no_repeat_ngram") = 0, nb::arg("seed") = 0, nb::arg("greedy") = false,
+          nb::arg("stop_ids") = nb::none(), nb::arg("vocab_limit") = 0, nb::arg("precision") = "fp32",
+          "The ids that continue `prompt` (a KV cache; `trident generate`'s sampler): greedy, or sampled at "
+          "`temperature` among top_k / top_p. Stops before an id of `stop_ids` (default: config.json's eos ids). "
+          "Under tensor parallelism every rank calls it alike and gets the same ids. Needs pp = cp = 1.")
+      .def(
+          "generate_text",
+          [](Model& self, const data::Tokenizer& tokenizer, const std::string& prompt, std::int64_t max_new_tokens,
+             double temperature, std::int64_t top_k, double top_p, std::int64_t no_repeat_ngram, std::uint64_t seed,
+             bool greedy, const std::string& precision) {
+            train::GenerateOptions o =
+                generate_options(max_new_tokens, temperature, top_k, top_p, no_repeat_ngram, seed, greedy, precision);
+            const models::TransformerLM& chunk = generating_chunk(self.get());
+            o.stop_ids = train::default_stop_ids(chunk.spec(), tokenizer);
+            o.vocab_limit = tokenizer.vocab_size();
+            const std::vector<std::int32_t> ids = tokenizer.encode(prompt, /*add_special_tokens=*/false);
+            const std::vector<std::int64_t> prompt_ids(ids.begin(), ids.end());
+            std::vector<std::int32_t> out;
+            {
+              nb::gil_scoped_release unlocked;
+              for (std::int64_t id : train::generate(chunk, prompt_ids, o).ids) out.push_back(static_cast<std::int32_t>(id));
+            }
+            std::string text = tokenizer.decode(out);
+            return nb::steal<nb::str>(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+          },
+          nb::arg("tokenizer"), nb::arg("prompt"), nb::arg("max_new_tokens") = 64, nb::arg("temperature") = 1.0,
+          nb::arg("top_k") = 0, nb::arg("top_p") = 1.0, nb::arg("no_repeat_ngram") = 0, nb::arg("seed") = 0,
+          nb::arg("greedy") = false, nb::arg("precision") = "fp32",
+          "The text that continues `prompt`, as `trident generate` writes it (without the prompt)")
+      .def(
           "save_pretrained",
           [](Model& self, const std::string& dir, bool merge, const std::string& dtype) {
             const models::SaveOptions options{.merged = merge, .dtype = parse_dtype(dtype, "dtype")};
@@ -248,6 +317,41 @@ void bind_model(nb::module_& m) {
           nb::arg("lr"), nb::arg("grad_scale") = 1.0,
           "One update at learning rate `lr`; `grad_scale` multiplies the gradients first (clip_coefficient)")
       .def("zero_grad", [](optim::AdamW& self) { self.zero_grad(); });
+  m.def(
+      "evaluate",
+      [](const std::string& checkpoint, const std::string& data, const std::string& text, const std::string& json_key,
+         std::int64_t seq_len, std::int64_t batch_size, std::int64_t max_tokens, const std::string& precision,
+         double mlm_probability, bool whole_word_masking, std::uint64_t seed) {
+        train::EvalOptions o{.data = data,
+                             .text = text,
+                             .json_key = json_key,
+                             .seq_len = seq_len,
+                             .batch_size = batch_size,
+                             .max_tokens = max_tokens,
+                             .compute_dtype = parse_precision(precision, "precision"),
+                             .mlm_probability = mlm_probability,
+                             .whole_word = whole_word_masking,
+                             .seed = seed};
+        train::EvalResult r;
+        {
+          nb::gil_scoped_release unlocked;
+          r = train::evaluate(train::load_inference_model(checkpoint, false, "checkpoint"), o);
+        }
+        nb::dict d;
+        d["loss"] = r.loss;
+        d["perplexity"] = r.perplexity;
+        d["predicted"] = r.predicted;
+        d["tokens"] = r.tokens;
+        d["windows"] = r.windows;
+        d["seq_len"] = r.seq_len;
+        d["masked_lm"] = r.masked_lm;
+        if (r.accuracy) d["accuracy"] = *r.accuracy;
+        return d;
+      },
+      nb::arg("checkpoint"), nb::arg("data") = "", nb::arg("text") = "", nb::arg("json_key") = "text",
+      nb::arg("seq_len") = 0, nb::arg("batch_size") = 4, nb::arg("max_tokens") = 0, nb::arg("precision") = "fp32",
+      nb::arg("mlm_probability") = 0.15, nb::arg("whole_word_masking") = false, nb::arg("seed") = 1234,
+      "`trident eval`: the loss and perplexity of a checkpoint on a dataset or a text file");
   m.def("clip_coefficient", &optim::clip_coefficient, nb::arg("total_norm"), nb::arg("max_norm"),
             "The factor that brings a gradient of norm `total_norm` down to `max_norm` (1 when under it)");
 }

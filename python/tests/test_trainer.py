@@ -118,7 +118,7 @@ def test_bad_data_raises_data_error_with_the_command_s_message(tiny, tmp_path):
 
 
 def test_resume_of_a_run_that_does_not_exist_is_a_checkpoint_error(tiny, tmp_path):
-    with pytest.raises(trident.Error, match="--resume"):
+    with pytest.raises(trident.CheckpointError, match="--resume"):
         trident.Trainer(trident.Config(overrides=tiny), run_dir=tmp_path / "none", resume=True, quiet=True).fit()
 
 

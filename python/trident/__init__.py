@@ -21,6 +21,7 @@ from ._trident import Tokenizer, __version__  # noqa: E402
 from .errors import CheckpointError, CollectiveTimeout, ConfigError, DataError, DistError, Error  # noqa: E402
 from .config import Config  # noqa: E402
 from .trainer import Callback, Trainer, TrainResult  # noqa: E402
+from .evaluate import evaluate  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -29,6 +30,7 @@ __all__ = [
     "TrainResult",
     "Callback",
     "Tokenizer",
+    "evaluate",
     "models",
     "optim",
     "dist",

@@ -78,6 +78,13 @@ std::vector<std::int64_t> default_stop_ids(const models::TransformerSpec& spec, 
 GenerateResult generate(const models::TransformerLM& model, std::span<const std::int64_t> prompt,
                         const GenerateOptions& options, const std::function<void(std::int64_t)>& on_token) {
   const models::TransformerSpec& spec = model.spec();
+  const models::SamplingOptions& so = options.sampling;
+  TRIDENT_CHECK(std::isfinite(so.temperature) && so.temperature >= 0, "temperature {}: expected a finite number >= 0",
+                so.temperature);
+  TRIDENT_CHECK(so.top_p > 0 && so.top_p <= 1, "top_p {}: expected a number in (0, 1]", so.top_p);
+  TRIDENT_CHECK(so.top_k >= 0 && so.no_repeat_ngram >= 0 && options.max_new_tokens >= 0,
+                "top_k {}, no_repeat_ngram {} and max_new_tokens {}: expected numbers >= 0", so.top_k,
+                so.no_repeat_ngram, options.max_new_tokens);
   TRIDENT_CHECK(!prompt.empty(), "the prompt has no tokens; give some text");
   TRIDENT_CHECK(static_cast<std::int64_t>(prompt.size()) < spec.max_seq_len,
                 "the prompt has {} tokens; the model's context is {}", prompt.size(), spec.max_seq_len);
