@@ -18,6 +18,7 @@ void bind_errors(nb::module_& m);     // errors.cpp: trident.Error and its kinds
 void bind_config(nb::module_& m);     // config.cpp: the configuration and the trainer
 void bind_model(nb::module_& m);      // model.cpp: ParallelModel, its parameters as arrays, AdamW
 void bind_tokenizer(nb::module_& m);  // tokenizer.cpp
+void bind_data(nb::module_& m);       // data.cpp: preprocess, datasets from Python
 
 // Raises trident.DataError with `message` (an array or value handed in from Python). With the GIL held.
 [[noreturn]] void raise_data_error(const std::string& message);

@@ -31,6 +31,7 @@ NB_MODULE(_trident, m) {
   bind_config(m);
   bind_model(m);
   bind_tokenizer(m);
+  bind_data(m);
 
   // trident.dist (python/trident/dist.py) names these.
   nb::module_& d = m;

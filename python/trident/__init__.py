@@ -22,6 +22,7 @@ from .errors import CheckpointError, CollectiveTimeout, ConfigError, DataError, 
 from .config import Config  # noqa: E402
 from .trainer import Callback, Trainer, TrainResult  # noqa: E402
 from .evaluate import evaluate  # noqa: E402
+from .data import preprocess, write_dataset  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -31,6 +32,8 @@ __all__ = [
     "Callback",
     "Tokenizer",
     "evaluate",
+    "preprocess",
+    "write_dataset",
     "models",
     "optim",
     "dist",

@@ -162,7 +162,10 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
     TRIDENT_CHECK(!options.stop || !options.stop->load(std::memory_order_relaxed),
                   "interrupted: {}.bin/.idx not written (the temporary files are removed)", options.output_prefix);
   };
-  DocumentReader reader(options.inputs, options.format, options.json_key);
+  std::optional<DocumentReader> reader;  // none: the documents come from options.documents
+  if (!options.documents) reader.emplace(options.inputs, options.format, options.json_key);
+  std::uint64_t given_bytes = 0;  // options.documents' text so far
+  const auto bytes_read = [&] { return reader ? reader->bytes_read() : given_bytes; };
   PreprocessSummary summary;
   summary.dtype = best_fitting_dtype(tokenizer.vocab_size());
   summary.workers = workers;
@@ -179,10 +182,11 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
           b->tokens.clear();
           b->lengths.clear();
           for (RawDocument& doc : b->docs) {
-            const InputFormat format = reader.format_of(doc.file_index);
+            const InputFormat format = reader ? reader->format_of(doc.file_index) : InputFormat::text;
             std::string text;
             try {
-              text = extract_document_text(doc, format, options.json_key, reader.file(doc.file_index));
+              text = extract_document_text(doc, format, options.json_key,
+                                           reader ? reader->file(doc.file_index) : std::filesystem::path());
             } catch (const Error&) {
               if (!options.skip_bad_lines) throw;
               b->lengths.push_back(-1);
@@ -239,7 +243,8 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
     bool more = true;
     while (more) {
       stopped();
-      more = reader.next(doc);
+      more = reader ? reader->next(doc) : options.documents(doc.content);
+      if (more && !reader) given_bytes += doc.content.size();
       if (more) {
         batch_bytes += doc.content.size();
         batch->docs.push_back(std::move(doc));
@@ -253,7 +258,7 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
       }
       if (progress && std::chrono::steady_clock::now() - last_report > std::chrono::seconds(1)) {
         last_report = std::chrono::steady_clock::now();
-        progress({reader.bytes_read(), reader.total_bytes(), docs_written.load(std::memory_order_relaxed),
+        progress({bytes_read(), reader ? reader->total_bytes() : 0, docs_written.load(std::memory_order_relaxed),
                   tokens_written.load(std::memory_order_relaxed), elapsed()});
       }
     }
@@ -268,9 +273,9 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
   // A dataset of no documents is refused by training anyway: say so now, and write nothing (the
   // builder's destructor removes its temporary file).
   if (builder.documents() == 0) {
-    std::string inputs;
+    std::string inputs = reader ? "" : "the documents given";
     for (const auto& f : options.inputs) inputs += fmt::format("{}'{}'", inputs.empty() ? "" : ", ", f.string());
-    const std::string nulls = reader.null_rows() ? fmt::format(", {} null rows", reader.null_rows()) : "";
+    const std::string nulls = reader && reader->null_rows() ? fmt::format(", {} null rows", reader->null_rows()) : "";
     TRIDENT_FAIL("{}: no documents to write ({} empty documents{} and {} bad lines skipped); {}.bin/.idx not written",
                  inputs, summary.empty_documents, nulls, summary.bad_lines, options.output_prefix);
   }
@@ -283,10 +288,13 @@ PreprocessSummary preprocess(const Tokenizer& tokenizer, const PreprocessOptions
                      DatasetCard{options.encoder, eod.has_value(), options.add_special_tokens, options.tokenizer_source,
                                  tokenizer.vocab_size(), tokenizer_fingerprint(tokenizer), summary.documents,
                                  summary.tokens});
-  summary.input_bytes = reader.bytes_read();
-  summary.null_rows = reader.null_rows();
+  summary.input_bytes = bytes_read();
+  summary.null_rows = reader ? reader->null_rows() : 0;
   summary.seconds = elapsed();
-  if (progress) progress({reader.bytes_read(), reader.total_bytes(), summary.documents, summary.tokens, summary.seconds});
+  if (progress) {
+    progress({bytes_read(), reader ? reader->total_bytes() : bytes_read(), summary.documents, summary.tokens,
+              summary.seconds});
+  }
   return summary;
 }
 

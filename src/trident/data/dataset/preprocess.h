@@ -25,6 +25,10 @@ namespace trident::data {
 
 struct PreprocessOptions {
   std::vector<std::filesystem::path> inputs;
+  // When set, the documents come from it instead of `inputs`: each call fills the next document's whole text
+  // and returns true, or returns false at the end (a program's in-memory texts: the Python package's
+  // iterables). Called on the calling thread, one document at a time; `format` and `json_key` do not apply.
+  std::function<bool(std::string&)> documents = {};
   std::string output_prefix;
   std::optional<InputFormat> format;  // nullopt: by file extension
   std::string json_key = "text";           // JSONL key, and Parquet column, of the text
