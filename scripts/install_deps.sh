@@ -27,6 +27,8 @@ packages=(
   libcairo2-dev fonts-dejavu-core
   libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3 python3-venv
+  # python3-dev: the headers the Python package's extension compiles against (pip install ., python/).
+  python3-dev
   # The tests' shell scripts use pgrep/pkill (procps is not in a minimal root).
   procps
   # clang with libFuzzer's runtime and its OpenMP build the fuzz targets
