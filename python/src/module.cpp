@@ -47,6 +47,10 @@ NB_MODULE(_trident, m) {
       },
       "Waits until every rank of the job calls it (collective)");
   d.def(
+      "dist_abort", [](int exit_code) { trident::dist::abort_job(exit_code); }, nb::arg("exit_code"),
+      "Ends the whole job now (MPI_Abort): a rank that fails alone brings its peers down instead of leaving "
+      "them in a collective");
+  d.def(
       "dist_finalize",
       [] {
         world_slot().reset();

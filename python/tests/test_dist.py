@@ -73,3 +73,21 @@ def test_trident_launch_runs_a_python_script(tiny, tmp_path):
 def test_alone_the_script_is_rank_0_of_1():
     assert (trident.dist.rank(), trident.dist.world_size(), trident.dist.is_main_process()) == (0, 1, True)
     trident.dist.barrier()
+
+
+def test_an_exception_on_one_rank_ends_the_job(tmp_path):
+    """A rank that raises alone (its peer waits in a barrier) brings the job down at once."""
+    launcher = mpirun()
+    if launcher is None:
+        pytest.skip("no mpirun here")
+    script = tmp_path / "fail.py"
+    script.write_text(textwrap.dedent("""
+        import trident
+        if trident.dist.rank() == 1:
+            raise ValueError("rank 1 failed alone")
+        trident.dist.barrier()
+    """))
+    env = dict(os.environ, OMPI_MCA_btl="self,vader")
+    proc = subprocess.run([*launcher, sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0
+    assert "rank 1 failed alone" in proc.stderr

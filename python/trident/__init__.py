@@ -47,3 +47,17 @@ __all__ = [
 
 # MPI is finalized once, when the interpreter exits (a job's every rank does the same).
 _atexit.register(_trident.dist_finalize)
+
+if dist.launched_by_mpi():
+    import sys as _sys
+
+    _previous_hook = _sys.excepthook
+
+    def _end_the_job(kind, value, traceback):  # type: ignore[no-untyped-def]
+        """An exception no rank caught: print it, then end every rank of the job (as the command does for an
+        error only some ranks see), so that no peer waits in a collective for this one."""
+        _previous_hook(kind, value, traceback)
+        _sys.stderr.flush()
+        _trident.dist_abort(1)
+
+    _sys.excepthook = _end_the_job
