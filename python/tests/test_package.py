@@ -30,3 +30,10 @@ def test_stubs_and_marker_ship():
     stub = (package / "_trident.pyi").read_text()
     for name in ("class Tokenizer", "class Model", "class AdamW", "def train(", "def encode_batch("):
         assert name in stub, name
+
+
+def test_openssl_and_torch_import_after_trident():
+    """A new interpreter: trident first, then what loads libcrypto and NCCL again (see trident/_libraries.py)."""
+    code = "import trident, hashlib, ssl\nhashlib.sha256(b'x').hexdigest()\ntry:\n    import torch\nexcept ImportError:\n    pass\nprint('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import atexit as _atexit
 
-from ._libraries import load_shared_with_torch as _load_shared_with_torch
+from ._libraries import load_before_extension as _load_before_extension
 
-_load_shared_with_torch()
+_load_before_extension()
 
 from . import _trident, dist, models, optim  # noqa: E402
 from ._trident import Tokenizer, __version__  # noqa: E402
