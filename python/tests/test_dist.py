@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -68,6 +69,19 @@ def test_trident_launch_runs_a_python_script(tiny, tmp_path):
         pytest.skip("no mpirun here")
     got = run_two_ranks([command_path(), "launch", "-n", "2", "--"], tiny, tmp_path)
     assert got["ranks"] == [0, 2, True]
+
+
+def test_srun_runs_a_python_script(tiny, tmp_path):
+    """Where a Slurm controller answers (scripts/slurm_local.sh makes one), as tests/dist/slurm_test.sh."""
+    try:
+        answers = shutil.which("srun") is not None and subprocess.run(["sinfo"], capture_output=True,
+                                                                      timeout=10).returncode == 0
+    except subprocess.TimeoutExpired:
+        answers = False
+    if not answers:
+        pytest.skip("no Slurm controller answers here")
+    got = run_two_ranks(["srun", "--mpi=pmix", "-n", "2"], tiny, tmp_path)
+    assert got["ranks"] == [0, 2, True] and got["layout"]["tp"] == 2
 
 
 def test_alone_the_script_is_rank_0_of_1():
