@@ -42,5 +42,5 @@ echo "import trident: $version; python -m trident: $command"
 echo "==> pytest (python/tests), the examples and mypy, in the project's venv"
 quiet "$logs/python-project.log" "$python" -m pip install --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 (cd "$work" && "$python" -m pytest -q -p no:cacheprovider "$root/python/tests")
-bash examples/python/check.sh "$python" "$work/examples"
+bash examples/python/check_examples.sh "$python" "$work/examples"
 "$python" -m mypy --strict --no-incremental examples/python

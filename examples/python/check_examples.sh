@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the Python examples on a tiny corpus (scripts/python_check.sh calls it with the project's venv, where
+# Runs the Python examples on a tiny corpus (not named check.sh: scripts/package_check.sh runs those with a
+# C++ example's arguments) (scripts/python_check.sh calls it with the project's venv, where
 # the package is installed): lightning_style.py alone, oslo_style.py on tp 2 × pp 2 under mpirun.
-#   examples/python/check.sh PYTHON WORK_DIR
+#   examples/python/check_examples.sh PYTHON WORK_DIR
 set -euo pipefail
 python=$1
 work=$2
