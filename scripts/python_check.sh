@@ -5,7 +5,7 @@
 #   2. the wheel installed into a new virtual environment: `import trident`, its version, `python -m trident`;
 #   3. the wheel installed into the project's venv (scripts/python_env.sh: numpy, torch, pytest, mypy), where
 #      the pytest suite (python/tests) runs, then the examples (examples/python, one under mpirun), and
-#      mypy --strict checks the examples against the package's stubs.
+#      mypy --strict checks the examples against the package's stubs, and the package itself.
 #   scripts/python_check.sh [BUILD_DIR]     (default: build)
 # Skipped (exit 0, saying so) when the project's venv is unavailable, as the interop tests are.
 set -euo pipefail
@@ -44,3 +44,4 @@ quiet "$logs/python-project.log" "$python" -m pip install --disable-pip-version-
 (cd "$work" && "$python" -m pytest -q -p no:cacheprovider "$root/python/tests")
 bash examples/python/check_examples.sh "$python" "$work/examples"
 "$python" -m mypy --strict --no-incremental examples/python
+(cd "$work" && "$python" -m mypy --strict --no-incremental -p trident)  # the package itself, stubs included

@@ -20,6 +20,9 @@ void bind_model(nb::module_& m);      // model.cpp: ParallelModel, its parameter
 void bind_tokenizer(nb::module_& m);  // tokenizer.cpp
 void bind_data(nb::module_& m);       // data.cpp: preprocess, datasets from Python
 
+// A dict of str keys, typed so in the stubs (dict[str, Any]).
+using Dict = nb::typed<nb::dict, nb::str, nb::any>;
+
 // Raises trident.DataError with `message` (an array or value handed in from Python). With the GIL held.
 [[noreturn]] void raise_data_error(const std::string& message);
 

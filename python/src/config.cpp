@@ -27,8 +27,8 @@ train::Config resolve(const std::string& path, const std::vector<std::string>& o
   return config;
 }
 
-nb::dict metrics_dict(const train::StepMetrics& m) {
-  nb::dict d;
+Dict metrics_dict(const train::StepMetrics& m) {
+  Dict d;
   d["step"] = m.step;
   d["steps"] = m.steps;
   d["loss"] = m.loss;
@@ -48,8 +48,8 @@ nb::dict metrics_dict(const train::StepMetrics& m) {
   return d;
 }
 
-nb::dict info_dict(const train::RunInfo& i) {
-  nb::dict d;
+Dict info_dict(const train::RunInfo& i) {
+  Dict d;
   d["rank"] = i.rank;
   d["world_size"] = i.world_size;
   d["dp_rank"] = i.dp_rank;
@@ -83,8 +83,8 @@ const char* stop_cause_name(train::StopCause c) {
   return "completed";
 }
 
-nb::dict summary_dict(const train::TrainSummary& s) {
-  nb::dict d;
+Dict summary_dict(const train::TrainSummary& s) {
+  Dict d;
   d["steps_done"] = s.steps_done;
   d["losses"] = s.losses;
   nb::list val;
@@ -109,7 +109,7 @@ class PythonObserver final : public train::TrainObserver {
   }
   void on_validation_end(std::int64_t step, double loss, std::optional<double> accuracy) override {
     call("on_validation_end", [&] {
-      nb::dict d;
+      Dict d;
       d["step"] = step;
       d["val_loss"] = loss;
       if (accuracy) d["val_mlm_accuracy"] = *accuracy;
@@ -118,7 +118,7 @@ class PythonObserver final : public train::TrainObserver {
   }
   void on_save_checkpoint(std::int64_t step, const std::string& dir) override {
     call("on_save_checkpoint", [&] {
-      nb::dict d;
+      Dict d;
       d["step"] = step;
       d["path"] = dir;
       return d;
@@ -152,7 +152,7 @@ void bind_config(nb::module_& m) {
   m.def(
       "config_keys",
       [] {
-        nb::dict keys;
+        Dict keys;
         for (const train::ConfigKey& k : train::config_keys()) keys[k.key.c_str()] = k.type;
         return keys;
       },

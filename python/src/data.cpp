@@ -20,8 +20,8 @@ namespace trident::python {
 
 namespace {
 
-nb::dict summary_dict(const data::PreprocessSummary& s) {
-  nb::dict d;
+Dict summary_dict(const data::PreprocessSummary& s) {
+  Dict d;
   d["documents"] = s.documents;
   d["tokens"] = s.tokens;
   d["empty_documents"] = s.empty_documents;
@@ -131,7 +131,7 @@ void bind_data(nb::module_& m) {
       nb::arg("overwrite"), "`trident preprocess`: files, or an iterable of texts (documents), to PREFIX.bin/.idx");
   m.def(
       "write_dataset",
-      [](const std::string& prefix, nb::iterable sequences, std::int64_t vocab_size,
+      [](const std::string& prefix, nb::typed<nb::iterable, nb::any> sequences, std::int64_t vocab_size,
          std::optional<const data::Tokenizer*> tokenizer, const std::string& tokenizer_source, bool append_eod) {
         data::IndexedDatasetBuilder builder(prefix, data::best_fitting_dtype(vocab_size));
         std::uint64_t index = 0;
@@ -154,7 +154,7 @@ void bind_data(nb::module_& m) {
                                                              data::tokenizer_fingerprint(t), builder.documents(),
                                                              builder.tokens()});
         }
-        nb::dict d;
+        Dict d;
         d["documents"] = builder.documents();
         d["tokens"] = builder.tokens();
         return d;

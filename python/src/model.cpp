@@ -97,8 +97,8 @@ std::vector<Tensor> micro_batches_of(const InArray& a, const char* what) {
   return out;
 }
 
-nb::dict layout_dict(const train::ParallelGroups& g) {
-  nb::dict d;
+Dict layout_dict(const train::ParallelGroups& g) {
+  Dict d;
   d["rank"] = g.rank;
   d["world_size"] = g.world->size();
   d["dp_rank"] = g.dp_rank;
@@ -177,7 +177,7 @@ void bind_model(nb::module_& m) {
           "parameters",
           [](nb::handle self_handle) {
             Model& self = nb::cast<Model&>(self_handle);
-            nb::dict out;
+            Dict out;
             for (nn::Parameter* p : self.get().parameters()) {
               if (p->tied_copy) continue;
               out[p->name.c_str()] = array_over(p->var.data(), self_handle, p->name);
@@ -190,7 +190,7 @@ void bind_model(nb::module_& m) {
           "gradients",
           [](nb::handle self_handle) {
             Model& self = nb::cast<Model&>(self_handle);
-            nb::dict out;
+            Dict out;
             for (nn::Parameter* p : self.get().parameters()) {
               if (p->tied_copy || !p->var.grad().defined()) continue;
               out[p->name.c_str()] = array_over(p->var.grad(), self_handle, p->name);
@@ -218,6 +218,9 @@ void bind_model(nb::module_& m) {
             return self.get().forward_backward(batches);
           },
           nb::arg("ids"), nb::arg("labels"), nb::arg("attention_mask") = nb::none(),
+          // Any array numpy can view (numpy, torch on the CPU, ...), as the stubs say.
+          nb::sig("def forward_backward(self, ids: numpy.typing.ArrayLike, labels: numpy.typing.ArrayLike, "
+                  "attention_mask: numpy.typing.ArrayLike | None = None) -> float"),
           "One step's forward and backward over this data-parallel rank's micro-batches (int64 or int32 "
           "[micro_batches, micro_batch, seq_len], or one [micro_batch, seq_len]; labels -100 are ignored); "
           "returns the global batch's mean loss. Collective.")
@@ -337,7 +340,7 @@ void bind_model(nb::module_& m) {
           nb::gil_scoped_release unlocked;
           r = train::evaluate(train::load_inference_model(checkpoint, false, "checkpoint"), o);
         }
-        nb::dict d;
+        Dict d;
         d["loss"] = r.loss;
         d["perplexity"] = r.perplexity;
         d["predicted"] = r.predicted;

@@ -26,7 +26,7 @@ std::shared_ptr<dist::Communicator> job_world() {
 NB_MODULE(_trident, m) {
   namespace nb = nanobind;
   using namespace trident::python;
-  m.attr("__version__") = trident::kVersion;
+  m.def("version", [] { return std::string(trident::kVersion); }, "trident's version (the package's __version__)");
   bind_errors(m);
   bind_config(m);
   bind_model(m);

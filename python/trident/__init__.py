@@ -17,12 +17,14 @@ from ._libraries import load_before_extension as _load_before_extension
 _load_before_extension()
 
 from . import _trident, dist, models, optim  # noqa: E402
-from ._trident import Tokenizer, __version__  # noqa: E402
+from ._trident import Tokenizer  # noqa: E402
 from .errors import CheckpointError, CollectiveTimeout, ConfigError, DataError, DistError, Error  # noqa: E402
 from .config import Config  # noqa: E402
 from .trainer import Callback, Trainer, TrainResult  # noqa: E402
 from .evaluate import evaluate  # noqa: E402
 from .data import preprocess, write_dataset  # noqa: E402
+
+__version__: str = _trident.version()
 
 __all__ = [
     "__version__",
