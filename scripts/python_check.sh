@@ -28,7 +28,7 @@ echo "==> the wheel, against the build's installed libraries"
 prefix=$root/$build/python/prefix
 quiet "$logs/python-install.log" cmake --install "$build" --prefix "$prefix"
 quiet "$logs/python-wheel.log" "$python" -m pip wheel . --no-build-isolation --no-deps -w "$work/wheel" \
-  -C "cmake.define.trident_ROOT=$prefix" -C "build-dir=$build/python/wheel"
+  --config-settings="cmake.define.trident_ROOT=$prefix" --config-settings="build-dir=$build/python/wheel"
 wheel=$(ls "$work"/wheel/trident-*.whl)
 
 echo "==> pip install into a new venv"
