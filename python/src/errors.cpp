@@ -43,7 +43,10 @@ Kind kind_of(const Error& e) {
   if (in("/checkpoint/") || in("pretrained") || in("run_checkpoint") ||
       starts({"checkpoint.", "checkpoint '", "--checkpoint", "--resume"}))
     return kCheckpoint;
-  if (starts_with_key_of(message, {"data"}) || starts({"--data", "--text", "--input", "--tokenizer"}) ||
+  // The arrays a program hands to a model: their shapes, ids and labels.
+  if (starts_with_key_of(message, {"data"}) ||
+      starts({"--data", "--text", "--input", "--tokenizer", "forward_backward:", "embedding: id", "ids:", "labels:",
+              "attention_mask:", "vocab_parallel_cross_entropy: target", "cross_entropy: target"}) ||
       in("/data/") || in("setup_data"))
     return kData;
   if (in("/config/") || in("setup_validate") || message.starts_with("--set") || message.starts_with("unknown") ||

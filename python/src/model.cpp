@@ -8,11 +8,13 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
+#include "trident/core/error.h"
 #include "trident/core/storage.h"
 #include "trident/data/tokenizer/tokenizer.h"
 #include "trident/optim/optimizer.h"
@@ -67,6 +69,15 @@ std::vector<Tensor> micro_batches_of(const InArray& a, const char* what) {
     raise_data_error(fmt::format("{}: expected an integer array of shape [micro_batch, seq_len] or [micro_batches, "
                                  "micro_batch, seq_len], got {} dimension(s)",
                                  what, a.ndim()));
+  }
+  if (a.size() == 0) {
+    raise_data_error(fmt::format("{}: an empty array (shape {}): expected at least one micro-batch of tokens", what,
+                                 [&] {
+                                   std::string dims;
+                                   for (std::size_t d = 0; d < a.ndim(); ++d)
+                                     dims += (d ? ", " : "") + std::to_string(a.shape(d));
+                                   return "[" + dims + "]";
+                                 }()));
   }
   const bool int64 = a.dtype() == nb::dtype<std::int64_t>();
   const bool int32 = a.dtype() == nb::dtype<std::int32_t>();
@@ -306,6 +317,12 @@ void bind_model(nb::module_& m) {
       .def(
           "__init__",
           [](optim::AdamW* self, Model& model, double beta1, double beta2, double eps, double weight_decay) {
+            // The checks optim.betas, optim.eps and optim.weight_decay get in a config.
+            TRIDENT_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
+                          "optim.betas: AdamW(beta1={}, beta2={}): each must be in [0, 1)", beta1, beta2);
+            TRIDENT_CHECK(eps > 0 && std::isfinite(eps), "optim.eps: AdamW(eps={}): must be a finite number > 0", eps);
+            TRIDENT_CHECK(weight_decay >= 0 && std::isfinite(weight_decay),
+                          "optim.weight_decay: AdamW(weight_decay={}): must be a finite number >= 0", weight_decay);
             new (self) optim::AdamW(model.get().parameters(),
                                     {.beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = weight_decay});
           },

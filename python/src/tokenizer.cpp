@@ -42,6 +42,7 @@ void bind_tokenizer(nb::module_& m) {
       .def(
           "encode_batch",
           [](const data::Tokenizer& t, const std::vector<std::string>& texts, bool add_special_tokens, int threads) {
+            if (threads < 0) raise_data_error("encode_batch: threads=" + std::to_string(threads) + ": expected 0 (every core) or more");
             const std::vector<std::string_view> views(texts.begin(), texts.end());
             nb::gil_scoped_release unlocked;
             return data::encode_batch(t, views, add_special_tokens, threads);

@@ -99,3 +99,22 @@ def test_save_pretrained_and_from_pretrained_round_trip(model, tmp_path):
         np.testing.assert_array_equal(again.parameters()[name], value, err_msg=name)
     with pytest.raises(trident.CheckpointError):
         trident.models.from_pretrained(tmp_path / "missing")
+
+
+def test_data_the_model_cannot_take_is_a_data_error(model):
+    ids = np.zeros((2, 16), dtype=np.int64)
+    with pytest.raises(trident.DataError, match="ids: an empty array"):
+        model.forward_backward(np.zeros((0, 2, 16), dtype=np.int64), np.zeros((0, 2, 16), dtype=np.int64))
+    with pytest.raises(trident.DataError, match="outside the vocabulary"):
+        model.forward_backward(np.full((2, 16), 10**6, dtype=np.int64), ids)
+    with pytest.raises(trident.DataError, match="target 999"):
+        model.forward_backward(ids, np.full((2, 16), 999, dtype=np.int64))
+    with pytest.raises(trident.DataError, match="the model was built for"):
+        model.forward_backward(np.zeros((2, 8), dtype=np.int64), np.zeros((2, 8), dtype=np.int64))
+
+
+def test_adamw_checks_its_hyperparameters(model):
+    with pytest.raises(trident.ConfigError, match=r"optim.betas: AdamW\(beta1=2"):
+        trident.optim.AdamW(model, beta1=2.0)
+    with pytest.raises(trident.ConfigError, match="optim.eps"):
+        trident.optim.AdamW(model, eps=0.0)

@@ -26,6 +26,8 @@ def test_encode_batch_is_encode_of_each(corpus):
     for threads in (1, 3, 0):
         assert tok.encode_batch(texts, threads=threads) == [tok.encode(t) for t in texts]
     assert tok.encode_batch([]) == []
+    with pytest.raises(trident.DataError, match="threads=-1"):
+        tok.encode_batch(texts, threads=-1)
 
 
 def test_a_missing_or_bad_tokenizer_is_a_data_error(tmp_path):
